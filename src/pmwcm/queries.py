@@ -1,0 +1,269 @@
+"""CM query specs and their compiled form on a clique's marginal table.
+
+A :class:`CMQuery` is the declarative spec an analyst sends: a catalogue loss,
+a target attribute, feature attributes, encodings, intercept, radius ``R`` and
+L2 strength ``lambda``. Compiling it against a :class:`~pmwcm.domain.Domain`
+gives a :class:`GLMProblem`: the loss restricted to its clique
+``C = features + {target}`` (DESIGN.md section 2, "key observation"), with one
+row per cell ``x_C`` of the marginal table:
+
+* ``features``: ``phi(x_C)``, shape ``(cells, d)``, ``||phi||_2 <= 1``;
+* ``labels``: ``y(x_C)``, shape ``(cells,)``.
+
+Encoding (fixed by the ``pmwcm run`` contract): a binary attribute is ``-1``
+for its first value and ``+1`` for its second; a non-binary feature is one-hot
+(default) or ordinal (code scaled to ``[-1, 1]``); an intercept ``1`` comes
+last; the vector is divided by ``sqrt(number of blocks)`` (attributes plus
+intercept), so ``||phi||_2 <= B = 1``. A classification loss needs a binary
+target (second value ``+1``); a regression target is its code scaled to
+``[-1, 1]``.
+
+The constants the privacy proofs use are derived from the spec, never typed
+in: ``G = f.derivative_bound(R B)``, gradient bound ``G B`` of the data term,
+scale ``S = 2 R G B``, strong convexity ``lambda``.
+
+>>> from pmwcm.domain import Domain
+>>> d = Domain.from_sizes({"a": 2, "b": 2, "y": 2})
+>>> p = CMQuery(loss="logistic", target="y", features=("a", "b")).compile(d)
+>>> p.clique, p.features.shape, p.scale
+(('a', 'b', 'y'), (8, 3), 2.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pmwcm.domain import Domain
+from pmwcm.losses import LOSSES, GLMLoss, make_loss
+from pmwcm.problem import ConvexProblem, FloatArray
+
+ENCODINGS = ("auto", "onehot", "ordinal")
+
+
+class QueryError(ValueError):
+    """A query spec that cannot be served; the message names the field and value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CMQuery:
+    """A declarative convex-minimisation query from the GLM catalogue.
+
+    Attributes:
+        loss: catalogue name (``logistic``, ``squared``, ``huber``,
+            ``smoothed_hinge``, ``hinge``, ``quantile``, ``absolute``).
+        target: the label attribute.
+        features: feature attributes, in the order of ``theta``.
+        radius: ``R``, the radius of the L2 ball ``Theta``.
+        l2: ``lambda >= 0``, the L2 regularisation strength.
+        intercept: append a constant feature (last coordinate of ``theta``).
+        loss_param: Huber ``delta``, smoothed-hinge ``gamma``, quantile ``tau``.
+        encodings: per-feature ``"onehot"`` or ``"ordinal"`` for non-binary
+            attributes (binary attributes are always ``+/-1``).
+    """
+
+    loss: str
+    target: str
+    features: tuple[str, ...]
+    radius: float = 1.0
+    l2: float = 0.0
+    intercept: bool = True
+    loss_param: float | None = None
+    encodings: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "encodings", dict(self.encodings))
+        if self.loss not in LOSSES:
+            raise QueryError(f"Unknown loss {self.loss!r}; the catalogue has {sorted(LOSSES)}.")
+        if not (isinstance(self.radius, int | float) and math.isfinite(self.radius)):
+            raise QueryError(
+                f"radius must be a positive finite number, got radius={self.radius!r}."
+            )
+        if self.radius <= 0:
+            raise QueryError(f"radius must be positive, got radius={self.radius}.")
+        if not (isinstance(self.l2, int | float) and math.isfinite(self.l2) and self.l2 >= 0):
+            raise QueryError(f"l2 must be a non-negative finite number, got l2={self.l2!r}.")
+        if len(set(self.features)) != len(self.features):
+            raise QueryError(f"features must be distinct, got features={list(self.features)}.")
+        if self.target in self.features:
+            raise QueryError(f"target {self.target!r} must not also be a feature.")
+        if not self.features and not self.intercept:
+            raise QueryError("A query needs at least one feature or an intercept.")
+        for name, enc in self.encodings.items():
+            if name not in self.features:
+                raise QueryError(f"encodings names {name!r}, which is not a feature.")
+            if enc not in ENCODINGS:
+                raise QueryError(f"Unknown encoding {enc!r} for {name!r}; use one of {ENCODINGS}.")
+        try:
+            make_loss(self.loss, self.loss_param)
+        except ValueError as err:
+            raise QueryError(str(err)) from None
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> CMQuery:
+        """Builds a query from a JSON-like mapping; unknown keys are an error."""
+        allowed = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(spec) - allowed - {"id"})
+        if unknown:
+            raise QueryError(f"Unknown query field(s) {unknown}; allowed: {sorted(allowed)}.")
+        missing = [k for k in ("loss", "target", "features") if k not in spec]
+        if missing:
+            raise QueryError(f"Query is missing required field(s) {missing}.")
+        if not isinstance(spec["features"], list | tuple):
+            raise QueryError(f"features must be a list, got features={spec['features']!r}.")
+        kwargs = {k: v for k, v in spec.items() if k != "id"}
+        kwargs["features"] = tuple(spec["features"])
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready spec (inverse of :meth:`from_dict`)."""
+        out: dict[str, Any] = {
+            "loss": self.loss,
+            "target": self.target,
+            "features": list(self.features),
+            "radius": self.radius,
+            "l2": self.l2,
+            "intercept": self.intercept,
+        }
+        if self.loss_param is not None:
+            out["loss_param"] = self.loss_param
+        if self.encodings:
+            out["encodings"] = dict(self.encodings)
+        return out
+
+    @property
+    def clique(self) -> tuple[str, ...]:
+        """The attributes the loss depends on: features then target."""
+        return (*self.features, self.target)
+
+    def compile(self, domain: Domain) -> GLMProblem:
+        """The query as a :class:`GLMProblem` on its clique's marginal table.
+
+        Raises:
+            QueryError: unknown attribute, or a classification loss on a non-binary target.
+        """
+        for name in self.clique:
+            if name not in domain:
+                raise QueryError(
+                    f"Unknown attribute {name!r} in query; the domain has {list(domain.names)}."
+                )
+        loss = make_loss(self.loss, self.loss_param)
+        sub = domain.project(self.clique)
+        cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
+        blocks = [
+            _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
+            for i, a in enumerate(self.features)
+        ]
+        if self.intercept:
+            blocks.append(np.ones((cells.shape[0], 1)))
+        phi = np.hstack(blocks) / math.sqrt(len(blocks))
+        t_size = sub.sizes[-1]
+        if loss.label_kind == "binary" and t_size != 2:
+            raise QueryError(
+                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
+                f"{t_size} values."
+            )
+        labels = _scaled(cells[:, -1], t_size)
+        return GLMProblem(
+            query=self,
+            clique=self.clique,
+            loss=loss,
+            features=phi,
+            labels=labels,
+            radius=float(self.radius),
+            l2=float(self.l2),
+        )
+
+
+def _scaled(codes: np.ndarray, size: int) -> FloatArray:
+    """Codes ``0..size-1`` mapped linearly onto ``[-1, 1]`` (binary: -1, +1)."""
+    if size == 1:
+        return np.zeros(codes.shape[0])
+    return 2.0 * codes.astype(np.float64) / (size - 1) - 1.0
+
+
+def _encode(codes: np.ndarray, size: int, encoding: str) -> FloatArray:
+    """One feature block with Euclidean norm at most 1."""
+    if size <= 2 or encoding == "ordinal":
+        return _scaled(codes, size)[:, None]
+    return np.eye(size)[codes]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GLMProblem(ConvexProblem):
+    """A catalogue query on its clique: ``l(theta; x_C) = f(<theta, phi(x_C)>, y(x_C))``.
+
+    The data term only; the engine and solvers add ``(lambda/2)||theta||^2``.
+    """
+
+    query: CMQuery | None
+    clique: tuple[str, ...]
+    loss: GLMLoss
+    features: FloatArray
+    labels: FloatArray
+    radius: float
+    l2: float
+
+    @property
+    def dim(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def feature_bound(self) -> float:
+        """``B``: the largest ``||phi(x)||_2`` (at most 1 by construction)."""
+        return float(np.sqrt((self.features**2).sum(axis=1)).max())
+
+    @property
+    def derivative_bound(self) -> float:
+        """``G``: bound on ``|df/dz|`` for ``|z| <= R B``."""
+        return self.loss.derivative_bound(self.radius * self.feature_bound)
+
+    @property
+    def lipschitz(self) -> float:
+        return self.derivative_bound * self.feature_bound
+
+    @property
+    def scale(self) -> float:
+        return 2.0 * self.radius * self.lipschitz
+
+    @property
+    def smoothness(self) -> float | None:
+        beta = self.loss.smoothness
+        return None if beta is None else beta * self.feature_bound**2
+
+    def cell_losses(self, theta: FloatArray) -> FloatArray:
+        return self.loss.value(self.features @ theta, self.labels)
+
+    def cell_gradients(self, theta: FloatArray) -> FloatArray:
+        return self.loss.derivative(self.features @ theta, self.labels)[:, None] * self.features
+
+    def data_gradient(self, theta: FloatArray, weights: FloatArray) -> FloatArray:
+        slopes = self.loss.derivative(self.features @ theta, self.labels)
+        return self.features.T @ (weights * slopes)
+
+    def data_hessian(self, theta: FloatArray, weights: FloatArray) -> FloatArray | None:
+        try:
+            curv = self.loss.second_derivative(self.features @ theta, self.labels)
+        except NotImplementedError:
+            return None
+        return (self.features.T * (weights * curv)) @ self.features
+
+    def smoothed(self, mu: float) -> tuple[GLMProblem, float]:
+        if self.loss.smoothness is not None:
+            return self, 0.0
+        g = self.derivative_bound
+        surrogate = GLMProblem(
+            query=self.query,
+            clique=self.clique,
+            loss=self.loss.moreau(mu),
+            features=self.features,
+            labels=self.labels,
+            radius=self.radius,
+            l2=self.l2,
+        )
+        return surrogate, mu * g * g / 2.0
