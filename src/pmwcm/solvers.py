@@ -103,11 +103,15 @@ def minimize(
     slack = 0.0
     surrogate = problem
     if problem.smoothness is None:
-        g = problem.lipschitz
         total = float(weights.sum())
         try:
-            # mu G^2 total / 2 = tol / 2 leaves half the tolerance for the smooth solve.
-            surrogate, unit_slack = problem.smoothed(tol / (g * g * max(total, 1e-300)))
+            # The surrogate's slack c(mu) = mu G^2 / 2 is linear in mu, with G the loss's own
+            # derivative bound (not ``problem.lipschitz = G B``): probe c(1), then pick mu with
+            # c(mu) total = tol / 2, leaving half the tolerance for the smooth solve.
+            surrogate, unit_slack = problem.smoothed(1.0)
+            if unit_slack > 0:
+                mu = tol / (2.0 * unit_slack * max(total, 1e-300))
+                surrogate, unit_slack = problem.smoothed(mu)
             slack = unit_slack * total
         except NotImplementedError:
             surrogate = problem
