@@ -24,6 +24,8 @@ from pmwcm.attribute import Attribute, canonical_value
 from pmwcm.dataset import DataError, read_csv_text
 from pmwcm.schema import Schema
 
+SKIPPED = " Skipped columns: "  # how the description lists skipped columns
+
 DRAFT_WARNING = (
     "WARNING: this draft schema was read from the data itself. Its value sets and bin "
     "edges leak information about that data; replace them with public knowledge "
@@ -84,7 +86,7 @@ def draft_schema(
         raise DataError(f"no column could be drafted; skipped {', '.join(skipped)}.")
     description = DRAFT_WARNING
     if skipped:
-        description += " Skipped columns: " + ", ".join(skipped) + "."
+        description += SKIPPED + ", ".join(skipped) + "."
     return Schema(attributes=tuple(attrs), name="draft", description=description)
 
 

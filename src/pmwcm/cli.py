@@ -1,0 +1,54 @@
+"""The ``pmwcm`` command line: one :data:`app`, one small module per command.
+
+Each command lives in its own private module (``_cli_schema.py`` for
+``pmwcm schema``) as a plain function and is registered here, so this file
+stays a table of contents. Command modules import heavy dependencies inside
+the function body, so ``pmwcm --help`` stays fast.
+
+Conventions every command follows: results go to stdout, warnings and
+progress to stderr; bad input prints one line ``error: <what is wrong>`` to
+stderr and exits with status 1 (usage mistakes exit 2, as typer does); output
+files are written atomically, so a failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+import typer
+
+from pmwcm._cli_schema import schema_command
+
+app = typer.Typer(
+    name="pmwcm",
+    help="Online Private Multiplicative Weights for convex-minimization queries.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"pmwcm {version('pmwcm')}")
+        except PackageNotFoundError:
+            typer.echo("pmwcm (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
+    """Online Private Multiplicative Weights for convex-minimization queries."""
+
+
+app.command("schema")(schema_command)
+
+
+def main() -> None:
+    """Entry point of the ``pmwcm`` console script."""
+    app()
