@@ -7,11 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pmwcm.dataset import DataError, Dataset
 from pmwcm.domain import Domain
 from pmwcm.draft import DRAFT_WARNING, draft_schema
-from pmwcm.schema import Schema
+from pmwcm.schema import Attribute, Schema
 
 SCHEMA = Schema.from_json(
     {
@@ -225,3 +227,30 @@ def test_draft_errors() -> None:
         draft_schema(pd.DataFrame({"a": [1]}), max_values=1)
     with pytest.raises(ValueError, match="bins=0"):
         draft_schema(pd.DataFrame({"a": [1]}), bins=0)
+
+
+def test_duplicate_source_column_is_rejected() -> None:
+    df = pd.DataFrame([[1, 0, 5, 5, 5]], columns=["sex", "sex", "race", "age", "hours"])
+    with pytest.raises(DataError, match="more than one column named 'sex'"):
+        Dataset.from_dataframe(df, SCHEMA)
+
+
+@given(
+    edges=st.lists(st.integers(-50, 50), min_size=2, max_size=6, unique=True).map(sorted),
+    xs=st.lists(st.floats(-60, 60, allow_nan=False), min_size=1, max_size=30),
+    clip=st.booleans(),
+)
+def test_bins_put_each_value_in_its_half_open_bin(
+    edges: list[int], xs: list[float], clip: bool
+) -> None:
+    schema = Schema(attributes=(Attribute(name="x", bins=tuple(edges), clip=clip),))
+    inside = all(edges[0] <= x < edges[-1] for x in xs)
+    if not (inside or clip):
+        with pytest.raises(DataError, match="outside the bins"):
+            Dataset.from_dataframe(pd.DataFrame({"x": xs}), schema)
+        return
+    codes = Dataset.from_dataframe(pd.DataFrame({"x": xs}), schema).column("x")
+    for x, c in zip(xs, codes, strict=True):
+        lo = -np.inf if clip and c == 0 else edges[c]
+        hi = np.inf if clip and c == len(edges) - 2 else edges[c + 1]
+        assert lo <= x < hi

@@ -139,6 +139,9 @@ class Dataset:
                 f"column {missing[0]!r} named by the schema is not in {source}; "
                 f"its columns are {[str(c) for c in df.columns]}."
             )
+        dupes = sorted({str(c) for c in df.columns[df.columns.duplicated()] if c in schema.columns})
+        if dupes:
+            raise DataError(f"{source} has more than one column named {dupes[0]!r}.")
         if len(df) == 0:
             raise DataError(f"{source} has no data rows.")
         cols = [encode_column(a, df[a.column], where) for a in schema.attributes]
