@@ -1,0 +1,307 @@
+"""Online Private Multiplicative Weights (Ullman 2015, Figure "Online PMW for CM Queries").
+
+For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers):
+
+1. ``theta_hat = argmin L_{Dhat_t}`` -- free, ``Dhat_t`` is public;
+2. ``q_j = err_l(D, Dhat_t) = L_D(theta_hat) - min L_D``, sensitivity ``c S/n + tau``;
+3. the online sparse vector tests ``q_j`` against the threshold; **below**: answer
+   ``theta_hat`` (source ``"hypothesis"``);
+4. **above**: ``theta_priv = M'(D, l^j)`` (source ``"oracle"``), then
+   ``Dhat_{t+1} ∝ exp(-eta u) Dhat_t`` with ``u(x) = <theta_priv - theta_hat,
+   grad l_x(theta_hat)>`` and ``t += 1``;
+5. after ``T`` updates the sparse vector halts: further queries are refused
+   (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
+   final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
+   no accuracy check behind it).
+
+**Privacy** (Ullman 2015, Theorem "dp"): the data is read only by the sparse
+vector (an ``eps_sv``-DP mechanism for ``Delta``-sensitive queries; we feed it
+``q_j / Delta_j`` so each query is 1-sensitive and per-query thresholds are
+public) and by the oracle calls (each a privacy event of the oracle). The
+ledger composes all of them -- the sparse vector charged whole before its
+first test, each oracle call before its noise is drawn -- and refuses anything
+that would exceed ``(epsilon, delta)``. Everything else (``theta_hat``, the
+update, the post-processing sweeps, answers after the halt, repeats of a
+released answer) is post-processing of released values.
+
+Practical-mode construction lives in :mod:`pmwcm.practical`, the paper's
+constants in :mod:`pmwcm.theory`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from pmwcm.accounting import PrivacyLedger
+from pmwcm.histogram import DenseHistogram, Histogram
+from pmwcm.linear import LinearQuery, LinearRound
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles.base import Oracle
+from pmwcm.private_data import PrivateData
+from pmwcm.queries import CMQuery
+from pmwcm.rounds import CMRound, QueryRound
+from pmwcm.sparse_vector import SparseVector
+
+Source = Literal["hypothesis", "oracle", "synthetic"]
+AFTER_HALT = ("refuse", "synthetic")
+
+
+def query_key(query: CMQuery) -> str:
+    """A canonical, hashable identity of a query spec (repeats are free)."""
+    return "cm:" + json.dumps(query.to_dict(), sort_keys=True)
+
+
+class EngineHalted(RuntimeError):
+    """The sparse vector has made its ``T`` updates; the engine refuses new queries."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One released answer.
+
+    Attributes:
+        index: position of the query in the stream (0-based).
+        value: ``theta`` for CM queries (in feature order, intercept last); the
+            estimated fraction for linear queries.
+        source: ``"hypothesis"`` (certified by the sparse vector), ``"oracle"``
+            (fresh private answer, followed by an update) or ``"synthetic"``
+            (after the halt; no accuracy check).
+        updates: ``t``, the number of updates made so far (after this query).
+        epsilon_spent: privacy spent so far, at the ledger's ``delta``.
+        delta: the ledger's ``delta``.
+        repeated: this query had been answered before; the released answer is
+            returned again (no new noise, no cost).
+    """
+
+    index: int
+    value: Any
+    source: Source
+    updates: int
+    epsilon_spent: float
+    delta: float
+    repeated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateRecord:
+    """A past update: the round and the two answers that defined ``u``."""
+
+    round: QueryRound
+    private: Any
+
+
+@dataclass(kw_only=True)
+class EngineSettings:
+    """The non-privacy knobs of the loop (see :mod:`pmwcm.practical` for defaults).
+
+    Attributes:
+        max_updates: ``T``; the sparse vector's cutoff must equal it.
+        learning_rate: ``eta S`` for CM rounds.
+        threshold: the sparse vector's threshold in units of each query's
+            sensitivity (the test is ``q_j / Delta_j`` vs ``threshold``).
+        absolute_threshold: if set, a threshold in excess-risk units instead
+            (the test is ``q_j / Delta_j`` vs ``absolute_threshold / Delta_j``).
+        sensitivity_factor: ``c`` in ``c S / n + tau`` (2 or the paper's 3).
+        solver_tol: ``tau``, the certified solver gap.
+        after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
+        sweeps: post-processing passes over past updates after each new one.
+    """
+
+    max_updates: int
+    learning_rate: float
+    threshold: float
+    sensitivity_factor: float = 2.0
+    solver_tol: float = 1e-9
+    after_halt: str = "refuse"
+    sweeps: int = 0
+    absolute_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
+            raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
+        for name in ("learning_rate", "solver_tol", "sensitivity_factor"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be positive and finite, got {name}={value}.")
+        if not np.isfinite(self.threshold):
+            raise ValueError(f"threshold must be finite, got threshold={self.threshold}.")
+        if self.after_halt not in AFTER_HALT:
+            raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
+        if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
+            raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")
+
+
+class OnlinePMW:
+    """The online private multiplicative weights engine for CM queries.
+
+    Args:
+        data: the private data (read only through its marginals).
+        settings: loop parameters.
+        sparse_vector: a fresh online sparse vector with cutoff ``T`` and
+            sensitivity 1 (queries are normalised by their own sensitivity).
+        oracle: the single-query oracle ``M'``.
+        oracle_noise_level: the calibrated noise level of each oracle call.
+        ledger: the privacy ledger owning the whole interaction.
+        noise: the random source for the oracle (the sparse vector holds its own).
+        prior: the starting hypothesis (default uniform). A prior computed from
+            the private data must already be paid for in ``ledger``.
+    """
+
+    def __init__(
+        self,
+        data: PrivateData,
+        *,
+        settings: EngineSettings,
+        sparse_vector: SparseVector,
+        oracle: Oracle,
+        oracle_noise_level: float,
+        ledger: PrivacyLedger,
+        noise: NoiseSource,
+        prior: Histogram | None = None,
+    ) -> None:
+        if sparse_vector.cutoff != settings.max_updates:
+            raise ValueError(
+                f"The sparse vector's cutoff {sparse_vector.cutoff} must equal "
+                f"max_updates={settings.max_updates}."
+            )
+        if prior is not None and prior.domain != data.domain:
+            raise ValueError("The prior is over a different domain than the data.")
+        oracle.privacy_event(oracle_noise_level)  # validates the level
+        self.data = data
+        self.settings = settings
+        self.sparse_vector = sparse_vector
+        self.oracle = oracle
+        self.oracle_noise_level = oracle_noise_level
+        self.ledger = ledger
+        self.noise = noise
+        self.hypothesis: Histogram = (
+            prior.copy() if prior is not None else DenseHistogram.uniform(data.domain)
+        )
+        self.updates: list[UpdateRecord] = []
+        self.answers: list[Answer] = []
+        self._released: dict[Any, Answer] = {}
+        self._sv_paid = False
+
+    @property
+    def domain(self) -> Any:
+        """The data universe."""
+        return self.data.domain
+
+    @property
+    def halted(self) -> bool:
+        """Whether the ``T`` updates are spent."""
+        return len(self.updates) >= self.settings.max_updates
+
+    def cm_round(self, query: CMQuery) -> CMRound:
+        """Compiles ``query`` into the round the loop runs (validates it)."""
+        return CMRound(
+            problem=query.compile(self.domain),
+            oracle=self.oracle,
+            tol=self.settings.solver_tol,
+            sensitivity_factor=self.settings.sensitivity_factor,
+            learning_rate=self.settings.learning_rate,
+        )
+
+    def answer(self, query: CMQuery) -> Answer:
+        """Answers one CM query (the paper's loop body).
+
+        Raises:
+            QueryError: the spec is invalid for this domain (nothing is spent).
+            EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
+            BudgetExceededError: the ledger refuses (nothing is drawn).
+        """
+        return self.run_round(query_key(query), self.cm_round(query))
+
+    def answer_linear(self, query: LinearQuery) -> Answer:
+        """Answers one counting query (Hardt-Rothblum PMW on the same loop).
+
+        The engine's noise level is then the Laplace multiplier (build it with
+        :func:`pmwcm.practical.build_engine` and ``kind="linear"``).
+        """
+        round_ = LinearRound(
+            clique=query.clique,
+            table=query.table(self.domain),
+            learning_rate=self.settings.learning_rate,
+        )
+        return self.run_round(query.key(), round_)
+
+    def run_round(self, key: Any, round_: QueryRound) -> Answer:
+        """Runs one round; ``key`` identifies repeats of an already released query."""
+        released = self._released.get(key)
+        if released is not None:
+            return self._record(released.value, released.source, repeated=True)
+        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
+        hyp_marginal = self.hypothesis.marginal(round_.clique)
+        if self.halted:
+            if self.settings.after_halt == "refuse":
+                raise EngineHalted(
+                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
+                    "were used, so no further query can be answered with an accuracy check. "
+                    "Use after_halt='synthetic' to answer from the final hypothesis."
+                )
+            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
+        hyp_answer = round_.hypothesis_answer(hyp_marginal)
+        data_marginal = self.data.marginal(round_.clique)
+        error = round_.error(data_marginal, hyp_answer)
+        if not self._sv_paid:
+            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
+            self._sv_paid = True
+        sensitivity = round_.sensitivity(self.data.n)
+        threshold = self.settings.threshold
+        if self.settings.absolute_threshold is not None:
+            threshold = self.settings.absolute_threshold / sensitivity
+        if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
+            return self._release(key, hyp_answer, "hypothesis")
+        private = self.private_answer(round_, data_marginal)
+        self._update(round_, hyp_marginal, hyp_answer, private)
+        return self._release(key, private, "oracle")
+
+    def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
+        """A fresh private answer, paid for in the ledger before any noise is drawn."""
+        event = round_.privacy_event(self.oracle_noise_level)
+        self.ledger.spend(event, label=f"oracle call {len(self.updates) + 1}")
+        return round_.private_answer(
+            data_marginal, n=self.data.n, noise_level=self.oracle_noise_level, noise=self.noise
+        )
+
+    def _update(self, round_: QueryRound, marginal: Any, answer: Any, private: Any) -> None:
+        self.hypothesis.reweight(
+            round_.clique, round_.log_factor(marginal, answer, private), marginal=marginal
+        )
+        self.updates.append(UpdateRecord(round=round_, private=private))
+        for _ in range(self.settings.sweeps):
+            for past in self.updates:
+                self._replay(past)
+
+    def _replay(self, past: UpdateRecord) -> None:
+        """Re-applies a past update at the current hypothesis (MWEM-style; free)."""
+        marginal = self.hypothesis.marginal(past.round.clique)
+        answer = past.round.hypothesis_answer(marginal)
+        factor = past.round.log_factor(marginal, answer, past.private)
+        self.hypothesis.reweight(past.round.clique, factor, marginal=marginal)
+
+    def _release(self, key: Any, value: Any, source: Source) -> Answer:
+        answer = self._record(value, source, repeated=False)
+        self._released[key] = answer
+        return answer
+
+    def _record(self, value: Any, source: Source, *, repeated: bool) -> Answer:
+        answer = Answer(
+            index=len(self.answers),
+            value=value,
+            source=source,
+            updates=len(self.updates),
+            epsilon_spent=self.ledger.spent_epsilon(),
+            delta=self.ledger.delta,
+            repeated=repeated,
+        )
+        self.answers.append(answer)
+        return answer
+
+    def synthetic_records(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n`` records sampled from the current hypothesis (post-processing)."""
+        return self.hypothesis.sample(n, rng=rng)

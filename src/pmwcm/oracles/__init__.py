@@ -1,0 +1,13 @@
+"""Single-query private oracles ``M'``: one CM query answered from the real data.
+
+The engine calls an oracle on each above-threshold round (the paper's
+Figure "Online Private Multiplicative Weights for CM Queries", ``a^j = top``).
+Every oracle states its guarantee in its docstring and exposes it as a
+``dp_accounting`` event, so that one accountant composes all of them.
+"""
+
+from pmwcm.oracles.base import Oracle, OracleInput
+from pmwcm.oracles.noisy_gd import NoisyGradientDescent
+from pmwcm.oracles.output_perturbation import OutputPerturbation
+
+__all__ = ["NoisyGradientDescent", "Oracle", "OracleInput", "OutputPerturbation"]

@@ -1,0 +1,151 @@
+"""What one query kind contributes to a round of the online PMW engine.
+
+The engine (``pmwcm.engine``) runs the paper's loop once per query; what
+differs between CM queries (Ullman 2015, Figure "Online Private Multiplicative
+Weights for CM Queries") and linear queries (Hardt, Rothblum 2010) is captured
+by a :class:`QueryRound`:
+
+* ``hypothesis_answer(Dhat_C)``: the answer computed on the public hypothesis;
+* ``error(D_C, answer)``: the sparse vector's query ``q(D)`` (its value on the
+  real data, with the hypothesis answer held fixed) and its ``sensitivity(n)``;
+* ``private_answer(D_C)``: the oracle's answer (privacy event given separately);
+* ``log_factor(Dhat_C, hyp, priv)``: the multiplicative-weights factor on the
+  clique, ``-eta u(x_C)``.
+
+CM rounds (:class:`CMRound`):
+
+    theta_hat = argmin L_Dhat        (certified gap <= tol, public: Dhat is public)
+    q(D) = L_D(theta_hat) - L_D(theta_D),   theta_D certified within tau of min L_D
+    sensitivity = c S / n + tau      (c = 2 by DESIGN.md section 3, or the paper's 3)
+    u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>     (data term only)
+    Dhat_{t+1}(x) ∝ exp(-eta u(x_C)) Dhat_t(x)
+
+The sign is ``-eta u``: the paper's figure prints ``+eta u``, a typo; its
+Claim "potential drop" shows ``<u, Dhat_t> >= 0 >= <u, D> + err``, so ``u`` is a
+loss and weights must move against it (DESIGN.md section 3). The regulariser's
+gradient is the same for every ``x``, so it shifts ``u`` by a constant, which
+the normalisation removes; dropping it keeps ``|u| <= S``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import dp_accounting
+
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles.base import Oracle, OracleInput
+from pmwcm.problem import ConvexProblem, FloatArray
+from pmwcm.solvers import SolverError, minimize
+
+
+class QueryRound(Protocol):
+    """One query, ready to be run through the engine's loop."""
+
+    @property
+    def clique(self) -> tuple[str, ...]:
+        """The attributes the query depends on."""
+        ...
+
+    def hypothesis_answer(self, dhat_marginal: FloatArray) -> Any:
+        """The answer computed on the hypothesis's clique marginal."""
+        ...
+
+    def error(self, data_marginal: FloatArray, answer: Any) -> float:
+        """``q(D)``: how badly ``answer`` does on the real data (>= 0 up to tau)."""
+        ...
+
+    def sensitivity(self, n: int) -> float:
+        """A bound on ``|q(D) - q(D')|`` for replace-one neighbours."""
+        ...
+
+    def privacy_event(self, noise_level: float) -> dp_accounting.DpEvent:
+        """The cost of one private answer at ``noise_level``; raises if it cannot be served."""
+        ...
+
+    def private_answer(
+        self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
+    ) -> Any:
+        """A fresh private answer from the real data (already paid for)."""
+        ...
+
+    def log_factor(self, dhat_marginal: FloatArray, answer: Any, private: Any) -> FloatArray:
+        """``-eta u(x_C)`` on the clique for the update ``Dhat <- Dhat exp(.)``."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class CMRound:
+    """A convex-minimisation query in the engine.
+
+    Attributes:
+        problem: the loss on its clique.
+        oracle: the single-query oracle ``M'`` for above-threshold rounds.
+        tol: certified solver gap ``tau``, which enters the sensitivity.
+        sensitivity_factor: ``c`` in ``c S / n + tau``; 2 (DESIGN.md) or 3 (paper).
+        learning_rate: ``eta S`` -- the step is ``eta = learning_rate / S``, the
+            scaling under which the paper's regret lemma reads ``2 S sqrt(log|X|/T)``.
+    """
+
+    problem: ConvexProblem
+    oracle: Oracle
+    tol: float
+    sensitivity_factor: float
+    learning_rate: float
+
+    @property
+    def clique(self) -> tuple[str, ...]:
+        return self.problem.clique
+
+    @property
+    def scale(self) -> float:
+        return self.problem.scale
+
+    def solve(self, weights: FloatArray) -> FloatArray:
+        """``argmin`` on a marginal table, certified to ``tol``.
+
+        Raises:
+            SolverError: if the certificate cannot be reached (the sensitivity
+                bound would not hold, so the engine refuses instead).
+        """
+        solution = minimize(self.problem, weights.ravel(), tol=self.tol, max_iter=1000)
+        if not solution.converged:
+            raise SolverError(
+                f"Solver could not certify gap {self.tol} (reached {solution.gap:.3g})."
+            )
+        return solution.theta
+
+    def hypothesis_answer(self, dhat_marginal: FloatArray) -> FloatArray:
+        return self.solve(dhat_marginal)
+
+    def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:
+        weights = data_marginal.ravel()
+        best = self.solve(weights)
+        p = self.problem
+        return p.objective(answer, weights) - p.objective(best, weights)
+
+    def sensitivity(self, n: int) -> float:
+        """``c S / n + tau`` (Ullman 2015, proof of Theorem "dp"; DESIGN.md section 3)."""
+        return self.sensitivity_factor * self.problem.scale / n + self.tol
+
+    def privacy_event(self, noise_level: float) -> dp_accounting.DpEvent:
+        self.oracle.check(self.problem)
+        return self.oracle.privacy_event(noise_level)
+
+    def private_answer(
+        self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
+    ) -> FloatArray:
+        data = OracleInput(problem=self.problem, weights=data_marginal.ravel(), n=n)
+        return self.oracle.answer(data, noise_level=noise_level, noise=noise)
+
+    def direction(self, answer: FloatArray, private: FloatArray) -> FloatArray:
+        """``u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>`` per clique cell."""
+        return self.problem.cell_gradients(answer) @ (private - answer)
+
+    def log_factor(
+        self, dhat_marginal: FloatArray, answer: FloatArray, private: FloatArray
+    ) -> FloatArray:
+        eta = self.learning_rate / self.problem.scale
+        u = self.direction(answer, private)
+        return (-eta * u).reshape(dhat_marginal.shape)
