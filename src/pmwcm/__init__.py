@@ -13,7 +13,7 @@ like log k rather than sqrt(k).
 ...     pmwcm.PMWConfig(epsilon=1.0, delta=1e-6),
 ...     noise=pmwcm.NumpyNoise(seed=0),
 ... )
->>> q = pmwcm.CMQuery(loss="logistic", target="income>50K", features=("sex", "age>=37"))
+>>> q = pmwcm.CMQuery(loss="logistic", target="income>50K", features=("male", "age>=37"))
 >>> answer = engine.answer(q)
 >>> answer.source in ("hypothesis", "oracle"), len(answer.value)
 (True, 3)
