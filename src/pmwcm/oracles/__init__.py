@@ -8,6 +8,13 @@ Every oracle states its guarantee in its docstring and exposes it as a
 
 from pmwcm.oracles.base import Oracle, OracleInput
 from pmwcm.oracles.noisy_gd import NoisyGradientDescent
+from pmwcm.oracles.objective_perturbation import ObjectivePerturbation
 from pmwcm.oracles.output_perturbation import OutputPerturbation
 
-__all__ = ["NoisyGradientDescent", "Oracle", "OracleInput", "OutputPerturbation"]
+__all__ = [
+    "NoisyGradientDescent",
+    "ObjectivePerturbation",
+    "Oracle",
+    "OracleInput",
+    "OutputPerturbation",
+]
