@@ -35,7 +35,12 @@ from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW
 from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.linear import LinearQuery
 from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
-from pmwcm.oracles import NoisyGradientDescent, Oracle, OutputPerturbation
+from pmwcm.oracles import (
+    NoisyGradientDescent,
+    ObjectivePerturbation,
+    Oracle,
+    OutputPerturbation,
+)
 from pmwcm.practical import PMWConfig, build_engine
 from pmwcm.private_data import PrivateData
 from pmwcm.problem import CallableProblem, ConvexProblem
@@ -67,6 +72,7 @@ __all__ = [
     "NoisyGradientDescent",
     "NonPrivateBaseline",
     "NumpyNoise",
+    "ObjectivePerturbation",
     "OnlinePMW",
     "OpenDPNoise",
     "Oracle",
