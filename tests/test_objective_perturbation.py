@@ -57,7 +57,7 @@ def test_norm_noise_scale_is_four_zeta_over_epsilon(seed: int) -> None:
     data = _data(seed, spec)
     noise = _Recorder(seed)
     ObjectivePerturbation().answer(data, noise_level=2.0, noise=noise)
-    zeta = data.problem.feature_bound  # logistic: |f'| <= 1 on all of R
+    zeta = spec.compile(DOMAIN).feature_bound  # logistic: |df/dz| <= 1 on all of R
     assert noise.laplace_scales == [(pytest.approx(4.0 * zeta / 0.5), data.problem.dim)]
 
 
