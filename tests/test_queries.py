@@ -296,6 +296,27 @@ def test_data_hessian_matches_finite_differences(spec_id: str, seed: int) -> Non
         assert np.linalg.eigvalsh(hess).min() >= -1e-12
 
 
+@pytest.mark.parametrize("mu", [1e-3, 0.1])
+@pytest.mark.parametrize("spec_id", SPEC_IDS)
+def test_smoothed_surrogate_is_within_its_declared_slack(
+    spec_id: str, mu: float, seed: int
+) -> None:
+    """``F - c <= F_mu <= F`` for weights summing to one, and ``c = mu G^2 / 2``."""
+    p = compiled(spec_id)
+    surrogate, c = p.smoothed(mu)
+    if p.smoothness is not None:
+        assert surrogate is p and c == 0.0
+        return
+    assert c == pytest.approx(mu * p.derivative_bound**2 / 2)
+    assert surrogate.smoothness == pytest.approx(p.feature_bound**2 / mu)
+    assert (surrogate.radius, surrogate.l2, surrogate.clique) == (p.radius, p.l2, p.clique)
+    rng = np.random.default_rng(seed)
+    for theta in ball_points(rng, 20, p.dim, p.radius):
+        w = rng.dirichlet(np.ones(p.labels.size))
+        diff = p.objective(theta, w) - surrogate.objective(theta, w)
+        assert -1e-12 <= diff <= c + 1e-12
+
+
 @pytest.mark.parametrize("spec_id", ["logistic_onehot_ord_l2", "squared", "hinge_l2_noint"])
 def test_objective_on_the_marginal_equals_the_mean_over_records(spec_id: str, seed: int) -> None:
     """DESIGN.md's key observation: ``L_D`` needs only the clique's marginal table."""
