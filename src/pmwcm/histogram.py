@@ -180,7 +180,9 @@ class DenseHistogram:
         ``Z = sum_{x_C} D_C(x_C) exp(log_factor(x_C))`` is computed on the clique
         from ``marginal`` (the current marginal on ``attrs``, if the caller has it)
         so that the update is a single pass. The factor is shifted by its maximum
-        first, so ``exp`` never overflows.
+        over the cells that carry mass, so ``exp`` never overflows and ``Z`` never
+        underflows to zero (a zero-mass cell holding the global maximum would
+        otherwise flush every other factor to zero).
         """
         axes = self.domain.axes(attrs)
         log_factor = np.asarray(log_factor, dtype=np.float64)
@@ -189,9 +191,14 @@ class DenseHistogram:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {expected}.")
         if not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite.")
-        factor = np.exp(log_factor - log_factor.max())
         if marginal is None:
             marginal = self.marginal(attrs)
+        marginal = np.asarray(marginal, dtype=np.float64)
+        if marginal.shape != expected:
+            raise ValueError(f"marginal has shape {marginal.shape}, expected {expected}.")
+        support = marginal > 0
+        shift = float(log_factor[support].max() if support.any() else log_factor.max())
+        factor = np.exp(np.minimum(log_factor - shift, 0.0))
         z = float((marginal * factor).sum())
         np.multiply(
             self._values, broadcast_factor(self.domain.shape, axes, factor / z), out=self._values
