@@ -116,7 +116,10 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
         runs = merged
     table = flat.reshape([array.shape[a] for a in kept_sorted])
     order = [kept_sorted.index(a) for a in axes]
-    return np.ascontiguousarray(table.transpose(order))
+    # ascontiguousarray turns a 0-d table (empty clique) into shape (1,): reshape back.
+    result = np.ascontiguousarray(table.transpose(order)).reshape([array.shape[a] for a in axes])
+    # With no axis dropped, the table is a view of ``array``: never hand out an alias.
+    return result.copy() if np.may_share_memory(result, array) else result
 
 
 def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatArray) -> FloatArray:
