@@ -50,8 +50,10 @@ Source = Literal["hypothesis", "oracle", "synthetic"]
 AFTER_HALT = ("refuse", "synthetic")
 
 
-def query_key(query: CMQuery) -> str:
+def query_key(query: CMQuery | LinearQuery) -> str:
     """A canonical, hashable identity of a query spec (repeats are free)."""
+    if isinstance(query, LinearQuery):
+        return query.key()
     return "cm:" + json.dumps(query.to_dict(), sort_keys=True)
 
 
@@ -88,8 +90,9 @@ class Answer:
 
 @dataclass(frozen=True, kw_only=True)
 class UpdateRecord:
-    """A past update: the round and the two answers that defined ``u``."""
+    """A past update: the query, its round and the private answer that defined ``u``."""
 
+    query: CMQuery | LinearQuery
     round: QueryRound
     private: Any
 
@@ -183,8 +186,10 @@ class OnlinePMW:
         )
         self.updates: list[UpdateRecord] = []
         self.answers: list[Answer] = []
-        self._released: dict[Any, Answer] = {}
-        self._sv_paid = False
+        #: released answers by :func:`query_key` (repeats are answered from here).
+        self.released: dict[str, Answer] = {}
+        #: whether the sparse vector's event is in the ledger.
+        self.sv_paid = False
 
     @property
     def domain(self) -> Any:
@@ -214,7 +219,7 @@ class OnlinePMW:
             EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
             BudgetExceededError: the ledger refuses (nothing is drawn).
         """
-        return self.run_round(query_key(query), self.cm_round(query))
+        return self.run_round(query, self.cm_round(query))
 
     def answer_linear(self, query: LinearQuery) -> Answer:
         """Answers one counting query (Hardt-Rothblum PMW on the same loop).
@@ -227,11 +232,12 @@ class OnlinePMW:
             table=query.table(self.domain),
             learning_rate=self.settings.learning_rate,
         )
-        return self.run_round(query.key(), round_)
+        return self.run_round(query, round_)
 
-    def run_round(self, key: Any, round_: QueryRound) -> Answer:
-        """Runs one round; ``key`` identifies repeats of an already released query."""
-        released = self._released.get(key)
+    def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
+        """Runs one round; an already released query is answered again for free."""
+        key = query_key(query)
+        released = self.released.get(key)
         if released is not None:
             return self._record(released.value, released.source, repeated=True)
         round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
@@ -247,9 +253,9 @@ class OnlinePMW:
         hyp_answer = round_.hypothesis_answer(hyp_marginal)
         data_marginal = self.data.marginal(round_.clique)
         error = round_.error(data_marginal, hyp_answer)
-        if not self._sv_paid:
+        if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
-            self._sv_paid = True
+            self.sv_paid = True
         sensitivity = round_.sensitivity(self.data.n)
         threshold = self.settings.threshold
         if self.settings.absolute_threshold is not None:
@@ -257,7 +263,7 @@ class OnlinePMW:
         if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
             return self._release(key, hyp_answer, "hypothesis")
         private = self.private_answer(round_, data_marginal)
-        self._update(round_, hyp_marginal, hyp_answer, private)
+        self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
 
     def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
@@ -268,11 +274,18 @@ class OnlinePMW:
             data_marginal, n=self.data.n, noise_level=self.oracle_noise_level, noise=self.noise
         )
 
-    def _update(self, round_: QueryRound, marginal: Any, answer: Any, private: Any) -> None:
+    def _update(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        marginal: Any,
+        answer: Any,
+        private: Any,
+    ) -> None:
         self.hypothesis.reweight(
             round_.clique, round_.log_factor(marginal, answer, private), marginal=marginal
         )
-        self.updates.append(UpdateRecord(round=round_, private=private))
+        self.updates.append(UpdateRecord(query=query, round=round_, private=private))
         for _ in range(self.settings.sweeps):
             for past in self.updates:
                 self._replay(past)
@@ -286,7 +299,7 @@ class OnlinePMW:
 
     def _release(self, key: Any, value: Any, source: Source) -> Answer:
         answer = self._record(value, source, repeated=False)
-        self._released[key] = answer
+        self.released[key] = answer
         return answer
 
     def _record(self, value: Any, source: Source, *, repeated: bool) -> Answer:

@@ -67,6 +67,14 @@ class SparseVector(Protocol):
         """The whole mechanism's worst-case cost, to be charged before the first query."""
         ...
 
+    def export_state(self) -> dict[str, float | int | None]:
+        """The mutable state, for durable storage (secret: holds the threshold noise)."""
+        ...
+
+    def import_state(self, state: dict[str, float | int | None]) -> None:
+        """Restores :meth:`export_state`'s output."""
+        ...
+
 
 def _positive(value: float, name: str) -> float:
     value = float(value)
@@ -157,6 +165,29 @@ class _Sparse:
 
     def _after_positive(self) -> None:
         """Hook: what a positive answer does to the threshold noise."""
+
+    def export_state(self) -> dict[str, float | int | None]:
+        """The mutable state (positives and the current threshold noise), for durable storage.
+
+        The threshold noise is secret: store it where only the curator can read it.
+        """
+        return {"positives": self._positives, "rho": self._rho}
+
+    def import_state(self, state: dict[str, float | int | None]) -> None:
+        """Restores :meth:`export_state`'s output into a freshly built object.
+
+        Raises:
+            ValueError: if the state is malformed or not from a compatible object.
+        """
+        positives, rho = state.get("positives"), state.get("rho")
+        if not isinstance(positives, int) or not 0 <= positives <= self._cutoff:
+            raise ValueError(
+                f"positives must be an integer in [0, {self._cutoff}], got {positives!r}."
+            )
+        if rho is not None and not (isinstance(rho, float | int) and math.isfinite(rho)):
+            raise ValueError(f"rho must be a finite number or None, got {rho!r}.")
+        self._positives = positives
+        self._rho = None if rho is None else float(rho)
 
     def accuracy_margin(self, *, queries: int, beta: float) -> float:
         """``alpha`` such that, with probability ``>= 1 - beta`` over ``queries`` queries,
