@@ -49,11 +49,13 @@ from pmwcm.engine import AFTER_HALT, EngineSettings, OnlinePMW
 from pmwcm.histogram import Histogram
 from pmwcm.noise import NoiseSource
 from pmwcm.oracles import NoisyGradientDescent, Oracle
+from pmwcm.prior import marginal_prior, measurement_event
 from pmwcm.private_data import PrivateData
 from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
 
 SPARSE_VECTORS = ("lyu_su_li", "dwork_roth")
 ACCOUNTANTS = ("pld", "zcdp")
+PRIORS = ("marginals", "uniform")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,12 +65,18 @@ class PMWConfig:
     Attributes:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
-        max_updates: ``T``, the number of oracle calls and updates.
+        max_updates: ``T``, the number of oracle calls and updates; ``0``
+            (default) for 10 with the marginal prior, 50 with the uniform one.
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
         threshold: in units of each query's sensitivity; ``None`` for the rule.
-        expected_queries: ``k`` in the threshold rule (public, not a limit).
+        expected_queries: ``k`` in the threshold rule (public, not a limit);
+            ``0`` (default) for 10,000 with the marginal prior, 1,000 with the uniform one.
+        prior: ``"marginals"`` (noisy 2-way marginals fitted into the starting
+            histogram, paid from the budget; :mod:`pmwcm.prior`) or
+            ``"uniform"`` (the paper's start).
+        prior_fraction: the share of ``(epsilon, delta)`` the prior's measurement gets.
         sensitivity_factor: 2 (DESIGN.md) or 3 (the paper) in ``c S / n + tau``.
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
@@ -79,12 +87,14 @@ class PMWConfig:
 
     epsilon: float
     delta: float
-    max_updates: int = 50
+    max_updates: int = 0
     sparse_vector: str = "lyu_su_li"
     sv_fraction: float = 0.3
     learning_rate: float | None = 4.0
     threshold: float | None = None
-    expected_queries: int = 1000
+    expected_queries: int = 0
+    prior: str = "marginals"
+    prior_fraction: float = 0.4
     sensitivity_factor: float = 2.0
     solver_tol: float = 1e-8
     after_halt: str = "refuse"
@@ -93,6 +103,18 @@ class PMWConfig:
     accountant: str = "pld"
 
     def __post_init__(self) -> None:
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
+        marginal = self.prior == "marginals"
+        if self.max_updates == 0:
+            object.__setattr__(self, "max_updates", 10 if marginal else 50)
+        if self.expected_queries == 0:
+            object.__setattr__(self, "expected_queries", 10_000 if marginal else 1000)
+        if marginal and not 0 < self.prior_fraction < 1 - self.sv_fraction:
+            raise ValueError(
+                f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
+                f"got prior_fraction={self.prior_fraction}."
+            )
         if not (isinstance(self.epsilon, int | float) and self.epsilon > 0):
             raise ValueError(f"epsilon must be positive, got epsilon={self.epsilon!r}.")
         if not math.isfinite(self.epsilon):
@@ -199,6 +221,21 @@ def calibrate_noise_level(
     return hi
 
 
+def _paid_marginal_prior(
+    data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger, noise: NoiseSource
+) -> Histogram:
+    """Charges, then measures, all 2-way marginals at ``prior_fraction`` of the budget."""
+    multiplier = calibrate_gaussian_multiplier(
+        fixed=None,
+        gaussian_count=1,
+        epsilon=config.prior_fraction * config.epsilon,
+        delta=config.prior_fraction * config.delta,
+        accountant=ledger.accountant,
+    )
+    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
+    return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+
+
 def default_threshold(noise_scale: float, config: PMWConfig) -> float:
     """``b ln(max(e, k / T))`` (module docstring)."""
     return noise_scale * math.log(max(math.e, config.expected_queries / config.max_updates))
@@ -220,13 +257,17 @@ def build_engine(
         config: practical-mode parameters.
         noise: random source for the sparse vector and the oracle.
         prior: starting hypothesis; if it was computed from the private data,
-            pass the ``ledger`` that already paid for it.
+            pass the ``ledger`` that already paid for it. If ``None`` and
+            ``config.prior == "marginals"``, the marginal prior is measured
+            here and charged to the ledger first.
         ledger: an existing ledger (its budget must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
     """
     accountant = make_accountant(config.accountant)
     if ledger is None:
         ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta, accountant=accountant)
+    if prior is None and config.prior == "marginals":
+        prior = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
     sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
     fixed = sv.privacy_event()
     fixed = dp_accounting.ComposedDpEvent([*(e.event for e in ledger.entries), fixed])

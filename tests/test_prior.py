@@ -1,0 +1,114 @@
+"""The marginal prior: its privacy event, its noise, its fit, and its place in the ledger."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from pmwcm.domain import Domain
+from pmwcm.histogram import DenseHistogram
+from pmwcm.noise import NumpyNoise
+from pmwcm.practical import PMWConfig, build_engine
+from pmwcm.prior import (
+    Measurement,
+    fit_histogram,
+    measure_marginals,
+    measurement_event,
+    pairwise_cliques,
+)
+from pmwcm.private_data import PrivateData
+
+DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 2})
+
+
+def _data(seed: int, n: int = 20_000) -> PrivateData:
+    rng = np.random.default_rng(seed)
+    records = np.stack([rng.integers(0, s, size=n) for s in DOMAIN.sizes], axis=1)
+    records[:, 2] = (records[:, 0] + (rng.random(n) < 0.2)) % 2  # c follows a
+    return PrivateData.from_records(DOMAIN, records)
+
+
+class _Recorder(NumpyNoise):
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed=seed)
+        self.gaussian_calls: list[tuple[float, int]] = []
+
+    def gaussian(self, sigma: float, size: int) -> np.ndarray:
+        self.gaussian_calls.append((sigma, size))
+        return super().gaussian(sigma, size)
+
+
+def test_pairwise_cliques_cover_every_pair() -> None:
+    cliques = pairwise_cliques(DOMAIN)
+    assert len(cliques) == 6 and ("a", "b") in cliques and ("c", "d") in cliques
+    with pytest.raises(ValueError, match="order"):
+        pairwise_cliques(DOMAIN, order=0)
+
+
+def test_measurement_noise_is_calibrated_to_the_joint_sensitivity(seed: int) -> None:
+    # sqrt(2K)/n: replace-one moves 1/n of mass between two cells of each of K marginals.
+    data = _data(seed)
+    noise = _Recorder(seed)
+    cliques = pairwise_cliques(DOMAIN)
+    out = measure_marginals(data, cliques, noise_multiplier=3.0, noise=noise)
+    cells = sum(int(np.prod([DOMAIN.size_of(a) for a in c])) for c in cliques)
+    assert noise.gaussian_calls == [(pytest.approx(3.0 * np.sqrt(12) / data.n), cells)]
+    assert [m.clique for m in out] == cliques
+    assert measurement_event(3.0) == dp_accounting.GaussianDpEvent(3.0)
+
+
+def test_fit_recovers_exact_marginals(seed: int) -> None:
+    data = _data(seed)
+    exact = [
+        Measurement(clique=c, values=data.marginal(c), sigma=0.0) for c in pairwise_cliques(DOMAIN)
+    ]
+    fitted = fit_histogram(DOMAIN, exact, iterations=500)
+    for m in exact:
+        np.testing.assert_allclose(fitted.marginal(m.clique), m.values, atol=2e-3)
+    assert fitted.to_array().sum() == pytest.approx(1.0)
+
+
+def test_fit_never_increases_the_error_and_handles_noisy_input(seed: int) -> None:
+    data = _data(seed)
+    noisy = measure_marginals(
+        data, pairwise_cliques(DOMAIN), noise_multiplier=50.0, noise=NumpyNoise(seed=seed)
+    )
+
+    def err(h: DenseHistogram) -> float:
+        return sum(float(((h.marginal(m.clique) - m.values) ** 2).sum()) for m in noisy)
+
+    uniform = DenseHistogram.uniform(DOMAIN)
+    fitted = fit_histogram(DOMAIN, noisy, iterations=50)
+    assert err(fitted) <= err(uniform)
+    assert np.all(fitted.to_array() >= 0)
+
+
+def test_engine_charges_the_prior_first_and_still_meets_the_budget(seed: int) -> None:
+    data = _data(seed)
+    config = PMWConfig(epsilon=1.0, delta=1e-6)
+    engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
+    first = engine.ledger.entries[0]
+    assert first.label.startswith("prior")
+    assert isinstance(first.event, dp_accounting.GaussianDpEvent)
+    assert first.epsilon_after <= config.prior_fraction * config.epsilon + 1e-9
+    assert engine.settings.max_updates == 10
+
+
+def test_public_prior_costs_nothing(seed: int) -> None:
+    data = _data(seed)
+    public = DenseHistogram.uniform(DOMAIN)
+    engine = build_engine(
+        data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=seed), prior=public
+    )
+    assert engine.ledger.entries == ()
+
+
+def test_prior_fraction_must_leave_room_for_the_sparse_vector() -> None:
+    with pytest.raises(ValueError, match="prior_fraction"):
+        PMWConfig(epsilon=1.0, delta=1e-6, prior_fraction=0.8, sv_fraction=0.3)
+
+
+def test_uniform_prior_restores_the_papers_start() -> None:
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform")
+    assert (config.max_updates, config.expected_queries) == (50, 1000)
