@@ -142,6 +142,19 @@ def test_marginal_edge_cases() -> None:
         h.marginal(["zz"])
 
 
+def test_marginal_is_never_a_view_of_the_histogram() -> None:
+    """Regression: the marginal on every attribute in domain order used to alias the
+    histogram's buffer, so a later reweight changed it and writing to it corrupted ``D``."""
+    h = DenseHistogram.uniform(domain_of((2, 3)))
+    for attrs in (["a0", "a1"], ["a1", "a0"], ["a0"], []):
+        m = h.marginal(attrs)
+        before = m.copy()
+        h.reweight(["a1"], np.array([0.0, 1.0, 2.0]))
+        np.testing.assert_array_equal(m, before)
+        m[...] = -1.0
+        assert np.all(h.to_array() > 0)
+
+
 @SETTINGS
 @given(data=st.data(), values=histograms())
 def test_broadcast_factor_indexes_the_clique(data: st.DataObject, values: FloatArray) -> None:
