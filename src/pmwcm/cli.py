@@ -17,7 +17,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
+from pmwcm._cli_run import run_command
 from pmwcm._cli_schema import schema_command
+from pmwcm._cli_synth import synth_command
 
 app = typer.Typer(
     name="pmwcm",
@@ -46,6 +48,8 @@ def _root(
     """Online Private Multiplicative Weights for convex-minimization queries."""
 
 
+app.command("run")(run_command)
+app.command("synth")(synth_command)
 app.command("schema")(schema_command)
 
 

@@ -1,0 +1,330 @@
+"""``pmwcm run``: the fixed output contract, per-line refusals, fatal input errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from pmwcm.baselines import NonPrivateBaseline
+from pmwcm.cli import app
+from pmwcm.dataset import Dataset
+from pmwcm.private_data import PrivateData
+from pmwcm.queries import CMQuery
+from pmwcm.schema import Schema
+
+runner = CliRunner()
+OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta"}
+SCHEMA = {
+    "attributes": [
+        {"name": "age", "bins": [0, 30, 45, 60, 120]},
+        {"name": "sex", "values": ["female", "male"]},
+        {"name": "smoker", "values": ["no", "yes"]},
+        {"name": "income", "values": ["low", "high"]},
+    ]
+}
+QUERIES: list[dict[str, Any]] = [
+    {"id": "q1", "loss": "logistic", "target": "income", "features": ["age", "sex"],
+     "radius": 1.0, "l2": 0.0, "intercept": True},
+    {"id": "q2", "loss": "squared", "target": "age", "features": ["sex", "smoker"]},
+    {"id": "q3", "loss": "smoothed_hinge", "target": "smoker", "features": ["sex"],
+     "intercept": False},
+    {"id": 4, "loss": "huber", "target": "income", "features": ["smoker"], "loss_param": 0.5},
+]  # fmt: skip
+
+
+def write_data(folder: Path, rows: int = 400) -> tuple[Path, Path]:
+    """A small CSV where income depends strongly on sex and age, and its schema."""
+    rng = np.random.default_rng(7)
+    age = rng.integers(18, 80, rows)
+    male = rng.random(rows) < 0.5
+    high = (male.astype(float) + (age > 45) + rng.random(rows)) > 1.6
+    lines = ["age,sex,smoker,income"] + [
+        f"{a},{'male' if m else 'female'},{'yes' if s else 'no'},{'high' if h else 'low'}"
+        for a, m, s, h in zip(age, male, rng.random(rows) < 0.3, high, strict=True)
+    ]
+    data, schema = folder / "data.csv", folder / "schema.json"
+    data.write_text("\n".join(lines) + "\n")
+    schema.write_text(json.dumps(SCHEMA))
+    return data, schema
+
+
+def write_queries(folder: Path, queries: list, name: str = "queries.jsonl") -> Path:
+    path = folder / name
+    path.write_text("".join((q if isinstance(q, str) else json.dumps(q)) + "\n" for q in queries))
+    return path
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    data, schema = write_data(tmp_path)
+    return {
+        "data": data,
+        "schema": schema,
+        "queries": write_queries(tmp_path, QUERIES),
+        "output": tmp_path / "answers.jsonl",
+    }
+
+
+def args(files: dict[str, Path], *extra: str, epsilon: str = "1", delta: str = "1e-6") -> list:
+    return [
+        "run", "--data", str(files["data"]), "--schema", str(files["schema"]),
+        "--queries", str(files["queries"]), "--epsilon", epsilon, "--delta", delta,
+        "--output", str(files["output"]), *extra,
+    ]  # fmt: skip
+
+
+def run_ok(files: dict[str, Path], *extra: str, **kw: str) -> list[dict]:
+    result = runner.invoke(app, args(files, *extra, **kw))
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in files["output"].read_text().splitlines()]
+
+
+def one_error_line(stderr: str, *needles: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def check_answer(record: dict, query: dict, sources: set[str]) -> None:
+    assert set(record) == OUTPUT_KEYS
+    assert record["id"] == query["id"]
+    width = {"age": 4, "sex": 1, "smoker": 1}  # age has 4 bins: one-hot
+    expected = sum(width[f] for f in query["features"]) + query.get("intercept", True)
+    assert len(record["theta"]) == expected
+    assert all(isinstance(v, float) for v in record["theta"])
+    assert record["source"] in sources
+
+
+def test_pmw_output_contract(files: dict[str, Path], seed: int) -> None:
+    result = runner.invoke(app, args(files, "--seed", str(seed)))
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in files["output"].read_text().splitlines()]
+    assert len(records) == len(QUERIES)
+    for record, query in zip(records, QUERIES, strict=True):
+        check_answer(record, query, {"hypothesis", "oracle", "synthetic"})
+        assert 0 < record["epsilon_spent"] <= 1.0 and record["delta"] == 1e-6
+        assert record["updates"] >= 0
+    spent = [r["epsilon_spent"] for r in records]
+    assert spent == sorted(spent)  # running total
+    assert f"numpy(seed={seed})" in result.stderr and "4 queries" in result.stderr
+
+
+def test_seed_makes_runs_identical(files: dict[str, Path], seed: int) -> None:
+    first = run_ok(files, "--seed", str(seed))
+    assert run_ok(files, "--seed", str(seed)) == first
+
+
+def test_default_noise_is_opendp(files: dict[str, Path]) -> None:
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 0, result.output
+    assert "noise opendp" in result.stderr
+
+
+def test_refused_lines_get_an_error_and_the_run_goes_on(tmp_path: Path, seed: int) -> None:
+    data, schema = write_data(tmp_path)
+    good = QUERIES[0]
+    lines = [
+        {**good, "id": "unknown", "features": ["age", "height"]},
+        {**good, "id": "radius", "radius": 0},
+        {**good, "id": "negative", "radius": -1.0},
+        {**good, "id": "typed", "intercept": "no"},
+        {**good, "id": "loss", "loss": "magic"},
+        {**good, "id": "extra", "weights": [1]},
+        {k: v for k, v in good.items() if k != "id"},
+        "",  # blank lines are skipped
+        good,
+        {**good, "id": "q1", "features": ["sex"]},  # duplicate id
+    ]
+    queries = write_queries(tmp_path, lines)
+    out = tmp_path / "out.jsonl"
+    files = {"data": data, "schema": schema, "queries": queries, "output": out}
+    records = run_ok(files, "--seed", str(seed))
+    assert len(records) == 9
+    errors = {r["id"]: r["error"] for r in records if "error" in r}
+    assert "'height'" in errors["unknown"]
+    assert "radius" in errors["radius"] and "radius" in errors["negative"]
+    assert "intercept" in errors["typed"] and "magic" in errors["loss"]
+    assert "weights" in errors["extra"] and "id" in errors[None]
+    assert all(set(r) == {"id", "error"} for r in records if "error" in r)
+    check_answer(records[7], good, {"hypothesis", "oracle"})
+    assert records[8] == {"id": "q1", "error": records[8]["error"]}
+    assert "duplicate" in records[8]["error"]
+
+
+@pytest.mark.parametrize(
+    ("change", "needles"),
+    [
+        ({"data": "missing.csv"}, ["data file not found"]),
+        ({"schema": "missing.json"}, ["schema file not found"]),
+        ({"queries": "missing.jsonl"}, ["queries file not found"]),
+        ({"output": "nodir/out.jsonl"}, ["does not exist"]),
+    ],
+)
+def test_missing_files_are_fatal(files: dict[str, Path], change: dict, needles: list) -> None:
+    for key, name in change.items():
+        files[key] = files["data"].parent / name
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, *needles)
+    assert not (files["data"].parent / "answers.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "needle"),
+    [("0", "1e-6", "--epsilon"), ("-1", "1e-6", "--epsilon"), ("inf", "1e-6", "--epsilon"),
+     ("1", "0", "--delta"), ("1", "1", "--delta"), ("1", "1.5", "--delta")],
+)  # fmt: skip
+def test_bad_budget_is_fatal(files: dict[str, Path], epsilon: str, delta: str, needle: str) -> None:
+    result = runner.invoke(app, args(files, epsilon=epsilon, delta=delta))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, needle)
+    assert not files["output"].exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [("{not json", "line 2 is not valid JSON"), ("[1, 2]", "line 2 must be a JSON object")],
+)
+def test_a_line_that_is_not_a_json_object_is_fatal(
+    files: dict[str, Path], line: str, needle: str
+) -> None:
+    files["queries"] = write_queries(files["data"].parent, [QUERIES[0], line], "bad.jsonl")
+    files["output"].write_text("previous\n")
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, needle)
+    assert files["output"].read_text() == "previous\n"  # untouched
+
+
+def test_csv_not_matching_the_schema_is_fatal(files: dict[str, Path]) -> None:
+    text = files["data"].read_text().replace("female", "f", 1)
+    files["data"].write_text(text)
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "column 'sex'", "'f'")
+    files["data"].write_text("age,sex\n30,male\n")
+    result = runner.invoke(app, args(files))
+    one_error_line(result.stderr, "column 'smoker'")
+    assert not files["output"].exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--method", "magic"), ("--after-halt", "maybe"), ("--max-updates", "0"), ("--prior", "x")],
+)
+def test_bad_choices_are_fatal(files: dict[str, Path], option: str, value: str) -> None:
+    result = runner.invoke(app, args(files, option, value))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, option)
+
+
+def test_empty_query_file_writes_an_empty_answer_file(files: dict[str, Path]) -> None:
+    files["queries"].write_text("\n")
+    assert run_ok(files) == []
+
+
+def test_composition_splits_the_budget_over_distinct_valid_queries(
+    files: dict[str, Path], seed: int
+) -> None:
+    lines = [*QUERIES, {**QUERIES[0], "id": "again"}, {**QUERIES[0], "id": "bad", "radius": 0}]
+    files["queries"] = write_queries(files["data"].parent, lines, "comp.jsonl")
+    records = run_ok(files, "--method", "composition", "--seed", str(seed), epsilon="2")
+    for record, query in zip(records[:5], lines, strict=False):
+        check_answer(record, query, {"composition"})
+        assert record["updates"] == 0
+    assert records[4]["theta"] == records[0]["theta"]  # a repeat: no new noise, no cost
+    assert 1.99 < records[3]["epsilon_spent"] <= 2.0  # all spent on the 4 distinct queries
+    assert records[4]["epsilon_spent"] == records[3]["epsilon_spent"]
+    assert set(records[5]) == {"id", "error"}
+
+
+def test_nonprivate_gives_exact_answers_and_no_privacy_claim(files: dict[str, Path]) -> None:
+    result = runner.invoke(app, args(files, "--method", "nonprivate"))
+    assert result.exit_code == 0, result.output
+    assert "NOT differentially private" in result.stderr
+    records = [json.loads(line) for line in files["output"].read_text().splitlines()]
+    ds = Dataset.from_csv(files["data"], Schema.from_json(files["schema"]))
+    exact = NonPrivateBaseline(PrivateData.from_records(ds.domain, ds.records))
+    for record, query in zip(records, QUERIES, strict=True):
+        check_answer(record, query, {"nonprivate"})
+        assert record["epsilon_spent"] is None and record["delta"] is None
+        theta = exact.answer(CMQuery.from_dict(query))
+        np.testing.assert_allclose(record["theta"], theta, atol=1e-8)
+
+
+def test_second_listed_value_encodes_plus_one(files: dict[str, Path], tmp_path: Path) -> None:
+    """income ~ sex: 'male' (listed second) raises 'high' (second): positive coefficient."""
+    query = {"id": "s", "loss": "logistic", "target": "income", "features": ["sex"]}
+    files["queries"] = write_queries(tmp_path, [query], "sex.jsonl")
+    coef = run_ok(files, "--method", "nonprivate")[0]["theta"][0]
+    flipped = json.loads(files["schema"].read_text())
+    flipped["attributes"][1]["values"] = ["male", "female"]
+    files["schema"].write_text(json.dumps(flipped))
+    assert coef > 0.1
+    assert run_ok(files, "--method", "nonprivate")[0]["theta"][0] == pytest.approx(-coef)
+
+
+def _halting_queries(tmp_path: Path) -> Path:
+    return write_queries(
+        tmp_path,
+        [
+            QUERIES[0],
+            {"id": "other", "loss": "logistic", "target": "income", "features": ["sex"]},
+            {**QUERIES[0], "id": "repeat"},
+        ],
+        "halt.jsonl",
+    )
+
+
+def test_after_halt_refuse_and_synthetic(tmp_path: Path, seed: int) -> None:
+    """From the uniform start with T = 1 the first query updates, then the engine halts.
+
+    On 2,000 rows the first query's error under the uniform hypothesis is 0.136,
+    i.e. 68 sensitivity units (2 S / n = 0.002); at epsilon = 10 the sparse
+    vector's threshold is 1.2 units and its noise scales are about 1 unit, so
+    the first query crosses for every seed (failure probability < 1e-20).
+    """
+    data, schema = write_data(tmp_path, rows=2000)
+    files = {"data": data, "schema": schema, "output": tmp_path / "out.jsonl"}
+    files["queries"] = _halting_queries(tmp_path)
+    common = ("--prior", "uniform", "--max-updates", "1", "--seed", str(seed))
+    refused = run_ok(files, *common, "--after-halt", "refuse", epsilon="10")
+    assert refused[0]["source"] == "oracle" and refused[0]["updates"] == 1
+    assert set(refused[1]) == {"id", "error"} and "--after-halt synthetic" in refused[1]["error"]
+    assert refused[2]["theta"] == refused[0]["theta"]  # a released answer is still served
+    default = run_ok(files, *common, epsilon="10")
+    assert [r["source"] for r in default] == ["oracle", "synthetic", "oracle"]
+    assert default[1]["epsilon_spent"] == default[0]["epsilon_spent"]  # synthetic is free
+
+
+def test_installed_console_script_runs(files: dict[str, Path], seed: int) -> None:
+    """One real process: ``pmwcm run`` as scripts call it."""
+    script = Path(sys.executable).with_name("pmwcm")
+    assert script.exists(), f"{script} is missing: run `pip install -e .` (make test does)"
+    proc = subprocess.run(
+        [str(script), *args(files, "--seed", str(seed))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    records = [json.loads(line) for line in files["output"].read_text().splitlines()]
+    for record, query in zip(records, QUERIES, strict=True):
+        check_answer(record, query, {"hypothesis", "oracle"})
+    files["data"] = files["data"].with_name("nope.csv")
+    proc = subprocess.run(
+        [str(script), *args(files)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    one_error_line(proc.stderr, "data file not found")
