@@ -17,6 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
+from pmwcm._cli_demo import demo_command
 from pmwcm._cli_run import run_command
 from pmwcm._cli_schema import schema_command
 from pmwcm._cli_synth import synth_command
@@ -48,6 +49,7 @@ def _root(
     """Online Private Multiplicative Weights for convex-minimization queries."""
 
 
+app.command("demo")(demo_command)
 app.command("run")(run_command)
 app.command("synth")(synth_command)
 app.command("schema")(schema_command)
