@@ -4,9 +4,10 @@ Statistical checks reject at p < 1e-9: a Kolmogorov-Smirnov test of the shape
 and an exact test of the scale (``sum |X|/b ~ Gamma(n)`` for Laplace,
 ``sum X^2/sigma^2 ~ chi2(n)`` for Gaussian). Under a correct sampler each
 p-value is uniform, so each check fails falsely with probability 1e-9 (OpenDP
-cannot be seeded, so its checks are random; NumPy's use fixed seeds and are
-deterministic). A sampler whose scale is off by 10% fails the scale test:
-see ``test_scale_check_has_power``.
+cannot be seeded, so its checks are random; NumPy's use the ``seed`` fixture
+and are deterministic for a given seed; all pass for seeds 0..99). A sampler
+whose scale is off by 10% fails the scale test: see
+``test_scale_check_has_power``.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def gaussian_scale_pvalue(x: np.ndarray, sigma: float) -> float:
 
 
 @pytest.fixture(params=["numpy", "opendp"])
-def source(request: pytest.FixtureRequest) -> NoiseSource:
-    return NumpyNoise(seed=42) if request.param == "numpy" else OpenDPNoise()
+def source(request: pytest.FixtureRequest, seed: int) -> NoiseSource:
+    return NumpyNoise(seed=seed) if request.param == "numpy" else OpenDPNoise()
 
 
 def test_sources_satisfy_protocol(source: NoiseSource) -> None:
@@ -97,8 +98,8 @@ def test_gaussian_distribution(source: NoiseSource) -> None:
     assert gaussian_scale_pvalue(x, sigma) > P_REJECT
 
 
-def test_scale_check_has_power() -> None:
-    noise = NumpyNoise(seed=42)
+def test_scale_check_has_power(seed: int) -> None:
+    noise = NumpyNoise(seed=seed)
     x, z = noise.laplace(2.5, N_DRAWS), noise.gaussian(0.3, N_DRAWS)
     for wrong in (1.1, 1 / 1.1):
         assert laplace_scale_pvalue(x, 2.5 * wrong) < P_REJECT
