@@ -51,7 +51,9 @@ class Domain:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"Domain attribute names must be non-empty strings, got {name!r}.")
             if size < 1:
-                raise ValueError(f"Attribute {name!r} must have at least one value, got size={size}.")
+                raise ValueError(
+                    f"Attribute {name!r} must have at least one value, got size={size}."
+                )
         values = tuple(tuple(str(v) for v in vs) for vs in self.values)
         if not values:
             values = tuple(tuple(str(i) for i in range(s)) for s in sizes)
