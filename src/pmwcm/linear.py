@@ -30,7 +30,7 @@ import dp_accounting
 import numpy as np
 
 from pmwcm.domain import Domain
-from pmwcm.noise import NoiseSource
+from pmwcm.noise import NoiseSource, add_laplace
 from pmwcm.problem import FloatArray
 from pmwcm.queries import QueryError
 
@@ -116,7 +116,9 @@ class LinearRound:
         self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
     ) -> float:
         true = float((self.table * data_marginal).sum())
-        return float(np.clip(true + noise.laplace(noise_level / n, 1)[0], 0.0, 1.0))
+        # add_laplace, not true + noise.laplace(...): the float sum leaks (Mironov 2012).
+        noisy = add_laplace([true], noise_level / n, noise=noise)[0]
+        return float(np.clip(noisy, 0.0, 1.0))
 
     def log_factor(self, dhat_marginal: FloatArray, answer: float, private: float) -> FloatArray:
         sign = 1.0 if answer > private else -1.0

@@ -14,6 +14,15 @@ the object passed in (STYLE 6: randomness is passed in, never a hidden global).
   reproducible experiments and tests; its ``name`` records the seed so the
   choice is visible in every output. It is *not* floating-point safe.
 
+**Release noisy values with** :func:`add_laplace` / :func:`add_gaussian`, never
+as ``value + noise.laplace(...)``. Noise drawn at zero and then added to a
+data-dependent float in float64 rounds twice, and the low bits of the sum
+reveal the value (the attack of Mironov 2012 survives an exact sampler): with
+``y`` a correctly rounded Laplace draw, ``0.0 + y`` can be any float near 0,
+while ``0.25 + y`` near 0 is a multiple of ``2^-55`` (Sterbenz cancellation).
+The helpers hand the values to OpenDP, which adds the noise exactly and rounds
+once; other sources fall back to the plain sum.
+
 >>> noise = NumpyNoise(seed=3)
 >>> noise.name
 'numpy(seed=3)'
@@ -30,9 +39,16 @@ from collections import OrderedDict
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["NoiseSource", "NumpyNoise", "OpenDPNoise", "default_noise"]
+__all__ = [
+    "NoiseSource",
+    "NumpyNoise",
+    "OpenDPNoise",
+    "add_gaussian",
+    "add_laplace",
+    "default_noise",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -210,6 +226,51 @@ class OpenDPNoise:
     def uniform(self, size: int) -> FloatArray:
         """Uniform[0, 1) draws from the CSPRNG-seeded generator."""
         return self._rng.random(_check_size(size), dtype=np.float64)
+
+    def add(self, kind: str, values: FloatArray, scale: float) -> FloatArray:
+        """``values`` plus ``kind`` noise, added exactly inside OpenDP and rounded once.
+
+        OpenDP's default granularity ``2^-1074`` leaves every float input
+        unrounded; the sum ``value + noise`` is formed exactly on that lattice
+        and rounded to the nearest float, so the output's bits depend on the
+        value only through the (private) noisy sum.
+        """
+        if kind not in ("laplace", "gaussian"):
+            raise ValueError(f"kind must be 'laplace' or 'gaussian', got kind={kind!r}.")
+        scale = _check_scale("scale", scale)
+        arr = np.array(values, dtype=np.float64)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("values must be finite to receive noise.")
+        if scale == 0.0 or arr.size == 0:
+            return arr
+        out = self._measurement(kind, scale)(arr.ravel().tolist())
+        return np.asarray(out, dtype=np.float64).reshape(arr.shape)
+
+
+def _add(kind: str, values: ArrayLike, scale: float, noise: NoiseSource) -> FloatArray:
+    if isinstance(noise, OpenDPNoise):
+        return noise.add(kind, np.asarray(values, dtype=np.float64), scale)
+    arr = np.array(values, dtype=np.float64)
+    draw = noise.laplace if kind == "laplace" else noise.gaussian
+    return arr + draw(scale, arr.size).reshape(arr.shape)
+
+
+def add_laplace(values: ArrayLike, scale: float, *, noise: NoiseSource) -> FloatArray:
+    """``values + Lap(scale)`` (i.i.d. per entry), floating-point safe with OpenDP.
+
+    Use this, not ``values + noise.laplace(...)``, to release a noisy value
+    (module docstring). With :class:`OpenDPNoise` the sum is exact and rounded
+    once; any other source falls back to the float64 sum (not safe).
+
+    >>> add_laplace([1.0, 2.0], 0.0, noise=NumpyNoise(seed=0)).tolist()
+    [1.0, 2.0]
+    """
+    return _add("laplace", values, scale, noise)
+
+
+def add_gaussian(values: ArrayLike, sigma: float, *, noise: NoiseSource) -> FloatArray:
+    """``values + N(0, sigma^2)`` (i.i.d. per entry); see :func:`add_laplace`."""
+    return _add("gaussian", values, sigma, noise)
 
 
 def default_noise() -> NoiseSource:

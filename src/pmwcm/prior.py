@@ -31,10 +31,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import dp_accounting
+import numpy as np
 
 from pmwcm.domain import Domain
 from pmwcm.histogram import DenseHistogram, FloatArray
-from pmwcm.noise import NoiseSource
+from pmwcm.noise import NoiseSource, add_gaussian
 from pmwcm.private_data import PrivateData
 
 
@@ -78,12 +79,13 @@ def measure_marginals(
         raise ValueError("measure_marginals needs at least one clique.")
     sigma = noise_multiplier * math.sqrt(2 * len(cliques)) / data.n
     tables = [data.marginal(c) for c in cliques]
-    draws = noise.gaussian(sigma, sum(t.size for t in tables))
+    # add_gaussian, not table + noise.gaussian(...): the float sum leaks (Mironov 2012).
+    noisy = add_gaussian(np.concatenate([t.ravel() for t in tables]), sigma, noise=noise)
     out, offset = [], 0
     for clique, table in zip(cliques, tables, strict=True):
-        z = draws[offset : offset + table.size].reshape(table.shape)
+        values = noisy[offset : offset + table.size].reshape(table.shape)
         offset += table.size
-        out.append(Measurement(clique=tuple(clique), values=table + z, sigma=sigma))
+        out.append(Measurement(clique=tuple(clique), values=values, sigma=sigma))
     return out
 
 

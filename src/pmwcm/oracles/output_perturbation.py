@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import dp_accounting
 
-from pmwcm.noise import NoiseSource
+from pmwcm.noise import NoiseSource, add_gaussian
 from pmwcm.oracles.base import OracleInput, check_noise_level
 from pmwcm.problem import ConvexProblem, FloatArray
 from pmwcm.solvers import SolverError, minimize, project_ball
@@ -67,5 +67,6 @@ class OutputPerturbation:
         if not solution.converged:
             # Not certifying would void the sensitivity bound: refuse rather than leak.
             raise SolverError(f"output_perturbation could not certify gap {self.tol}.")
-        z = noise.gaussian(delta * noise_level, problem.dim)
-        return project_ball(solution.theta + z, problem.radius)
+        # add_gaussian, not theta + noise.gaussian(...): the float sum leaks (Mironov 2012).
+        noisy = add_gaussian(solution.theta, delta * noise_level, noise=noise)
+        return project_ball(noisy, problem.radius)
