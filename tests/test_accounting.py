@@ -4,7 +4,8 @@ Reference values: :func:`kov_epsilon` (exact optimal composition of pure DP,
 itself checked against Kairouz-Oh-Viswanath's Theorem 3.3 breakpoints) and
 ``dp_accounting.get_epsilon_gaussian`` (the exact analytic Gaussian mechanism,
 Balle-Wang 2018). PLD results may exceed the optimum only by the documented
-discretization error: at most ``h`` per (eps, delta) group.
+discretization error: at most ``h`` per (eps, delta) group, and about ``1e-6 h``
+when eps0 lies on the grid.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ def test_pld_equals_kov_within_discretization(h: float, k: int, eps0: float) -> 
     for delta in (1e-9, 1e-6, 1e-3):
         exact = kov_epsilon(eps0, k, delta)
         got = acc.epsilon(pure(eps0, k), delta=delta)
-        assert exact <= got <= exact + h + 1e-11
+        assert exact <= got <= exact + h + 1e-8
+        if eps0 != 0.0123:  # eps0 on the grid: exact up to the round-off margin
+            assert got <= exact + 1e-8
 
 
 # --- ordering: PLD <= zCDP <= DRV --------------------------------------------------------

@@ -174,6 +174,9 @@ class Accountant(ABC):
         """The epsilon at which ``event`` is ``(epsilon, delta)``-DP."""
 
 
+_SNAP = 1e-6  # grid steps: losses this close above a grid point are snapped onto it
+
+
 class PLDAccountant(Accountant):
     """Numerical composition of privacy loss distributions (Meiser-Mohammadi 2018;
     Koskela et al. 2020), via ``dp_accounting.pld`` with pessimistic rounding.
@@ -186,8 +189,10 @@ class PLDAccountant(Accountant):
     (``dp_accounting`` 0.6.0's own accountant drops ``count`` for randomized
     response and has no (eps, delta) event; hence this path.) Gaussian events
     are merged exactly (``mu^2 = sum k_i / m_i^2``) into one connect-the-dots
-    PLD. Binomial points of mass below 1e-30 are moved to the infinite loss,
-    and ``1e-12 * max(1, eps)`` is added against float round-off.
+    PLD. Binomial points of mass below 1e-30 are moved to the infinite loss.
+    Float round-off: a loss within ``1e-6 h`` above a grid point (e.g.
+    ``0.5 / 1e-3 = 500.00000000000006``) is snapped to it, and
+    ``1e-6 h + 1e-12 max(1, eps)`` is added to the result to stay pessimistic.
 
     Args:
         value_discretization_interval: ``h``. The default ``1e-3`` costs
@@ -216,7 +221,7 @@ class PLDAccountant(Accountant):
             )  # fmt: skip
             pmf = np.exp(logpmf)
             keep = pmf >= 1e-30
-            idx = np.ceil((k - 2 * j[keep]) * eps / self.h).astype(np.int64)
+            idx = np.ceil((k - 2 * j[keep]) * eps / self.h - _SNAP).astype(np.int64)
             uniq, inv = np.unique(idx, return_inverse=True)
             mass = np.bincount(inv, weights=pmf[keep])
             infinity = float(-math.expm1(k * math.log1p(-delta)) + pmf[~keep].sum())
@@ -248,7 +253,7 @@ class PLDAccountant(Accountant):
         for p in plds[1:]:
             total = total.compose(p)
         eps = float(total.get_epsilon_for_delta(delta))
-        eps += 1e-12 * max(1.0, eps)  # float round-off in the inversion can land 1 ulp low
+        eps += _SNAP * self.h + 1e-12 * max(1.0, eps)  # see the class docstring
         return max(0.0, min(eps, t.basic_epsilon(delta)))
 
 
