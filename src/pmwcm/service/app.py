@@ -1,0 +1,322 @@
+"""The HTTP API: FastAPI routes over sessions, tokens and the durable store.
+
+**Privacy statement.** Each session runs one online PMW engine
+(:class:`pmwcm.engine.OnlinePMW`, practical mode) over one private dataset, and
+its ledger composes every privacy event of the interaction -- the sparse
+vector once, each oracle call -- under the session's total ``(epsilon,
+delta)``. Analysts, however many and however adaptive, only ever receive the
+engine's released answers (theta, its source, the remaining budget), so the
+whole transcript of a session is ``(epsilon, delta)``-DP with respect to
+replacing one record of its dataset (Ullman 2015, Theorem "dp"; DESIGN.md
+section 4). Nothing is answered over budget: the ledger refuses an event
+before its noise is drawn, and a spent budget or a halted engine is a 409.
+Raw data, true answers and errors, the sparse vector's noisy threshold and the
+hypothesis never leave the server. Repeats of a released query are served
+from the log. A crash at any instant loses no debit and re-draws no released
+answer (:mod:`pmwcm.service.durable`). Noise is OpenDP's, seeded by the OS
+CSPRNG.
+
+**Roles.** Every ``/v1`` route needs ``Authorization: Bearer <token>``. The
+curator creates sessions, issues and revokes analyst tokens and reads ledgers
+and release logs; an analyst token is scoped to one session and can submit
+queries and read that session's budget. ``/health`` is open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Path, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pmwcm.accounting import BudgetExceededError
+from pmwcm.engine import EngineHalted
+from pmwcm.noise import NoiseSource, default_noise
+from pmwcm.queries import CMQuery, QueryError
+from pmwcm.service import models as m
+from pmwcm.service.auth import Principal, authenticate, new_token
+from pmwcm.service.build import session_config
+from pmwcm.service.sessions import (
+    LiveSession,
+    SessionManager,
+    SessionNotFound,
+    SessionUnavailable,
+)
+from pmwcm.service.store import StateStore, StoreError, TokenRecord
+from pmwcm.sparse_vector import SparseVectorHalted
+
+_bearer = HTTPBearer(auto_error=False, description="A curator or analyst token.")
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": m.ErrorOut, "description": "Missing, unknown or revoked token."},
+    403: {"model": m.ErrorOut, "description": "The token's role or session does not allow this."},
+}
+_SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    404: {"model": m.ErrorOut, "description": "No such session."},
+    503: {"model": m.ErrorOut, "description": "The session cannot be loaded."},
+}
+SessionName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+def _fail(status: int, detail: str) -> HTTPException:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return HTTPException(status_code=status, detail=detail, headers=headers)
+
+
+def _invalid(message: str) -> JSONResponse:
+    """A 422 in FastAPI's validation-error shape, for errors found past the models."""
+    body = {"detail": [{"loc": ["body"], "msg": message, "type": "value_error"}]}
+    return JSONResponse(status_code=422, content=body)
+
+
+def _token_out(record: TokenRecord) -> dict[str, Any]:
+    return {
+        "token_id": record.token_id,
+        "role": record.role,
+        "session": record.session,
+        "label": record.label,
+        "created": record.created,
+        "revoked": record.revoked,
+    }
+
+
+def _principal(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    if creds is None:
+        raise _fail(401, "Send 'Authorization: Bearer <token>'.")
+    who = authenticate(request.app.state.store, creds.credentials)
+    if who is None:
+        raise _fail(401, "Unknown or revoked token.")
+    return who
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+
+
+def _curator(who: Caller) -> Principal:
+    if who.role != "curator":
+        raise _fail(403, "This needs the curator's token.")
+    return who
+
+
+Curator = Annotated[Principal, Depends(_curator)]
+
+
+def create_app(
+    store: StateStore,
+    *,
+    noise_factory: Callable[[], NoiseSource] = default_noise,
+    close_store: bool = True,
+) -> FastAPI:
+    """The service's ASGI app over ``store`` (see the module docstring).
+
+    Args:
+        store: the durable state (e.g. :class:`pmwcm.service.sqlite_store.SQLiteStore`).
+        noise_factory: each engine's random source; keep the default
+            (OpenDP, CSPRNG) for anything but tests of the plumbing.
+        close_store: close ``store`` when the app shuts down.
+    """
+    sessions = SessionManager(store, noise_factory=noise_factory)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if close_store:
+            store.close()
+
+    app = FastAPI(
+        title="pmwcm query service",
+        version="1",
+        summary="Online private multiplicative weights for convex-minimization queries.",
+        description=__doc__,
+        lifespan=lifespan,
+    )
+    app.state.sessions = sessions
+    app.state.store = store
+
+    def live(name: str, who: Principal, *, analyst_only: bool = False) -> LiveSession:
+        allowed = who.role == "analyst" and who.session == name
+        if not allowed and (analyst_only or who.role != "curator"):
+            raise _fail(403, f"This token may not use session {name!r}.")
+        try:
+            return sessions.get(name)
+        except SessionNotFound:
+            raise _fail(404, f"No session named {name!r}.") from None
+
+    @app.exception_handler(SessionUnavailable)
+    async def _unavailable(_: Request, err: SessionUnavailable) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(err)})
+
+    @app.get("/health", tags=["meta"])
+    def health() -> dict[str, str]:
+        """Liveness probe (no token needed)."""
+        return {"status": "ok"}
+
+    @app.get("/v1/me", response_model=m.MeOut, responses=_ERRORS, tags=["meta"])
+    def me(who: Caller) -> dict[str, Any]:
+        """The calling token's id, role and session."""
+        return {"token_id": who.token_id, "role": who.role, "session": who.session}
+
+    @app.post(
+        "/v1/sessions",
+        status_code=201,
+        response_model=m.SessionOut,
+        responses={**_ERRORS, 409: {"model": m.ErrorOut, "description": "The name is taken."}},
+        tags=["curator"],
+    )
+    def create_session(body: m.SessionCreate, _: Curator) -> Any:
+        """Creates a release session over a dataset and schema on the server (curator)."""
+        try:
+            config = session_config(
+                data_path=body.data_path,
+                schema_path=body.schema_path,
+                epsilon=body.epsilon,
+                delta=body.delta,
+                parameters=body.parameters.model_dump(exclude_unset=True),
+            )
+            record = sessions.create(body.name, config)
+        except StoreError as err:
+            raise _fail(409, str(err)) from None
+        except (ValueError, SessionUnavailable) as err:
+            return _invalid(str(err))
+        return _session_out(record.name, record.created, record.config)
+
+    @app.get("/v1/sessions", response_model=list[m.SessionOut], responses=_ERRORS, tags=["curator"])
+    def list_sessions(_: Curator) -> list[dict[str, Any]]:
+        """All sessions (curator)."""
+        return [_session_out(r.name, r.created, r.config) for r in store.list_sessions()]
+
+    @app.get(
+        "/v1/sessions/{name}",
+        response_model=m.StatusOut,
+        responses=_SESSION_ERRORS,
+        tags=["analyst"],
+    )
+    def session_status(name: SessionName, who: Caller) -> Any:
+        """The session's budget and progress (curator, or an analyst of this session)."""
+        return live(name, who).status()
+
+    @app.post(
+        "/v1/sessions/{name}/queries",
+        response_model=m.AnswerOut,
+        responses={
+            **_SESSION_ERRORS,
+            409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
+        },
+        tags=["analyst"],
+    )
+    def ask(name: SessionName, spec: m.QuerySpec, who: Caller) -> Any:
+        """Answers one CM query privately (an analyst of this session)."""
+        session = live(name, who, analyst_only=True)
+        try:
+            query = CMQuery.from_dict(spec.model_dump(exclude_none=True))
+            answer = session.ask(query, token_id=who.token_id)
+        except QueryError as err:
+            return _invalid(str(err))
+        except (BudgetExceededError, EngineHalted, SparseVectorHalted) as err:
+            raise _fail(409, f"Privacy budget exhausted: {err}") from None
+        except StoreError as err:
+            detail = f"The answer could not be committed, so it was not released: {err}"
+            raise _fail(503, detail) from None
+        epsilon = session.record.config["epsilon"]
+        return {
+            "index": answer.index,
+            "theta": [float(v) for v in answer.value],
+            "source": answer.source,
+            "repeated": answer.repeated,
+            "updates": answer.updates,
+            "epsilon_spent": answer.epsilon_spent,
+            "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
+            "delta": answer.delta,
+        }
+
+    @app.get(
+        "/v1/sessions/{name}/ledger",
+        response_model=m.LedgerOut,
+        responses=_SESSION_ERRORS,
+        tags=["curator"],
+    )
+    def ledger(name: SessionName, who: Curator) -> Any:
+        """Every committed debit of the session, orphans included (curator)."""
+        session = live(name, who)
+        lines = session.ledger()
+        status = session.status()
+        return {
+            "session": name,
+            "epsilon": status.epsilon,
+            "delta": status.delta,
+            "accountant": session.record.config["parameters"]["accountant"],
+            "epsilon_spent": status.epsilon_spent,
+            "entries": [vars(line) for line in lines],
+        }
+
+    @app.get(
+        "/v1/sessions/{name}/answers",
+        response_model=list[m.ReleaseOut],
+        responses=_SESSION_ERRORS,
+        tags=["curator"],
+    )
+    def answers(name: SessionName, who: Curator) -> Any:
+        """The release log: every answered request, in order (curator)."""
+        live(name, who)
+        return [
+            {
+                "index": r.index,
+                "query": json.loads(r.query_key.removeprefix("cm:")),
+                "theta": r.answer["value"],
+                "source": r.answer["source"],
+                "repeated": r.answer["repeated"],
+                "token_id": r.token_id,
+            }
+            for r in store.releases(name)
+        ]
+
+    @app.post(
+        "/v1/sessions/{name}/tokens",
+        status_code=201,
+        response_model=m.IssuedToken,
+        responses=_SESSION_ERRORS,
+        tags=["curator"],
+    )
+    def issue_token(name: SessionName, body: m.TokenCreate, who: Curator) -> Any:
+        """Issues an analyst token scoped to this session (curator); shown once."""
+        live(name, who)
+        token, record = new_token(role="analyst", session=name, label=body.label)
+        store.add_token(record)
+        return {**_token_out(record), "token": token}
+
+    @app.get(
+        "/v1/sessions/{name}/tokens",
+        response_model=list[m.TokenOut],
+        responses=_SESSION_ERRORS,
+        tags=["curator"],
+    )
+    def list_tokens(name: SessionName, who: Curator) -> Any:
+        """The session's analyst tokens, revoked ones included (curator)."""
+        live(name, who)
+        return [_token_out(t) for t in store.list_tokens(session=name)]
+
+    @app.delete(
+        "/v1/tokens/{token_id}",
+        status_code=204,
+        responses={**_ERRORS, 404: {"model": m.ErrorOut, "description": "No such token."}},
+        tags=["curator"],
+    )
+    def revoke_token(token_id: Annotated[str, Path(max_length=64)], _: Curator) -> Response:
+        """Revokes an analyst token (curator). Curator tokens rotate with the CLI."""
+        if not store.revoke_token(token_id, role="analyst"):
+            raise _fail(404, f"No active analyst token {token_id!r}.")
+        return Response(status_code=204)
+
+    return app
+
+
+def _session_out(name: str, created: float, config: dict[str, Any]) -> dict[str, Any]:
+    keys = ("data_path", "schema_path", "epsilon", "delta", "parameters")
+    return {"name": name, "created": created, **{k: config[k] for k in keys}}

@@ -1,0 +1,160 @@
+"""Building a session's engine: once at creation (genesis), then identically after each restart.
+
+**Genesis.** :func:`genesis` builds the engine with
+:func:`pmwcm.practical.build_engine`. With ``prior="marginals"`` (the library's
+default) that *measures* the noisy 2-way marginals and charges them to the
+ledger. The service commits the session row, that debit and the snapshot of
+the fresh engine (its hypothesis is the prior) in one transaction: before it
+commits the session does not exist and the measurement, never stored nor
+released, is gone; after it the debit and the prior are durable together.
+
+**Rebuild.** :func:`rebuild` makes the same engine again without drawing
+anything: it pre-spends the genesis debits into the build-time ledger (so the
+oracle's noise level is calibrated around exactly the same events), passes a
+placeholder prior (so nothing is measured again; the stored hypothesis
+replaces it), checks that the calibrated noise level equals the stored one,
+and hands back the engine with an empty :class:`DurableLedger` for
+:func:`pmwcm.service.durable.recover` to fill with every committed debit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pmwcm.engine import OnlinePMW
+from pmwcm.event_codec import event_from_dict, event_to_dict
+from pmwcm.histogram import DenseHistogram
+from pmwcm.noise import NoiseSource
+from pmwcm.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.private_data import PrivateData
+from pmwcm.service.durable import DurableLedger, encode_snapshot
+from pmwcm.service.store import DebitRecord, StoredSnapshot
+
+#: The :class:`~pmwcm.practical.PMWConfig` fields a session stores (resolved at
+#: creation, so a later change of a library default never changes a session).
+PARAMETERS = tuple(
+    f.name for f in dataclasses.fields(PMWConfig) if f.name not in ("epsilon", "delta", "oracle")
+)
+
+
+class SessionUnavailable(RuntimeError):
+    """The session cannot be loaded (its files changed, or its stored state is inconsistent)."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def session_config(
+    *,
+    data_path: str,
+    schema_path: str,
+    epsilon: float,
+    delta: float,
+    parameters: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The stored configuration: absolute paths, file digests, budget and parameters.
+
+    Parameters left out take :class:`~pmwcm.practical.PMWConfig`'s defaults,
+    which are written into the configuration.
+
+    Raises:
+        ValueError: a file is missing or the parameters are invalid.
+    """
+    data, schema = Path(data_path).resolve(), Path(schema_path).resolve()
+    for label, path in (("data_path", data), ("schema_path", schema)):
+        if not path.is_file():
+            raise ValueError(f"{label}: no such file on the server: '{path}'.")
+    unknown = sorted(set(parameters) - set(PARAMETERS))
+    if unknown:
+        raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
+    pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
+    return {
+        "data_path": str(data),
+        "schema_path": str(schema),
+        "data_sha256": _sha256(data),
+        "schema_sha256": _sha256(schema),
+        "epsilon": float(epsilon),
+        "delta": float(delta),
+        "parameters": {f: getattr(pmw, f) for f in PARAMETERS},
+    }
+
+
+def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig]:
+    from pmwcm.dataset import Dataset
+    from pmwcm.schema import Schema
+
+    data, schema = Path(config["data_path"]), Path(config["schema_path"])
+    for path, key in ((data, "data_sha256"), (schema, "schema_sha256")):
+        if not path.is_file() or _sha256(path) != config[key]:
+            raise SessionUnavailable(
+                f"'{path}' is missing or changed since the session was created; "
+                "the session cannot continue on other data."
+            )
+    dataset = Dataset.from_csv(data, Schema.from_json(schema))
+    private = PrivateData.from_records(dataset.domain, dataset.records)
+    pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
+    return private, pmw
+
+
+def _ledger(pmw: PMWConfig) -> DurableLedger:
+    return DurableLedger(
+        epsilon=pmw.epsilon, delta=pmw.delta, accountant=make_accountant(pmw.accountant)
+    )
+
+
+def genesis(
+    config: dict[str, Any], *, noise: NoiseSource
+) -> tuple[dict[str, Any], list[DebitRecord], StoredSnapshot]:
+    """Builds a new session's engine (measuring its prior, if any).
+
+    Returns:
+        The configuration completed with the build facts, the build-time debits
+        and the fresh engine's snapshot: commit all three in one transaction.
+
+    Raises:
+        SessionUnavailable, ValueError: the files or parameters cannot be used.
+    """
+    private, pmw = _parts(config)
+    engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw))
+    sv_state = engine.sparse_vector.export_state()
+    debits = [
+        DebitRecord(seq=i, label=e.label, event=event_to_dict(e.event), sv_state=sv_state)
+        for i, e in enumerate(engine.ledger.entries)
+    ]
+    built = config | {"build_debits": len(debits), "noise_level": engine.oracle_noise_level}
+    return built, debits, encode_snapshot(engine)
+
+
+def rebuild(
+    config: Mapping[str, Any], debits: list[DebitRecord], *, noise: NoiseSource
+) -> OnlinePMW:
+    """The session's engine as :func:`genesis` built it, with an empty ledger (draws nothing).
+
+    Raises:
+        SessionUnavailable: a file changed, or the calibration differs from the stored one.
+    """
+    private, pmw = _parts(config)
+    count = int(config["build_debits"])
+    if len(debits) < count:
+        raise SessionUnavailable("The session's build-time debits are missing.")
+    ledger = _ledger(pmw)
+    for debit in debits[:count]:
+        ledger.spend(event_from_dict(debit.event), label=debit.label)
+    placeholder = DenseHistogram.uniform(private.domain) if count else None
+    engine = build_engine(private, pmw, noise=noise, ledger=ledger, prior=placeholder)
+    if engine.oracle_noise_level != config["noise_level"]:
+        raise SessionUnavailable(
+            f"The engine calibrates to noise level {engine.oracle_noise_level!r}, not the "
+            f"stored {config['noise_level']!r}; the library changed under the session."
+        )
+    engine.ledger = _ledger(pmw)
+    return engine

@@ -1,0 +1,146 @@
+"""The write-ahead protocol that makes a session survive ``kill -9`` at any instant.
+
+For each query the service does, under the session's lock:
+
+1. **Validate and compile** the spec (a bad one is a 4xx; nothing is spent).
+2. **Debit before noise.** The engine's ledger is a :class:`DurableLedger`:
+   its ``spend`` checks the budget, then commits the debit to the store (one
+   fsync'd transaction, together with the sparse vector's state at that
+   instant), and only then records it in memory and returns -- so the engine
+   draws the noise a debit pays for only after the debit is on disk.
+3. **Commit, then respond.** After the engine answers, the released answer and
+   a fresh engine snapshot (hypothesis, sparse-vector state including its
+   secret threshold noise, update history, released answers, ledger) are
+   committed in one transaction; the response is sent after that.
+
+**Recovery** (:func:`recover`) rebuilds the engine deterministically from the
+session's configuration, then loads the last committed snapshot and *all*
+committed debits. The snapshot's ledger is always a prefix of the committed
+debits; the debits after it are **orphans**: spent, but their answer was never
+committed, so it was never sent. The rebuilt ledger is the union, in commit
+order (the budget never goes backwards). An orphan is either the sparse
+vector's one-off charge (then it stays paid: the engine will not charge it
+again) or an oracle call made after a positive sparse-vector test; the
+sparse-vector state saved with the latest orphan is restored, so orphaned
+positives still count towards the cutoff ``T`` and the threshold noise they
+were tested against is kept. The hypothesis and the released answers are the
+snapshot's, so every committed answer is served again from the log, never with
+fresh noise.
+
+Test outcomes whose debit never reached the disk (a crash between a sparse
+vector test and the next commit) are simply lost: nothing depending on them was
+released or charged. We assume crashes do not depend on the private data.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from dp_accounting import DpEvent
+
+from pmwcm.accounting import Accountant, LedgerEntry, PrivacyLedger
+from pmwcm.engine import OnlinePMW
+from pmwcm.engine_state import EngineSnapshot, restore, snapshot
+from pmwcm.event_codec import event_from_dict, event_to_dict
+from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
+
+DebitSink = Callable[[DebitRecord], None]
+
+
+class DurableLedger(PrivacyLedger):
+    """A :class:`~pmwcm.accounting.PrivacyLedger` that commits each debit before accepting it.
+
+    Until :meth:`attach` is called it is a plain ledger (recovery re-spends the
+    committed debits through it without writing them again).
+
+    Args:
+        epsilon: the budget.
+        delta: the delta at which every epsilon is reported.
+        accountant: how events compose.
+    """
+
+    def __init__(self, *, epsilon: float, delta: float, accountant: Accountant) -> None:
+        super().__init__(epsilon=epsilon, delta=delta, accountant=accountant)
+        self._sink: DebitSink | None = None
+        self._sv_state: Callable[[], dict[str, Any]] = dict
+
+    def attach(self, sink: DebitSink, sv_state: Callable[[], dict[str, Any]]) -> None:
+        """From now on, every spend is committed through ``sink`` before it is accepted.
+
+        Args:
+            sink: commits one debit durably; raising aborts the spend.
+            sv_state: the sparse vector's current exported state.
+        """
+        self._sink, self._sv_state = sink, sv_state
+
+    def spend(self, event: DpEvent, *, label: str) -> LedgerEntry:
+        """Budget check, durable commit, then the in-memory record (see the module docstring).
+
+        Raises:
+            BudgetExceededError: ``event`` does not fit (nothing is committed).
+            StoreError: the commit failed (nothing is spent; no noise may be drawn).
+        """
+        if self._sink is not None:
+            self.check(event)
+            self._sink(
+                DebitRecord(
+                    seq=len(self.entries),
+                    label=label,
+                    event=event_to_dict(event),
+                    sv_state=dict(self._sv_state()),
+                )
+            )
+        return super().spend(event, label=label)
+
+
+def encode_snapshot(engine: OnlinePMW) -> StoredSnapshot:
+    """The engine's snapshot, with the hypothesis as ``.npy`` bytes."""
+    snap = snapshot(engine)
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(snap.hypothesis, dtype=np.float64), allow_pickle=False)
+    return StoredSnapshot(state=snap.state, hypothesis=buffer.getvalue())
+
+
+def decode_hypothesis(blob: bytes) -> np.ndarray:
+    """The inverse of the hypothesis encoding in :func:`encode_snapshot`."""
+    return np.asarray(np.load(io.BytesIO(blob), allow_pickle=False), dtype=np.float64)
+
+
+def recover(
+    engine: OnlinePMW, stored: StoredSnapshot | None, debits: list[DebitRecord]
+) -> list[int]:
+    """Loads the committed state into a freshly built ``engine``.
+
+    Args:
+        engine: built from the session's configuration, never used.
+        stored: the last committed snapshot (``None`` before the first release).
+        debits: every committed debit, in order.
+
+    Returns:
+        The positions of the orphan debits (committed, but after the snapshot).
+
+    Raises:
+        StoreError: the snapshot's ledger is not a prefix of the debits.
+    """
+    logged = stored.state["ledger"] if stored is not None else []
+    if len(logged) > len(debits) or any(
+        entry["label"] != debit.label or entry["event"] != debit.event
+        for entry, debit in zip(logged, debits, strict=False)
+    ):
+        raise StoreError("The stored snapshot's ledger is not a prefix of the committed debits.")
+    orphans = debits[len(logged) :]
+    union = [{"label": d.label, "event": d.event} for d in debits]
+    if stored is not None:
+        state = dict(stored.state, ledger=union)
+        hypothesis = decode_hypothesis(stored.hypothesis)
+        restore(engine, EngineSnapshot(state=state, hypothesis=hypothesis))
+    else:
+        for debit in debits:
+            engine.ledger.spend(event_from_dict(debit.event), label=debit.label)
+    if orphans:
+        engine.sparse_vector.import_state(orphans[-1].sv_state)
+        engine.sv_paid = True  # the sparse vector is always charged first
+    return [d.seq for d in orphans]

@@ -1,0 +1,200 @@
+"""Request and response bodies of the HTTP API (pydantic, strict).
+
+Every request model forbids unknown fields, accepts no type coercion (strict
+mode: ``"1"`` is not a number, ``1`` is not a boolean) and rejects NaN and
+infinities; FastAPI answers a violation with 422 and the offending field's
+location. A query is a declarative spec from the loss catalogue (DESIGN.md
+section 2): no code is ever taken from a request.
+
+Responses never carry internal state: no raw data, no true answer or error, no
+noisy threshold, no hypothesis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pmwcm.practical import PMWConfig
+
+_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(PMWConfig) if f.default is not dataclasses.MISSING
+}
+
+LossName = Literal[
+    "absolute", "hinge", "huber", "logistic", "quantile", "smoothed_hinge", "squared"
+]
+Name = str
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_ATTRIBUTE = Field(min_length=1, max_length=200)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class QuerySpec(_Request):
+    """A CM query (:class:`pmwcm.queries.CMQuery`): a catalogue loss on named attributes."""
+
+    loss: LossName
+    target: str = _ATTRIBUTE
+    features: list[str] = Field(max_length=64)
+    radius: float = Field(default=1.0, gt=0)
+    l2: float = Field(default=0.0, ge=0)
+    intercept: bool = True
+    loss_param: float | None = None
+    encodings: dict[str, Literal["auto", "onehot", "ordinal"]] = Field(
+        default_factory=dict, max_length=64
+    )
+
+
+class SessionParameters(_Request):
+    """Practical-mode parameters (:class:`pmwcm.practical.PMWConfig`); omitted means its default.
+
+    ``max_updates`` and ``expected_queries`` 0 pick the prior-dependent
+    defaults; ``learning_rate`` and ``threshold`` ``null`` pick the rules.
+    """
+
+    max_updates: int = Field(default=_DEFAULTS["max_updates"], ge=0, le=10_000)
+    sparse_vector: Literal["lyu_su_li", "dwork_roth"] = _DEFAULTS["sparse_vector"]
+    sv_fraction: float = Field(default=_DEFAULTS["sv_fraction"], gt=0, lt=1)
+    learning_rate: float | None = Field(default=_DEFAULTS["learning_rate"], gt=0)
+    threshold: float | None = _DEFAULTS["threshold"]
+    expected_queries: int = Field(default=_DEFAULTS["expected_queries"], ge=0, le=10**9)
+    prior: Literal["marginals", "uniform"] = _DEFAULTS["prior"]
+    prior_fraction: float = Field(default=_DEFAULTS["prior_fraction"], gt=0, lt=1)
+    sensitivity_factor: float = Field(default=_DEFAULTS["sensitivity_factor"], ge=2, le=100)
+    solver_tol: float = Field(default=_DEFAULTS["solver_tol"], gt=0, le=1)
+    after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
+    sweeps: int = Field(default=_DEFAULTS["sweeps"], ge=0, le=100)
+    accountant: Literal["pld", "zcdp"] = _DEFAULTS["accountant"]
+
+
+class SessionCreate(_Request):
+    """A new release session: files on the server, the total budget and the parameters."""
+
+    name: Name = Field(pattern=_NAME)
+    data_path: str = Field(min_length=1, max_length=4096)
+    schema_path: str = Field(min_length=1, max_length=4096)
+    epsilon: float = Field(gt=0, le=1e6)
+    delta: float = Field(gt=0, lt=1)
+    parameters: SessionParameters = Field(default_factory=SessionParameters)
+
+
+class TokenCreate(_Request):
+    """An analyst token to issue; the label is a free note for the curator."""
+
+    label: str = Field(default="", max_length=200)
+
+
+class ErrorOut(BaseModel):
+    """Every 4xx/5xx body except FastAPI's 422 validation errors."""
+
+    detail: str
+
+
+class MeOut(BaseModel):
+    """The calling token's identity."""
+
+    token_id: str
+    role: Literal["curator", "analyst"]
+    session: str | None
+
+
+class SessionOut(BaseModel):
+    """A session as the curator sees it."""
+
+    name: str
+    created: float
+    data_path: str
+    schema_path: str
+    epsilon: float
+    delta: float
+    parameters: dict[str, Any]
+
+
+class StatusOut(BaseModel):
+    """A session's budget and progress (curator and the session's analysts)."""
+
+    name: str
+    epsilon: float
+    delta: float
+    epsilon_spent: float
+    epsilon_remaining: float
+    updates: int
+    max_updates: int
+    answered: int
+    halted: bool
+
+
+class TokenOut(BaseModel):
+    """A token's public record (never its secret)."""
+
+    token_id: str
+    role: Literal["curator", "analyst"]
+    session: str | None
+    label: str
+    created: float
+    revoked: float | None
+
+
+class IssuedToken(TokenOut):
+    """A newly issued token; ``token`` is shown this once and never stored."""
+
+    token: str
+
+
+class AnswerOut(BaseModel):
+    """A released answer.
+
+    ``source`` is ``hypothesis`` (certified by the sparse vector), ``oracle``
+    (a fresh private answer) or ``synthetic`` (after the halt, if enabled);
+    ``repeated`` marks a query answered before (the same theta, at no cost).
+    """
+
+    index: int
+    theta: list[float]
+    source: Literal["hypothesis", "oracle", "synthetic"]
+    repeated: bool
+    updates: int
+    epsilon_spent: float
+    epsilon_remaining: float
+    delta: float
+
+
+class LedgerEntryOut(BaseModel):
+    """One committed debit.
+
+    ``orphan``: the server crashed after this debit was committed and before
+    the answer it paid for was; the budget stays spent, the answer was never sent.
+    """
+
+    seq: int
+    label: str
+    event: dict[str, Any]
+    epsilon_after: float
+    orphan: bool
+
+
+class LedgerOut(BaseModel):
+    """A session's whole ledger."""
+
+    session: str
+    epsilon: float
+    delta: float
+    accountant: str
+    epsilon_spent: float
+    entries: list[LedgerEntryOut]
+
+
+class ReleaseOut(BaseModel):
+    """One entry of the release log."""
+
+    index: int
+    query: dict[str, Any]
+    theta: list[float]
+    source: str
+    repeated: bool
+    token_id: str | None

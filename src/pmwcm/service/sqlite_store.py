@@ -1,0 +1,292 @@
+"""The embedded :class:`~pmwcm.service.store.StateStore`: one SQLite file in WAL mode.
+
+``synchronous=FULL`` makes SQLite fsync the write-ahead log at every commit, so
+a transaction that returned survives a crash of the process (``kill -9``) and
+of the machine. Each mutating call is one ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pmwcm.service.store import (
+    DebitRecord,
+    ReleaseRecord,
+    SessionRecord,
+    StateStore,
+    StoredSnapshot,
+    StoreError,
+    TokenRecord,
+)
+
+DB_NAME = "pmwcm.sqlite3"
+LOCK_NAME = "pmwcm.lock"
+SCHEMA_VERSION = "1"
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id TEXT PRIMARY KEY, digest TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('curator', 'analyst')),
+    session TEXT, label TEXT NOT NULL, created REAL NOT NULL, revoked REAL);
+CREATE TABLE IF NOT EXISTS sessions (name TEXT PRIMARY KEY, config TEXT NOT NULL,
+    created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS debits (session TEXT NOT NULL, seq INTEGER NOT NULL,
+    label TEXT NOT NULL, event TEXT NOT NULL, sv_state TEXT NOT NULL, created REAL NOT NULL,
+    PRIMARY KEY (session, seq));
+CREATE TABLE IF NOT EXISTS releases (session TEXT NOT NULL, idx INTEGER NOT NULL,
+    query_key TEXT NOT NULL, answer TEXT NOT NULL, token_id TEXT, created REAL NOT NULL,
+    PRIMARY KEY (session, idx));
+CREATE TABLE IF NOT EXISTS orphans (session TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (session, seq));
+CREATE TABLE IF NOT EXISTS snapshots (session TEXT PRIMARY KEY, state TEXT NOT NULL,
+    hypothesis BLOB NOT NULL);
+"""
+
+
+class SQLiteStore(StateStore):
+    """:class:`StateStore` on ``DIR/pmwcm.sqlite3`` (WAL, ``synchronous=FULL``).
+
+    One process owns a state directory at a time: opening takes an exclusive
+    ``flock`` on ``DIR/pmwcm.lock`` (the kernel drops it when the process
+    dies, even by ``kill -9``). Calls from many threads are serialised by a
+    lock around the single connection.
+
+    Args:
+        directory: the state directory (created with mode ``0o700`` if missing).
+
+    Raises:
+        StoreError: another process holds the state directory.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreError(
+                f"State directory '{self.directory}' is in use by another process."
+            ) from None
+        self._mutex = threading.Lock()
+        self._db = sqlite3.connect(
+            self.directory / DB_NAME, isolation_level=None, check_same_thread=False
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_TABLES)
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        elif row[0] != SCHEMA_VERSION:
+            raise StoreError(f"Unsupported state schema version {row[0]!r}.")
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db, self._mutex)
+
+    def add_token(self, token: TokenRecord) -> None:
+        with self._transaction() as db:
+            try:
+                db.execute(
+                    "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        token.token_id,
+                        token.digest,
+                        token.role,
+                        token.session,
+                        token.label,
+                        token.created,
+                        token.revoked,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"Token id {token.token_id!r} exists.") from None
+
+    def get_token(self, token_id: str) -> TokenRecord | None:
+        rows = self._query("SELECT * FROM tokens WHERE token_id = ?", (token_id,))
+        return _token(rows[0]) if rows else None
+
+    def list_tokens(self, *, session: str | None = None) -> list[TokenRecord]:
+        if session is None:
+            rows = self._query("SELECT * FROM tokens ORDER BY created, token_id", ())
+        else:
+            rows = self._query(
+                "SELECT * FROM tokens WHERE session = ? ORDER BY created, token_id", (session,)
+            )
+        return [_token(r) for r in rows]
+
+    def revoke_token(self, token_id: str, *, role: str | None = None) -> bool:
+        sql = "UPDATE tokens SET revoked = ? WHERE token_id = ? AND revoked IS NULL"
+        args: tuple[Any, ...] = (time.time(), token_id)
+        if role is not None:
+            sql, args = sql + " AND role = ?", (*args, role)
+        with self._transaction() as db:
+            return db.execute(sql, args).rowcount > 0
+
+    def add_session(
+        self, session: SessionRecord, debits: list[DebitRecord], snapshot: StoredSnapshot
+    ) -> None:
+        with self._transaction() as db:
+            try:
+                db.execute(
+                    "INSERT INTO sessions VALUES (?, ?, ?)",
+                    (session.name, json.dumps(session.config), session.created),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"Session {session.name!r} exists.") from None
+            for debit in debits:
+                self._insert_debit(db, session.name, debit)
+            self._put_snapshot(db, session.name, snapshot)
+
+    def get_session(self, name: str) -> SessionRecord | None:
+        rows = self._query("SELECT * FROM sessions WHERE name = ?", (name,))
+        return _session(rows[0]) if rows else None
+
+    def list_sessions(self) -> list[SessionRecord]:
+        return [_session(r) for r in self._query("SELECT * FROM sessions ORDER BY created", ())]
+
+    def append_debit(self, session: str, debit: DebitRecord) -> None:
+        with self._transaction() as db:
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM debits WHERE session = ?", (session,)
+            ).fetchone()
+            if debit.seq != count:
+                raise StoreError(
+                    f"Debit {debit.seq} of session {session!r} is out of order: "
+                    f"{count} debits are committed."
+                )
+            self._insert_debit(db, session, debit)
+
+    @staticmethod
+    def _insert_debit(db: sqlite3.Connection, session: str, debit: DebitRecord) -> None:
+        db.execute(
+            "INSERT INTO debits VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                session,
+                debit.seq,
+                debit.label,
+                json.dumps(debit.event),
+                json.dumps(debit.sv_state),
+                time.time(),
+            ),
+        )
+
+    @staticmethod
+    def _put_snapshot(db: sqlite3.Connection, session: str, snapshot: StoredSnapshot) -> None:
+        db.execute(
+            "INSERT INTO snapshots VALUES (?, ?, ?) ON CONFLICT (session) DO UPDATE "
+            "SET state = excluded.state, hypothesis = excluded.hypothesis",
+            (session, json.dumps(snapshot.state), snapshot.hypothesis),
+        )
+
+    def debits(self, session: str) -> list[DebitRecord]:
+        rows = self._query(
+            "SELECT seq, label, event, sv_state FROM debits WHERE session = ? ORDER BY seq",
+            (session,),
+        )
+        return [
+            DebitRecord(seq=r[0], label=r[1], event=json.loads(r[2]), sv_state=json.loads(r[3]))
+            for r in rows
+        ]
+
+    def mark_orphans(self, session: str, seqs: list[int]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO orphans VALUES (?, ?)", [(session, s) for s in seqs]
+            )
+
+    def orphans(self, session: str) -> set[int]:
+        rows = self._query("SELECT seq FROM orphans WHERE session = ?", (session,))
+        return {int(r[0]) for r in rows}
+
+    def commit_release(
+        self, session: str, release: ReleaseRecord, snapshot: StoredSnapshot
+    ) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    session,
+                    release.index,
+                    release.query_key,
+                    json.dumps(release.answer),
+                    release.token_id,
+                    time.time(),
+                ),
+            )
+            self._put_snapshot(db, session, snapshot)
+
+    def releases(self, session: str) -> list[ReleaseRecord]:
+        rows = self._query(
+            "SELECT idx, query_key, answer, token_id FROM releases WHERE session = ? ORDER BY idx",
+            (session,),
+        )
+        return [
+            ReleaseRecord(index=r[0], query_key=r[1], answer=json.loads(r[2]), token_id=r[3])
+            for r in rows
+        ]
+
+    def load_snapshot(self, session: str) -> StoredSnapshot | None:
+        rows = self._query("SELECT state, hypothesis FROM snapshots WHERE session = ?", (session,))
+        if not rows:
+            return None
+        return StoredSnapshot(state=json.loads(rows[0][0]), hypothesis=bytes(rows[0][1]))
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._lock_fd < 0:
+                return
+            self._db.close()
+            os.close(self._lock_fd)  # drops the flock
+            self._lock_fd = -1
+
+    def _query(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        with self._mutex:
+            return self._db.execute(sql, args).fetchall()
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the store's mutex."""
+
+    def __init__(self, db: sqlite3.Connection, mutex: threading.Lock) -> None:
+        self._db, self._mutex = db, mutex
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._mutex.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._mutex.release()
+            raise
+        return self._db
+
+    def __exit__(self, kind: object, value: object, tb: object) -> None:
+        try:
+            self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+        finally:
+            self._mutex.release()
+
+
+def _token(row: Any) -> TokenRecord:
+    return TokenRecord(
+        token_id=row[0],
+        digest=row[1],
+        role=row[2],
+        session=row[3],
+        label=row[4],
+        created=row[5],
+        revoked=row[6],
+    )
+
+
+def _session(row: Any) -> SessionRecord:
+    return SessionRecord(name=row[0], config=json.loads(row[1]), created=row[2])
