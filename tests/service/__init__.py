@@ -1,0 +1,1 @@
+"""Tests of the HTTP query service (:mod:`pmwcm.service`)."""

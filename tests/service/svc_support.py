@@ -1,0 +1,103 @@
+"""Shared helpers for the service tests: a tiny dataset, an adaptive analyst."""
+
+from __future__ import annotations
+
+import json
+import socket
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+with warnings.catch_warnings():
+    # starlette >= 1 prefers the httpx2 package and warns, once, at import, when it finds httpx.
+    warnings.filterwarnings("ignore", message=r".*install `httpx2` instead", category=UserWarning)
+    from fastapi.testclient import TestClient
+
+ATTRIBUTES = {"a": ["no", "yes"], "b": ["no", "yes"], "c": ["lo", "mid", "hi"], "y": ["no", "yes"]}
+
+
+__all__ = ["Service", "TestClient", "free_port", "next_query", "write_tiny"]
+
+
+@dataclass
+class Service:
+    """A running in-process app and what the tests need to drive it."""
+
+    client: TestClient
+    curator: str
+    data: Path
+    schema: Path
+    state: Path
+
+    def auth(self, token: str | None = None) -> dict[str, str]:
+        """Headers for ``token`` (default: the curator's)."""
+        return {"Authorization": f"Bearer {token or self.curator}"}
+
+    def create(self, name: str = "s", *, epsilon: float = 1.0, **parameters: Any) -> Any:
+        """Creates a session (uniform prior unless told otherwise); returns the response."""
+        body = {
+            "name": name,
+            "data_path": str(self.data),
+            "schema_path": str(self.schema),
+            "epsilon": epsilon,
+            "delta": 1e-6,
+            "parameters": {"prior": "uniform", "max_updates": 5} | parameters,
+        }
+        return self.client.post("/v1/sessions", json=body, headers=self.auth())
+
+    def analyst(self, session: str = "s") -> str:
+        """A new analyst token for ``session``."""
+        response = self.client.post(
+            f"/v1/sessions/{session}/tokens", json={"label": "test"}, headers=self.auth()
+        )
+        assert response.status_code == 201, response.text
+        return str(response.json()["token"])
+
+    def ask(self, token: str, session: str = "s", **spec: Any) -> Any:
+        """Posts a query (defaults: logistic on y with feature a)."""
+        body = {"loss": "logistic", "target": "y", "features": ["a"]} | spec
+        path = f"/v1/sessions/{session}/queries"
+        return self.client.post(path, json=body, headers=self.auth(token))
+
+
+def write_tiny(directory: Path, *, n: int = 300, seed: int = 0) -> tuple[Path, Path]:
+    """A CSV of ``n`` rows over four small attributes (y depends on a and c) and its schema."""
+    rng = np.random.default_rng(seed)
+    a, b, c = rng.integers(0, 2, n), rng.integers(0, 2, n), rng.integers(0, 3, n)
+    y = (rng.random(n) < 0.2 + 0.4 * a + 0.15 * c).astype(int)
+    lines = ["a,b,c,y"]
+    for row in zip(a, b, c, y, strict=True):
+        lines.append(",".join(ATTRIBUTES[k][int(v)] for k, v in zip("abcy", row, strict=True)))
+    data, schema = directory / "tiny.csv", directory / "tiny.schema.json"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spec = {"name": "tiny", "attributes": [{"name": k, "values": v} for k, v in ATTRIBUTES.items()]}
+    schema.write_text(json.dumps(spec), encoding="utf-8")
+    return data, schema
+
+
+FEATURE_SETS = (("a",), ("b",), ("c",), ("a", "b"), ("a", "c"), ("b", "c"), ("a", "b", "c"))
+
+
+def next_query(history: list[list[float]], step: int) -> dict[str, Any]:
+    """An adaptive analyst: the next query is chosen from the previous released thetas.
+
+    The feature set is picked by the sign pattern of the last theta, the radius
+    by its norm (rounded, so queries repeat and repeats must be served from the log).
+    """
+    if not history:
+        return {"loss": "logistic", "target": "y", "features": ["a"]}
+    last = np.asarray(history[-1])
+    pick = int(sum(1 << i for i, v in enumerate(last[:3]) if v > 0) + step) % len(FEATURE_SETS)
+    radius = 1.0 + round(float(np.linalg.norm(last)), 1)
+    loss = "logistic" if step % 3 else "squared"
+    return {"loss": loss, "target": "y", "features": list(FEATURE_SETS[pick]), "radius": radius}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
