@@ -17,9 +17,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 import typer
 
+from pmwcm._cli_ask import ask_command
 from pmwcm._cli_demo import demo_command
 from pmwcm._cli_run import run_command
 from pmwcm._cli_schema import schema_command
+from pmwcm._cli_serve import serve_command
 from pmwcm._cli_synth import synth_command
 
 app = typer.Typer(
@@ -53,6 +55,8 @@ app.command("demo")(demo_command)
 app.command("run")(run_command)
 app.command("synth")(synth_command)
 app.command("schema")(schema_command)
+app.command("serve")(serve_command)
+app.command("ask")(ask_command)
 
 
 def main() -> None:

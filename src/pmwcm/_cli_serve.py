@@ -1,0 +1,100 @@
+"""``pmwcm serve``: the durable, authenticated HTTP query service (:mod:`pmwcm.service`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+_STATE_HELP = "State directory (SQLite in WAL mode; keep it private: it holds secrets)."
+_DATA_HELP = "CSV file for the session made at start (with --schema, --epsilon, --delta)."
+_PARAMS_HELP = "Session parameters as a JSON object, e.g. '{\"max_updates\": 20}'."
+_ROTATE_HELP = "Revoke every curator token and print a new one."
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def _start_session(app: Any, name: str, config: dict[str, Any]) -> None:
+    """Creates session ``name`` from ``config``, or checks that the stored one matches it."""
+    sessions = app.state.sessions
+    record = sessions.store.get_session(name)
+    if record is None:
+        sessions.create(name, config)
+        typer.echo(f"created session {name!r}", err=True)
+        return
+    stored = {k: record.config.get(k) for k in config}
+    if stored != config:
+        raise _fail(
+            f"session {name!r} exists with another configuration; its data, budget and "
+            "parameters cannot change (start without --data, or use --session NEW)."
+        )
+
+
+def serve_command(
+    state: Annotated[Path, typer.Option("--state", help=_STATE_HELP)],
+    data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
+    schema: Annotated[Path | None, typer.Option("--schema", help="Schema JSON of --data.")] = None,
+    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total epsilon.")] = None,
+    delta: Annotated[float | None, typer.Option("--delta", help="Total delta.")] = None,
+    params: Annotated[str | None, typer.Option("--params", help=_PARAMS_HELP)] = None,
+    session: Annotated[str, typer.Option("--session", help="Name of that session.")] = "default",
+    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    rotate_curator_token: Annotated[bool, typer.Option(help=_ROTATE_HELP)] = False,
+) -> None:
+    """Serve private CM queries over HTTP, durably (answers survive kill -9).
+
+    At first start the curator token is printed once on stdout. With --data,
+    --schema, --epsilon and --delta a session (default name 'default') is
+    created at first start and checked at every later one.
+    """
+    import uvicorn
+    from pydantic import ValidationError
+
+    from pmwcm.service import SQLiteStore, StoreError, bootstrap_curator, create_app
+    from pmwcm.service.build import SessionUnavailable, session_config
+    from pmwcm.service.models import SessionCreate
+
+    wanted = (data, schema, epsilon, delta)
+    if any(v is not None for v in wanted) and any(v is None for v in wanted):
+        raise _fail("--data, --schema, --epsilon and --delta go together.")
+    try:
+        store = SQLiteStore(state)
+    except (StoreError, OSError) as err:
+        raise _fail(str(err)) from None
+    app = create_app(store)
+    try:
+        if data is not None:
+            body = SessionCreate.model_validate(
+                {
+                    "name": session,
+                    "data_path": str(data),
+                    "schema_path": str(schema),
+                    "epsilon": epsilon,
+                    "delta": delta,
+                    "parameters": json.loads(params) if params else {},
+                }
+            )
+            config = session_config(
+                data_path=body.data_path,
+                schema_path=body.schema_path,
+                epsilon=body.epsilon,
+                delta=body.delta,
+                parameters=body.parameters.model_dump(exclude_unset=True),
+            )
+            _start_session(app, session, config)
+        token = bootstrap_curator(store, rotate=rotate_curator_token)
+    except (ValidationError, ValueError, StoreError, SessionUnavailable) as err:
+        store.close()
+        raise _fail(str(err)) from None
+    if token is not None:
+        typer.echo(f"curator token (shown once; keep it secret): {token}")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        typer.echo(f"warning: serving on {host} without TLS; put a TLS proxy in front.", err=True)
+    typer.echo(f"serving on http://{host}:{port} (OpenAPI at /docs)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
