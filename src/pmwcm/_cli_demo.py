@@ -276,7 +276,7 @@ def _print_table(summary: dict[str, Any]) -> None:
             m["label"], f"{m['mean_excess_risk']:.5f}", f"{m['max_excess_risk']:.4f}",
             str(m["oracle_calls"]), spent, f"{m['time_s']:.1f}",
         )  # fmt: skip
-    console = Console()
+    console = Console(highlight=False)
     console.print(table)
     p = summary["pmw"]
     src, halt = p["sources"], p["first_synthetic_answer"]
@@ -288,7 +288,8 @@ def _print_table(summary: dict[str, Any]) -> None:
     )
     console.print("PMW-CM budget: " + _ledger_line(p["ledger"]))
     for s in summary["stepwise"]:
-        console.print(f"stepwise {s['target']} ({s['loss']}): {', '.join(s['selected']) or '-'}")
+        chosen = ", ".join(s["selected"]) or "(none selected yet)"
+        console.print(f"stepwise {s['target']} ({s['loss']}): {chosen}")
     console.print(f"noise: {summary['noise']}")
 
 
