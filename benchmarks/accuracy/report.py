@@ -1,0 +1,257 @@
+"""Turns ``results/results.jsonl`` into ``docs/results.md`` and its plots.
+
+Every number in the document is computed here from the stored results; the
+verdicts on the targets are computed too, so a regenerated document can never
+claim a target its numbers miss.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).parent / "results" / "results.jsonl"
+DOCS = ROOT / "docs"
+IMG = DOCS / "img"
+LABELS = {
+    "pmw": "PMW-CM (pmwcm default: marginal prior + online)",
+    "pmw-paper": "PMW-CM (paper's algorithm, uniform start)",
+    "composition": "composition (noisy GD, budget / k)",
+    "mst": "MST synthetic data",
+    "aim": "AIM synthetic data",
+}
+ORDER = ["pmw", "pmw-paper", "composition", "mst", "aim"]
+
+
+def load(path: Path = RESULTS) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def group(rows, **fixed):
+    """Rows matching ``fixed``, grouped by (method, varying key) over seeds."""
+    return [r for r in rows if all(r.get(k) == v for k, v in fixed.items())]
+
+
+def agg(rows, metric):
+    vals = np.array([r[metric] for r in rows], dtype=float)
+    return vals.mean(), (vals.std(ddof=1) if len(vals) > 1 else 0.0), len(vals)
+
+
+def fmt(rows, metric):
+    if not rows:
+        return "-"
+    mean, sd, n = agg(rows, metric)
+    return f"{mean:.2g} ± {sd:.1g}" if n > 1 else f"{mean:.2g}"
+
+
+def table(rows, by, values, title_cols):
+    """A markdown table: one line per (method, value of ``by``)."""
+    head = "| method | " + by + " | " + " | ".join(title_cols) + " | seeds |"
+    lines = [head, "|" + " --- |" * (len(title_cols) + 3)]
+    for method in ORDER:
+        for v in values:
+            sel = [r for r in rows if r["method"] == method and r[by] == v]
+            if not sel:
+                continue
+            cells = [fmt(sel, m) for m in ("mean", "p95", "max")]
+            acc = fmt(sel, "test_accuracy") if "test_accuracy" in sel[0] else "-"
+            calls = f"{np.mean([r['oracle_calls'] for r in sel]):.0f}"
+            secs = f"{np.mean([r['seconds'] for r in sel]):.0f}"
+            extra = [acc, calls, secs][: len(title_cols) - 3]
+            lines.append(f"| {method} | {v:g} | " + " | ".join(cells + extra) + f" | {len(sel)} |")
+    return "\n".join(lines)
+
+
+def plot(rows, by, path, xlabel, title):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method in ORDER:
+        sel = [r for r in rows if r["method"] == method]
+        xs = sorted({r[by] for r in sel})
+        if not xs:
+            continue
+        ys = [np.mean([r["mean"] for r in sel if r[by] == x]) for x in xs]
+        ax.plot(xs, ys, marker="o", label=LABELS[method])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("mean excess empirical risk")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    IMG.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def mean_of(rows, method, metric, **fixed):
+    sel = [r for r in group(rows, method=method, **fixed)]
+    return float(np.mean([r[metric] for r in sel])) if sel else float("nan")
+
+
+def verdicts(rows) -> list[str]:
+    """The issue's targets, each with the numbers that decide it."""
+    out = []
+    base = {"experiment": "random", "workload": "logistic", "epsilon": 1.0}
+    kmax = max((r["k"] for r in group(rows, **base)), default=0)
+    if not kmax:
+        return ["No random-workload results yet."]
+    pm, cm = (
+        mean_of(rows, "pmw", "mean", k=kmax, **base),
+        mean_of(rows, "composition", "mean", k=kmax, **base),
+    )
+    px, cx = (
+        mean_of(rows, "pmw", "max", k=kmax, **base),
+        mean_of(rows, "composition", "max", k=kmax, **base),
+    )
+    out.append(
+        f"- k = {kmax:,}, eps = 1: PMW-CM mean {pm:.2g} vs composition {cm:.2g} "
+        f"({cm / pm:.1f}x; target >= 3x: **{'met' if cm >= 3 * pm else 'missed'}**); "
+        f"max {px:.2g} vs {cx:.2g} ({cx / px:.1f}x; "
+        f"target >= 2x: **{'met' if cx >= 2 * px else 'missed'}**)."
+    )
+    k1 = max((k for k in {r["k"] for r in group(rows, **base)} if k < kmax), default=None)
+    if k1:
+        ratio = mean_of(rows, "pmw", "mean", k=kmax, **base) / mean_of(
+            rows, "pmw", "mean", k=k1, **base
+        )
+        out.append(
+            f"- Flat in k: PMW-CM mean at k = {kmax:,} / k = {k1:,} = {ratio:.2f} "
+            f"(target <= 1.5: **{'met' if ratio <= 1.5 else 'missed'}**)."
+        )
+    am, ax_ = (
+        mean_of(rows, "aim", "mean", k=kmax, **base),
+        mean_of(rows, "aim", "max", k=kmax, **base),
+    )
+    if not np.isnan(am):
+        out.append(
+            f"- Against AIM at k = {kmax:,}, eps = 1: mean {pm:.2g} vs {am:.2g} "
+            f"(target within 1.2x: **{'met' if pm <= 1.2 * am else 'missed'}**), "
+            f"max {px:.2g} vs {ax_:.2g} "
+            f"(target below AIM: **{'met' if px < ax_ else 'missed'}**)."
+        )
+    return out
+
+
+def main() -> None:
+    rows = load(Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS)
+    rnd = group(rows, experiment="random", workload="logistic")
+    eps1 = [r for r in rnd if r["epsilon"] == 1.0]
+    ks = sorted({r["k"] for r in eps1})
+    kmax = max(ks) if ks else 0
+    at_kmax = [r for r in rnd if r["k"] == kmax]
+    epss = sorted({r["epsilon"] for r in at_kmax})
+    cols = ["mean", "p95", "max", "test acc.", "oracle calls", "seconds"]
+    plot(eps1, "k", IMG / "error_vs_k.png", "number of queries k", "Adult, eps = 1, logistic")
+    plot(at_kmax, "epsilon", IMG / "error_vs_eps.png", "epsilon", f"Adult, k = {kmax:,}, logistic")
+    scal = group(rows, experiment="scaling-n")
+    if scal:
+        plot(scal, "n", IMG / "error_vs_n.png", "n (records)", "eps = 1, k = 1,000, logistic")
+    parts = [TEMPLATE_HEAD, "## Targets\n", "\n".join(verdicts(rows)), ""]
+    parts += [
+        "## Workload A: random logistic queries, eps = 1\n",
+        table(eps1, "k", ks, cols),
+        "",
+        "![error vs k](img/error_vs_k.png)",
+        "",
+    ]
+    parts += [
+        f"## Workload A at k = {kmax:,}, every epsilon\n",
+        table(at_kmax, "epsilon", epss, cols),
+        "",
+        "![error vs eps](img/error_vs_eps.png)",
+        "",
+    ]
+    for workload in ("squared", "smoothed_hinge"):
+        sel = group(rows, experiment="random", workload=workload)
+        if sel:
+            parts += [
+                f"## Workload A, {workload} loss, eps = 1\n",
+                table(
+                    sel,
+                    "k",
+                    sorted({r["k"] for r in sel}),
+                    cols,
+                ),
+                "",
+            ]
+    adap = group(rows, experiment="adaptive")
+    if adap:
+        parts += [
+            "## Workload B: adaptive forward stepwise selection, eps = 1\n",
+            "Every binary attribute is a target; each analyst selects 4 features, each step "
+            "choosing from the answers the method released.\n",
+            table(adap, "k", sorted({r["k"] for r in adap}), cols),
+            "",
+        ]
+    if scal:
+        parts += [
+            "## Error against n (k = 1,000 logistic queries, eps = 1)\n",
+            "Sizes above 39,073 resample the train split with replacement: a proxy for a "
+            "larger population, not new people.\n",
+            table(scal, "n", sorted({r["n"] for r in scal}), cols),
+            "",
+            "![error vs n](img/error_vs_n.png)",
+            "",
+        ]
+    theory = ROOT / "benchmarks" / "accuracy" / "results" / "theory.md"
+    if theory.exists():
+        parts += [theory.read_text()]
+    parts += [TEMPLATE_TAIL]
+    DOCS.mkdir(exist_ok=True)
+    (DOCS / "results.md").write_text("\n".join(parts))
+    print(f"wrote {DOCS / 'results.md'}")
+
+
+TEMPLATE_HEAD = """# Accuracy results
+
+Generated by `make bench-accuracy` (`benchmarks/accuracy/run.py`, then
+`benchmarks/accuracy/report.py`) from `benchmarks/accuracy/results/results.jsonl`.
+Every number below is computed from that file. Cells show the mean over seeds
+± the standard deviation across seeds of each per-seed statistic (mean, 95th
+percentile and max of the excess empirical risk `err_l(D, theta) = L_D(theta) -
+min L_D` over the k queries of a stream).
+
+**Setup.** Bundled UCI Adult, binary schema (14 attributes, |X| = 2^14), split
+80/20 with a fixed public seed; the 39,073-record train split is the private
+data; logistic answers are also scored by classification accuracy on the test
+split. delta = 1e-6. Query streams are seeded 1000 + s and were never used to
+choose defaults (pmwcm's defaults were chosen on a seed-0 stream on the full
+file: see `src/pmwcm/practical.py`).
+
+**Privacy units.** pmwcm and composition are (eps, delta)-DP for replace-one
+neighbours. MST and AIM (OpenDP 0.16 `extras.mbi`) are rho-zCDP for add/remove
+one; an add/remove rho-zCDP mechanism is 4 rho-zCDP for replace-one (group
+privacy, Bun and Steinke 2016 Prop. 1.9), so they run at rho = rho*(eps, delta)/4
+with rho* the largest zCDP converting to (eps, delta) (Bun and Steinke 2016 Prop.
+1.3): every method here carries the same replace-one (eps, delta) guarantee. AIM
+runs with 16 rounds (the default 224 did not finish in 25 minutes on 2 cores).
+OpenDP cannot be seeded: its "seeds" are independent runs.
+"""
+
+TEMPLATE_TAIL = """
+## How pmwcm's defaults were chosen, and what that would cost
+
+The defaults (marginal prior with 40% of the budget, sparse vector 30%,
+T = 10 with the prior, eta S = 4, two post-processing sweeps, the threshold
+rule) are fixed constants in `src/pmwcm/practical.py`. They were chosen by
+looking at the bundled public Adult file with a seed-0 query stream, i.e. on
+the same population this benchmark evaluates (on a different split of queries,
+not of records). For a user's own private data, choosing constants by looking
+at that data would itself leak: each configuration tried is a query of the
+data, and an honest account would charge every trial (e.g. by private
+selection, Liu and Talwar 2019) or tune on public data of the same shape as we
+did. pmwcm never reads the private data to set a parameter.
+"""
+
+
+if __name__ == "__main__":
+    main()
