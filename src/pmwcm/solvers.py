@@ -156,6 +156,10 @@ def _ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> Flo
     nu = lo + max(1e-12, float(np.linalg.norm(b)) / radius)
     for _ in range(100):
         denom = evals + nu
+        if denom[0] <= 0.0:
+            # nu has reached lo to machine precision: the "hard case", where b has no
+            # component along the bottom eigenvector(s) (b_i = 0 over lam_i + nu = 0).
+            break
         v = -b / denom
         norm = math.sqrt(float(v @ v))
         if norm == 0.0 or abs(norm - radius) <= 1e-13 * radius:
@@ -164,7 +168,9 @@ def _ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> Flo
         # Newton on 1/||v|| - 1/R, which is nearly linear in nu.
         step = (1.0 / norm - 1.0 / radius) / (dnorm / norm**2)
         nu = max(lo + 0.5 * (nu - lo), nu + step)
-    v = evecs @ (-b / (evals + nu))
+    denom = evals + nu
+    # Hard case: those components of v are 0 (b_i = 0 there); never 0/0.
+    v = evecs @ np.divide(-b, denom, out=np.zeros_like(b), where=denom > 0.0)
     return project_ball(v, radius)
 
 
