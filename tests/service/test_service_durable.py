@@ -1,0 +1,263 @@
+"""The write-ahead protocol and recovery, with crashes simulated in-process.
+
+A "crash" raises inside the store at a chosen instant; a "restart" closes the
+store and opens a new one on the same directory (fresh engine, nothing kept in
+memory). The real kill -9 runs are in ``test_service_crash.py``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pmwcm.accounting import PrivacyLedger
+from pmwcm.engine import query_key
+from pmwcm.event_codec import event_from_dict
+from pmwcm.noise import FloatArray, NumpyNoise
+from pmwcm.practical import make_accountant
+from pmwcm.queries import CMQuery
+from pmwcm.service import SQLiteStore, StoreError
+from pmwcm.service.build import SessionUnavailable, session_config
+from pmwcm.service.sessions import LiveSession, SessionManager
+from pmwcm.sparse_vector import SparseVectorHalted
+
+
+class Crash(RuntimeError):
+    """Stands for the process dying at this instant."""
+
+
+class CountingNoise(NumpyNoise):
+    """Seeded noise that counts its draws (tests only; the service uses OpenDP)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed=seed)
+        self.calls: Counter[str] = Counter()
+
+    def laplace(self, scale: float, size: int) -> FloatArray:
+        self.calls["laplace"] += 1
+        return super().laplace(scale, size)
+
+    def gaussian(self, sigma: float, size: int) -> FloatArray:
+        self.calls["gaussian"] += 1
+        return super().gaussian(sigma, size)
+
+
+def q(*features: str, loss: str = "logistic") -> CMQuery:
+    return CMQuery(loss=loss, target="y", features=features)
+
+
+class Node:
+    """One "process": a store and a session manager over a state directory."""
+
+    def __init__(self, state: Path, seed: int) -> None:
+        self.noise = CountingNoise(seed)
+        self.store = SQLiteStore(state)
+        self.manager = SessionManager(self.store, noise_factory=lambda: self.noise)
+
+    def session(self, name: str = "s") -> LiveSession:
+        return self.manager.get(name)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+@pytest.fixture
+def make_node(tmp_path: Path, tiny: tuple[Path, Path], seed: int) -> Any:
+    nodes: list[Node] = []
+
+    def make(**parameters: Any) -> Node:
+        if nodes:
+            nodes[-1].close()
+        node = Node(tmp_path / "state", seed + len(nodes))
+        if parameters:
+            config = session_config(
+                data_path=str(tiny[0]),
+                schema_path=str(tiny[1]),
+                epsilon=1.0,
+                delta=1e-6,
+                parameters={"prior": "uniform"} | parameters,
+            )
+            node.manager.create("s", config)
+        nodes.append(node)
+        return node
+
+    yield make
+    if nodes:
+        nodes[-1].close()
+
+
+def engine_state(live: LiveSession) -> dict[str, Any]:
+    live.status()  # loads
+    engine = live._engine
+    assert engine is not None
+    return {
+        "sv": engine.sparse_vector.export_state(),
+        "sv_paid": engine.sv_paid,
+        "hypothesis": engine.hypothesis.to_array().tolist(),
+        "ledger": [(e.label, e.event, e.epsilon_after) for e in engine.ledger.entries],
+        "released": {k: a.value.tolist() for k, a in engine.released.items()},
+        "updates": len(engine.updates),
+        "answers": len(engine.answers),
+        "noise_level": engine.oracle_noise_level,
+    }
+
+
+def composed(store: SQLiteStore, name: str = "s") -> PrivacyLedger:
+    """The committed debits composed afresh (raises if they exceed the budget)."""
+    config = store.get_session(name).config  # type: ignore[union-attr]
+    ledger = PrivacyLedger(
+        epsilon=config["epsilon"],
+        delta=config["delta"],
+        accountant=make_accountant(config["parameters"]["accountant"]),
+    )
+    for debit in store.debits(name):
+        ledger.spend(event_from_dict(debit.event), label=debit.label)
+    return ledger
+
+
+def test_restart_resumes_the_exact_state(make_node: Any) -> None:
+    stream = [q("a"), q("b"), q("a", "c"), q("c", loss="squared"), q("b", "c"), q("a")]
+    node = make_node(prior="marginals", max_updates=len(stream), threshold=0.5)
+    answers = [node.session().ask(query, token_id=None) for query in stream]
+    before = engine_state(node.session())
+    assert before["ledger"][0][0].startswith("prior") and before["sv"]["rho"] is not None
+    node = make_node()
+    assert engine_state(node.session()) == before
+    again = node.session().ask(q("a", "c"), token_id=None)
+    assert again.repeated and np.array_equal(again.value, answers[2].value)
+    assert node.session().status().epsilon_spent == composed(node.store).spent_epsilon()
+
+
+def test_orphan_oracle_debit_stays_spent_and_counts_toward_the_cutoff(
+    make_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = make_node(max_updates=3, threshold=-1e6)  # every test is "above"
+    first = node.session().ask(q("a"), token_id=None)
+    spent_before = node.session().status().epsilon_spent
+
+    def crash(*args: Any) -> None:
+        raise Crash
+
+    monkeypatch.setattr(node.store, "commit_release", crash)
+    with pytest.raises(Crash):
+        node.session().ask(q("b"), token_id=None)
+    assert [d.label for d in node.store.debits("s")] == [
+        "sparse vector",
+        "oracle call 1",
+        "oracle call 2",
+    ]
+    node = make_node()  # restart
+    live = node.session()
+    status = live.status()
+    assert status.epsilon_spent > spent_before  # the budget never goes backwards
+    assert status.epsilon_spent == composed(node.store).spent_epsilon()
+    assert [line.orphan for line in live.ledger()] == [False, False, True]
+    state = engine_state(live)
+    assert state["sv"]["positives"] == 2 and state["updates"] == 1
+    assert list(state["released"]) == [query_key(q("a"))]  # the orphan's answer never existed
+    repeat = live.ask(q("a"), token_id=None)
+    assert repeat.repeated and np.array_equal(repeat.value, first.value)
+    live.ask(q("b"), token_id=None)  # asked again: a fresh test, a fresh debit
+    with pytest.raises(SparseVectorHalted):  # 3 positives: the cutoff, orphan included
+        live.ask(q("c"), token_id=None)
+    composed(node.store)  # never over budget
+    assert [line.orphan for line in live.ledger()] == [False, False, True, False]
+
+
+def test_orphan_sparse_vector_debit_is_not_charged_again(
+    make_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = make_node(max_updates=3, threshold=1e6)  # every test is "below"
+
+    def crash(*args: Any) -> None:
+        raise Crash
+
+    monkeypatch.setattr(node.store, "commit_release", crash)
+    with pytest.raises(Crash):
+        node.session().ask(q("a"), token_id=None)
+    node = make_node()
+    for query in (q("a"), q("b")):
+        assert node.session().ask(query, token_id=None).source == "hypothesis"
+    assert [d.label for d in node.store.debits("s")] == ["sparse vector"]
+    assert node.store.orphans("s") == {0}
+
+
+def test_a_debit_that_cannot_be_committed_draws_no_noise(
+    make_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = make_node(max_updates=3, threshold=-1e6)
+    append = node.store.append_debit
+    monkeypatch.setattr(node.store, "append_debit", lambda *a: (_ for _ in ()).throw(StoreError()))
+    with pytest.raises(StoreError):
+        node.session().ask(q("a"), token_id=None)
+    assert sum(node.noise.calls.values()) == 0  # the sparse vector's debit failed first
+    calls = iter([append, lambda *a: (_ for _ in ()).throw(StoreError())])
+    monkeypatch.setattr(node.store, "append_debit", lambda *a: next(calls)(*a))
+    with pytest.raises(StoreError):
+        node.session().ask(q("a"), token_id=None)
+    assert node.noise.calls["laplace"] == 2 and node.noise.calls["gaussian"] == 0
+    assert [d.label for d in node.store.debits("s")] == ["sparse vector"]
+
+
+def test_session_creation_is_atomic(
+    make_node: Any, tiny: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = make_node()
+
+    def crash(*args: Any) -> None:
+        raise Crash
+
+    monkeypatch.setattr(SQLiteStore, "_put_snapshot", staticmethod(crash))
+    config = session_config(
+        data_path=str(tiny[0]), schema_path=str(tiny[1]), epsilon=1.0, delta=1e-6, parameters={}
+    )
+    with pytest.raises(Crash):
+        node.manager.create("s", config)  # the marginal prior's debit is part of it
+    assert node.store.get_session("s") is None and node.store.debits("s") == []
+
+
+def test_tampered_state_is_refused(make_node: Any, tiny: tuple[Path, Path], tmp_path: Path) -> None:
+    node = make_node(max_updates=3, threshold=-1e6)
+    node.session().ask(q("a"), token_id=None)
+    node.close()
+    db = sqlite3.connect(tmp_path / "state" / "pmwcm.sqlite3")
+    with db:
+        db.execute("UPDATE debits SET label = 'forged' WHERE seq = 1")
+    db.close()
+    node = make_node()
+    with pytest.raises(SessionUnavailable, match="prefix"):
+        node.session().status()
+    node.close()
+    db = sqlite3.connect(tmp_path / "state" / "pmwcm.sqlite3")
+    with db:
+        db.execute("UPDATE debits SET label = 'oracle call 1' WHERE seq = 1")
+        config = db.execute("SELECT config FROM sessions").fetchone()[0]
+        forged = config.replace('"noise_level": ', '"noise_level": 1')
+        db.execute("UPDATE sessions SET config = ?", (forged,))
+    db.close()
+    node = make_node()
+    with pytest.raises(SessionUnavailable, match="calibrates"):
+        node.session().status()
+
+
+def test_changed_data_is_refused(make_node: Any, tiny: tuple[Path, Path]) -> None:
+    node = make_node(max_updates=3)
+    node.session().ask(q("a"), token_id=None)
+    with tiny[0].open("a", encoding="utf-8") as fh:
+        fh.write("yes,yes,hi,yes\n")
+    node = make_node()
+    with pytest.raises(SessionUnavailable, match="changed"):
+        node.session().status()
+
+
+def test_one_process_per_state_directory(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "state")
+    with pytest.raises(StoreError, match="in use"):
+        SQLiteStore(tmp_path / "state")
+    store.close()
+    SQLiteStore(tmp_path / "state").close()
