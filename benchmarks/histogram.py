@@ -1,0 +1,209 @@
+"""Benchmark the dense histogram's two full passes against a plain memory copy.
+
+The engine touches the whole universe ``X`` in only two places: the marginal of
+``Dhat`` on a query's clique, and the multiplicative-weights reweight by a
+clique factor (DESIGN.md section 2). Both should cost about one streaming pass,
+so this script times them next to ``np.copyto`` of the same array into a
+preallocated buffer, measured in the same run, and prints the ratios. The
+target (from the issue) is a marginal within 3x of the copy for every clique.
+
+For each universe (binary axes, ``|X| = 2^10 .. 2^24``, and one mixed-size
+domain) and each clique shape (leading, trailing and spread axes, 3 and 5
+attributes), it reports the median over ``--repeats`` timed samples after a
+warm-up; each sample loops the operation enough times to last >= 20 ms.
+
+Reweights are timed with the clique marginal passed in (the single-pass
+update the engine uses: it has the marginal from the solve) and without it
+(marginal + update, two passes).
+
+The marginal reduces dropped axes with BLAS matrix-vector products, so its
+speed depends on the BLAS thread pool: on a loaded machine (other processes,
+``pytest -n 2``) OpenBLAS's threads contend for the cores and a gemv can be
+~100x slower than single-threaded. Run it both ways and compare::
+
+    .venv/bin/python benchmarks/histogram.py [--max-log2 24] [--repeats 7]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/histogram.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import itertools
+import math
+import os
+import platform
+import statistics
+import timeit
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pmwcm.domain import Domain
+from pmwcm.histogram import DenseHistogram
+
+FloatArray = NDArray[np.float64]
+
+MIXED_SIZES = (3, 5, 2, 4, 7, 2, 3, 6, 2, 5, 4, 3)  # |X| = 3,628,800 (~2^21.8)
+
+
+def clique_shapes(m: int) -> dict[str, tuple[int, ...]]:
+    """Leading, trailing and evenly spread axes, with 3 and 5 attributes."""
+    shapes = {}
+    for k in (3, 5):
+        shapes[f"lead{k}"] = tuple(range(k))
+        shapes[f"trail{k}"] = tuple(range(m - k, m))
+        shapes[f"spread{k}"] = tuple(round(i * (m - 1) / (k - 1)) for i in range(k))
+    return shapes
+
+
+def _calibrated(fn: Callable[[], object], min_sample: float) -> int:
+    """Warms ``fn`` up and returns how many calls make a sample of >= ``min_sample`` s."""
+    fn()
+    timer, number = timeit.Timer(fn), 1
+    while timer.timeit(number) < min_sample:
+        number *= 2
+    return number
+
+
+def interleaved(
+    fns: dict[str, Callable[[], object]], repeats: int, min_sample: float = 0.02
+) -> dict[str, list[float]]:
+    """Seconds per call of each of ``fns``, ``repeats`` rounds, timed back to back per round.
+
+    Timing every operation within each round (rather than all samples of one,
+    then all of the next) keeps per-round ratios meaningful on a shared machine
+    whose load drifts.
+    """
+    numbers = {k: _calibrated(fn, min_sample) for k, fn in fns.items()}
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            samples[k].append(timeit.Timer(fn).timeit(numbers[k]) / numbers[k])
+    return samples
+
+
+#: per clique: median seconds of (copy, marginal, reweight given, reweight full), and the
+#: medians of the per-round ratios of the last three to the copy.
+Result = tuple[tuple[float, float, float, float], tuple[float, float, float]]
+
+
+def _operations(
+    hist: DenseHistogram, attrs: list[str], f: FloatArray, src: FloatArray, dst: FloatArray
+) -> dict[str, Callable[[], object]]:
+    """The four timed operations on one clique (``copy`` first: the ratios' denominator)."""
+    factors = itertools.cycle([f, -f])
+    marg = hist.marginal(attrs)
+
+    def reweight_given() -> None:
+        hist.reweight(attrs, next(factors), marginal=marg)
+
+    def reweight_full() -> None:
+        hist.reweight(attrs, next(factors))
+
+    return {
+        "copy": functools.partial(np.copyto, dst, src),
+        "marginal": functools.partial(hist.marginal, attrs),
+        "given": reweight_given,
+        "full": reweight_full,
+    }
+
+
+def bench_universe(
+    sizes: tuple[int, ...], repeats: int, rng: np.random.Generator
+) -> dict[str, Result]:
+    """Times the marginal and the two reweights of each clique shape next to a copy."""
+    m = len(sizes)
+    domain = Domain.from_sizes({f"a{i}": s for i, s in enumerate(sizes)})
+    hist = DenseHistogram(domain, rng.random(domain.shape) + 0.5)
+    src = hist.to_array()
+    dst = np.empty_like(src)
+    out = {}
+    for name, axes in clique_shapes(m).items():
+        attrs = [domain.names[a] for a in axes]  # axes are increasing: no transpose needed
+        expected = hist.to_array().sum(axis=tuple(a for a in range(m) if a not in axes))
+        assert np.allclose(hist.marginal(attrs), expected, rtol=1e-12, atol=0)
+        # Alternate a small factor and its inverse so thousands of calls leave D as it was.
+        f = 1e-3 * rng.standard_normal(tuple(sizes[a] for a in axes))
+        samples = interleaved(_operations(hist, attrs, f, src, dst), repeats)
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        ratio = {
+            k: statistics.median(t / c for t, c in zip(samples[k], samples["copy"], strict=True))
+            for k in ("marginal", "given", "full")
+        }
+        out[name] = (
+            (med["copy"], med["marginal"], med["given"], med["full"]),
+            (ratio["marginal"], ratio["given"], ratio["full"]),
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-log2", type=int, default=10)
+    parser.add_argument("--max-log2", type=int, default=24)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--no-mixed", action="store_true", help="skip the mixed-size domain")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    universes: list[tuple[str, tuple[int, ...]]] = [
+        (f"2^{m}", (2,) * m) for m in range(args.min_log2, args.max_log2 + 1, 2)
+    ]
+    if not args.no_mixed:
+        universes.append((f"mixed {math.prod(MIXED_SIZES):,}", MIXED_SIZES))
+
+    print(
+        f"pmwcm histogram benchmark, {datetime.date.today()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, NumPy {np.__version__}, "
+        f"median of {args.repeats} interleaved rounds, "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+        f"load average at start {os.getloadavg()[0]:.1f}"
+    )
+    cliques = list(clique_shapes(len(MIXED_SIZES)))
+    rows_m, rows_r = [], []
+    worst: dict[str, float] = {}
+    for label, sizes in universes:
+        res = bench_universe(sizes, args.repeats, rng)
+        copy_ms = statistics.median(r[0][0] for r in res.values()) * 1e3
+        rows_m.append(
+            [label, f"{copy_ms:.3f}"]
+            + [f"{res[c][0][1] * 1e3:.3f} ({res[c][1][0]:.1f}x)" for c in cliques]
+        )
+        rows_r.append(
+            [label, f"{copy_ms:.3f}"]
+            + [f"{res[c][1][1]:.1f}x / {res[c][1][2]:.1f}x" for c in cliques]
+        )
+        if math.prod(sizes) >= 2**16:
+            for c in cliques:
+                worst[c] = max(worst.get(c, 0.0), res[c][1][0])
+        print(f"  done {label} (load average {os.getloadavg()[0]:.1f})", flush=True)
+
+    header = ["\\|X\\|", "copy ms", *cliques]
+    print("\nMarginal: ms (median per-round ratio to the copy)\n")
+    print(_markdown(header, rows_m))
+    print("\nReweight, ratio to copy: marginal given / marginal computed\n")
+    print(_markdown(header, rows_r))
+    missed = [c for c, r in worst.items() if r > 3.0]
+    print(
+        "\nTarget marginal <= 3x copy, for |X| >= 2^16: "
+        + ("met by every clique." if not missed else f"MISSED by {missed}")
+        + " Worst ratio per clique: "
+        + ", ".join(f"{c} {r:.1f}x" for c, r in worst.items())
+    )
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
+    lines.append("| " + " | ".join("-" * w for w in widths) + " |")
+    lines += [
+        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
