@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +23,7 @@ with warnings.catch_warnings():
 ATTRIBUTES = {"a": ["no", "yes"], "b": ["no", "yes"], "c": ["lo", "mid", "hi"], "y": ["no", "yes"]}
 
 
-__all__ = ["Service", "TestClient", "free_port", "next_query", "write_tiny"]
+__all__ = ["Service", "TestClient", "free_port", "next_query", "serving", "write_tiny"]
 
 
 @dataclass
@@ -101,3 +105,26 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(app: Any, *, startup_limit: float = 60.0) -> Iterator[str]:
+    """Runs ``app`` under uvicorn on 127.0.0.1 in a thread; yields its URL; stops it."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_limit
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(60)
