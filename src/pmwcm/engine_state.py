@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pmwcm.accounting import PrivacyLedger
 from pmwcm.engine import Answer, OnlinePMW, UpdateRecord, query_key
 from pmwcm.event_codec import event_from_dict, event_to_dict
 from pmwcm.histogram import DenseHistogram, FloatArray
@@ -119,16 +120,26 @@ def snapshot(engine: OnlinePMW) -> EngineSnapshot:
 def restore(engine: OnlinePMW, snap: EngineSnapshot) -> None:
     """Loads ``snap`` into a freshly built ``engine`` (same data and configuration).
 
+    Build that engine with ``prior=DenseHistogram(domain, snap.hypothesis)``: a
+    public starting point, so construction measures nothing from the data again
+    (a prior measured while rebuilding would be discarded unreleased, which is
+    safe but wasteful). The snapshot's ledger replaces the fresh engine's.
+
     Raises:
         ValueError: if the engine has already been used, or the snapshot does not fit it.
     """
-    if engine.answers or engine.ledger.entries or engine.updates:
+    if engine.answers or engine.updates or engine.sv_paid:
         raise ValueError("restore() needs a freshly built engine.")
     state = snap.state
     if state.get("version") != STATE_VERSION:
         raise ValueError(f"Unsupported engine state version {state.get('version')!r}.")
+    # The snapshot's ledger replaces whatever construction charged (e.g. a prior
+    # measured again while rebuilding): its entries are what was really spent.
+    old = engine.ledger
+    ledger = PrivacyLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
     for entry in state["ledger"]:
-        engine.ledger.spend(event_from_dict(entry["event"]), label=entry["label"])
+        ledger.spend(event_from_dict(entry["event"]), label=entry["label"])
+    engine.ledger = ledger
     engine.sparse_vector.import_state(state["sparse_vector"])
     engine.sv_paid = bool(state["sv_paid"])
     engine.hypothesis = DenseHistogram(engine.domain, np.asarray(snap.hypothesis))
