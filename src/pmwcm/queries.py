@@ -114,8 +114,7 @@ class CMQuery:
         missing = [k for k in ("loss", "target", "features") if k not in spec]
         if missing:
             raise QueryError(f"Query is missing required field(s) {missing}.")
-        if not isinstance(spec["features"], list | tuple):
-            raise QueryError(f"features must be a list, got features={spec['features']!r}.")
+        _check_json_types(spec)
         kwargs = {k: v for k, v in spec.items() if k != "id"}
         kwargs["features"] = tuple(spec["features"])
         return cls(**kwargs)
@@ -178,6 +177,32 @@ class CMQuery:
             radius=float(self.radius),
             l2=float(self.l2),
         )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_json_types(spec: Mapping[str, Any]) -> None:
+    """JSON types of a query spec: strings, a list of strings, numbers, a boolean."""
+    for key in ("loss", "target"):
+        if not isinstance(spec[key], str):
+            raise QueryError(f"{key} must be a string, got {key}={spec[key]!r}.")
+    features = spec["features"]
+    if not isinstance(features, list | tuple) or not all(isinstance(f, str) for f in features):
+        raise QueryError(f"features must be a list of attribute names, got features={features!r}.")
+    for key in ("radius", "l2"):
+        if key in spec and not _is_number(spec[key]):
+            raise QueryError(f"{key} must be a number, got {key}={spec[key]!r}.")
+    if spec.get("loss_param") is not None and not _is_number(spec["loss_param"]):
+        raise QueryError(f"loss_param must be a number, got loss_param={spec['loss_param']!r}.")
+    if "intercept" in spec and not isinstance(spec["intercept"], bool):
+        raise QueryError(f"intercept must be true or false, got intercept={spec['intercept']!r}.")
+    encodings = spec.get("encodings", {})
+    if not isinstance(encodings, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in encodings.items()
+    ):
+        raise QueryError(f"encodings must map feature names to strings, got {encodings!r}.")
 
 
 def _scaled(codes: np.ndarray, size: int) -> FloatArray:
