@@ -12,6 +12,7 @@ from pmwcm.noise import NumpyNoise
 from pmwcm.practical import PMWConfig, build_engine
 from pmwcm.prior import (
     Measurement,
+    default_iterations,
     fit_histogram,
     measure_marginals,
     measurement_event,
@@ -112,3 +113,10 @@ def test_prior_fraction_must_leave_room_for_the_sparse_vector() -> None:
 def test_uniform_prior_restores_the_papers_start() -> None:
     config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform")
     assert (config.max_updates, config.expected_queries) == (50, 1000)
+
+
+def test_fit_budget_shrinks_with_the_domain() -> None:
+    small = Domain.from_sizes({f"a{i}": 2 for i in range(14)})
+    large = Domain.from_sizes({f"a{i}": 4 for i in range(10)})
+    assert default_iterations(small, 91) == 300
+    assert default_iterations(large, 45) == 30
