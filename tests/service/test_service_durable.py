@@ -127,7 +127,10 @@ def test_restart_resumes_the_exact_state(make_node: Any) -> None:
     before = engine_state(node.session())
     assert before["ledger"][0][0].startswith("prior") and before["sv"]["rho"] is not None
     node = make_node()
-    assert engine_state(node.session()) == before
+    after = engine_state(node.session())
+    # restore() re-normalises the histogram (DenseHistogram divides by its sum): last-ulp changes
+    np.testing.assert_allclose(after.pop("hypothesis"), before.pop("hypothesis"), rtol=1e-13)
+    assert after == before
     again = node.session().ask(q("a", "c"), token_id=None)
     assert again.repeated and np.array_equal(again.value, answers[2].value)
     assert node.session().status().epsilon_spent == composed(node.store).spent_epsilon()

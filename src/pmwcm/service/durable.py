@@ -114,6 +114,9 @@ def recover(
 ) -> list[int]:
     """Loads the committed state into a freshly built ``engine``.
 
+    Afterwards ``engine.ledger`` is a fresh, detached :class:`DurableLedger`
+    holding every committed debit (whatever ledger the engine had before).
+
     Args:
         engine: built from the session's configuration, never used.
         stored: the last committed snapshot (``None`` before the first release).
@@ -132,14 +135,16 @@ def recover(
     ):
         raise StoreError("The stored snapshot's ledger is not a prefix of the committed debits.")
     orphans = debits[len(logged) :]
-    union = [{"label": d.label, "event": d.event} for d in debits]
     if stored is not None:
-        state = dict(stored.state, ledger=union)
+        # restore() gets no ledger: the durable one below is built from every debit
+        state = dict(stored.state, ledger=[])
         hypothesis = decode_hypothesis(stored.hypothesis)
         restore(engine, EngineSnapshot(state=state, hypothesis=hypothesis))
-    else:
-        for debit in debits:
-            engine.ledger.spend(event_from_dict(debit.event), label=debit.label)
+    old = engine.ledger
+    ledger = DurableLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
+    for debit in debits:  # the union, in commit order
+        ledger.spend(event_from_dict(debit.event), label=debit.label)
+    engine.ledger = ledger
     if orphans:
         engine.sparse_vector.import_state(orphans[-1].sv_state)
         engine.sv_paid = True  # the sparse vector is always charged first

@@ -109,7 +109,8 @@ class LiveSession:
             if orphans:
                 self.store.mark_orphans(self.name, orphans)
             ledger = engine.ledger
-            assert isinstance(ledger, DurableLedger)
+            if not isinstance(ledger, DurableLedger):  # never sent an answer without it
+                raise SessionUnavailable(f"Session {self.name!r}: the ledger is not durable.")
             ledger.attach(self._commit_debit, engine.sparse_vector.export_state)
             self._engine = engine
         return self._engine
