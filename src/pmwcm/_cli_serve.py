@@ -92,6 +92,9 @@ def serve_command(
     except (ValidationError, ValueError, StoreError, SessionUnavailable) as err:
         store.close()
         raise _fail(str(err)) from None
+    except BaseException:
+        store.close()
+        raise
     if token is not None:
         typer.echo(f"curator token (shown once; keep it secret): {token}")
     if host not in ("127.0.0.1", "localhost", "::1"):

@@ -33,7 +33,9 @@ def _analyst(url: str, token: str, session: str, seed: int, out: list[Any]) -> N
                 out.append((session, spec, None))
 
 
-def test_concurrent_analysts_lose_and_double_nothing(tmp_path: Path, tiny: tuple[Path, Path]):
+def test_concurrent_analysts_lose_and_double_nothing(
+    tmp_path: Path, tiny: tuple[Path, Path]
+) -> None:
     store = SQLiteStore(tmp_path / "state")
     curator = bootstrap_curator(store)
     assert curator is not None
