@@ -260,12 +260,24 @@ def build_engine(
             pass the ``ledger`` that already paid for it. If ``None`` and
             ``config.prior == "marginals"``, the marginal prior is measured
             here and charged to the ledger first.
-        ledger: an existing ledger (its budget must equal the config's).
+        ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
     """
     accountant = make_accountant(config.accountant)
     if ledger is None:
         ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta, accountant=accountant)
+    elif (ledger.epsilon, ledger.delta, ledger.accountant.name) != (
+        config.epsilon,
+        config.delta,
+        accountant.name,
+    ):
+        # The calibration below fits the config's budget under the config's accountant;
+        # a ledger enforcing anything else would refuse oracle calls mid-stream.
+        raise ValueError(
+            f"The ledger's budget (epsilon={ledger.epsilon}, delta={ledger.delta}, "
+            f"{ledger.accountant.name}) must equal the config's (epsilon={config.epsilon}, "
+            f"delta={config.delta}, {accountant.name})."
+        )
     if prior is None and config.prior == "marginals":
         prior = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
     sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
