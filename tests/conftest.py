@@ -9,8 +9,17 @@ overridden by ``pytest --seed N`` or the environment variable
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pytest
+from numpy.typing import NDArray
+
+from pmwcm.domain import Domain
+from pmwcm.noise import NumpyNoise
+from pmwcm.private_data import PrivateData
 
 DEFAULT_SEED = 42
 
@@ -31,3 +40,80 @@ def seed(request: pytest.FixtureRequest) -> int:
     if option is not None:
         return int(option)
     return int(os.environ.get("PMWCM_TEST_SEED", DEFAULT_SEED))
+
+
+# --- Engine-level test doubles and toy data (tests/test_engine.py and friends) ---
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One recorded call on a :class:`RecordingNoise`.
+
+    Attributes:
+        kind: ``"laplace"``, ``"gaussian"`` or ``"uniform"``.
+        scale: the Laplace scale or Gaussian sigma (0 for uniform draws).
+        size: how many values were drawn.
+        probe: what the ``probe`` callable returned at the moment of the draw
+            (e.g. the number of ledger entries), or ``None``.
+    """
+
+    kind: str
+    scale: float
+    size: int
+    probe: Any = None
+
+
+class RecordingNoise:
+    """A :class:`~pmwcm.noise.NoiseSource` double: seeded NumPy draws, every call recorded.
+
+    Set ``probe`` to a callable to snapshot some state (say, the ledger) at each draw.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.inner = NumpyNoise(seed=seed)
+        self.calls: list[Draw] = []
+        self.probe: Callable[[], Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"recording({self.inner.name})"
+
+    def _record(self, kind: str, scale: float, size: int) -> None:
+        self.calls.append(Draw(kind, float(scale), int(size), self.probe() if self.probe else None))
+
+    def laplace(self, scale: float, size: int) -> NDArray[np.float64]:
+        self._record("laplace", scale, size)
+        return self.inner.laplace(scale, size)
+
+    def gaussian(self, sigma: float, size: int) -> NDArray[np.float64]:
+        self._record("gaussian", sigma, size)
+        return self.inner.gaussian(sigma, size)
+
+    def uniform(self, size: int) -> NDArray[np.float64]:
+        self._record("uniform", 0.0, size)
+        return self.inner.uniform(size)
+
+
+@pytest.fixture
+def recording_noise(seed: int) -> RecordingNoise:
+    """A fresh :class:`RecordingNoise` seeded with the ``seed`` fixture."""
+    return RecordingNoise(seed)
+
+
+#: A small universe with one ternary attribute: 2*2*3*2*2*2 = 96 cells.
+TOY_DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "d": 2, "e": 2, "y": 2})
+
+
+def toy_records(seed: int, n: int = 4000) -> NDArray[np.int64]:
+    """``n`` records on :data:`TOY_DOMAIN` whose label ``y`` depends on ``a``, ``b``, ``c``."""
+    rng = np.random.default_rng(seed)
+    x = np.stack([rng.integers(0, s, n) for s in TOY_DOMAIN.sizes[:-1]], axis=1)
+    logit = 1.5 * (2 * x[:, 0] - 1) - 1.0 * (2 * x[:, 1] - 1) + 0.7 * (x[:, 2] - 1)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int64)
+    return np.column_stack([x, y]).astype(np.int64)
+
+
+@pytest.fixture
+def toy_data(seed: int) -> PrivateData:
+    """4,000 records on :data:`TOY_DOMAIN` drawn with the ``seed`` fixture."""
+    return PrivateData.from_records(TOY_DOMAIN, toy_records(seed))
