@@ -1,0 +1,125 @@
+"""Privacy audits of the noise sources, both single-query oracles and the whole engine.
+
+Each audit uses ``alpha = 1e-6``: a correct mechanism is flagged with
+probability at most 1e-6 per test. Every broken variant is test-only; the
+margin by which it is caught (the smallest lower bound over seeds 0..99) is
+noted at its test. The vectorised models are cross-checked against the real
+oracles and the real engine on identical draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
+from pmwcm.audit.engine import crosscheck_engine, engine_case
+from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles import NoisyGradientDescent, OracleInput, OutputPerturbation
+from pmwcm.problem import ConvexProblem, FloatArray
+
+ALPHA = 1e-6
+
+
+def run(case: AuditCase, trials: int, seed: int) -> Any:
+    return case.run(trials=trials, rng=np.random.default_rng(seed), alpha=ALPHA)
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+def test_numpy_noise_mechanisms_are_consistent_and_nearly_tight(kind: str, seed: int) -> None:
+    make = laplace_case if kind == "laplace" else gaussian_case
+    case = make(numpy_source, label="numpy")
+    r = run(case, 200_000, seed)
+    assert r.verdict == "consistent", r
+    assert r.epsilon_lower_bound > 0.7 * case.claimed_epsilon
+
+
+@pytest.mark.parametrize("kind", ["laplace", "gaussian"])
+def test_opendp_noise_mechanisms_are_consistent(kind: str, seed: int) -> None:
+    # OpenDP costs ~50-100 us per draw: a modest 5,000 trials per input.
+    make = laplace_case if kind == "laplace" else gaussian_case
+    case = make(opendp_source(), label="opendp")
+    r = case.run(trials=5_000, search_trials=1_000, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.verdict == "consistent", r
+
+
+class HalfSensitivityGD(NoisyGradientDescent):
+    """Broken (test-only): noise calibrated to ``G B / n`` instead of ``2 G B / n``."""
+
+    def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:
+        return super().answer(data, noise_level=noise_level / 2, noise=noise)
+
+
+class HalfSensitivityOP(OutputPerturbation):
+    """Broken (test-only): half the minimiser's sensitivity ``2 G B / (n lambda)``."""
+
+    def sensitivity(self, problem: ConvexProblem, n: int) -> float:
+        return super().sensitivity(problem, n) / 2
+
+
+GD = NoisyGradientDescent(step_size=1e-3)
+
+
+@pytest.mark.parametrize(
+    "oracle", [GD, OutputPerturbation(), HalfSensitivityGD(step_size=1e-3), HalfSensitivityOP()]
+)
+def test_oracle_models_match_the_real_oracles(oracle: Any, seed: int) -> None:
+    case = oracle_case(oracle, label=oracle.name)
+    rng = np.random.default_rng(seed)
+    for weights in (case.dataset0, case.dataset1):
+        model: Any = case.mechanism
+        assert crosscheck_oracle(model, weights, trials=20, rng=rng) < 1e-12
+
+
+@pytest.mark.parametrize("oracle", [GD, OutputPerturbation()], ids=["noisy_gd", "output_pert"])
+def test_correct_oracles_are_not_flagged(oracle: Any, seed: int) -> None:
+    # (1/m)-GDP with m = 1 claims eps = 2.32 at delta = 0.01.
+    case = oracle_case(oracle, label=oracle.name)
+    r = run(case, 20_000, seed)
+    assert r.verdict == "consistent", r
+    assert r.epsilon_lower_bound > 0.8
+
+
+@pytest.mark.parametrize(
+    "oracle", [HalfSensitivityGD(step_size=1e-3), HalfSensitivityOP()], ids=["noisy_gd", "output"]
+)
+def test_oracle_with_half_sensitivity_is_caught(oracle: Any, seed: int) -> None:
+    # Claims eps = 2.32 at delta = 0.01 but is ~(2/m)-GDP: lower bounds >= 3.0.
+    r = run(oracle_case(oracle, label="half sensitivity"), 20_000, seed)
+    assert r.violated, r
+
+
+@pytest.fixture(scope="module")
+def engines() -> dict[str, AuditCase]:
+    return {
+        "correct": engine_case(label="engine"),
+        "S/n": engine_case(label="engine with sensitivity S/n", sensitivity_factor=1.0),
+    }
+
+
+@pytest.mark.parametrize("which", ["correct", "S/n"])
+def test_engine_model_matches_the_real_engine(
+    engines: dict[str, AuditCase], which: str, seed: int
+) -> None:
+    case = engines[which]
+    rng = np.random.default_rng(seed)
+    for data in (case.dataset0, case.dataset1):
+        model: Any = case.mechanism
+        assert crosscheck_engine(model, data, trials=25, rng=rng) == 0
+
+
+def test_correct_engine_is_not_flagged(engines: dict[str, AuditCase], seed: int) -> None:
+    r = run(engines["correct"], 100_000, seed)
+    assert r.verdict == "consistent", r
+    assert r.epsilon_lower_bound > 1.0
+
+
+def test_engine_with_sensitivity_s_over_n_is_caught(
+    engines: dict[str, AuditCase], seed: int
+) -> None:
+    # S/n instead of 2S/n doubles the sparse vector's loss: claims (2, 1e-6), bounds >= 2.8.
+    r = run(engines["S/n"], 100_000, seed)
+    assert r.violated, r
