@@ -77,9 +77,12 @@ class PrivateData:
                 assert self._records is not None
                 axes = self.domain.axes(key)
                 shape = tuple(self.domain.sizes[a] for a in axes)
-                flat = np.ravel_multi_index(tuple(self._records[:, list(axes)].T), shape)
-                counts = np.bincount(flat, minlength=int(np.prod(shape, dtype=np.int64)))
-                table = counts.reshape(shape).astype(np.float64) / self.n
+                if axes:
+                    flat = np.ravel_multi_index(tuple(self._records[:, list(axes)].T), shape)
+                    counts = np.bincount(flat, minlength=int(np.prod(shape, dtype=np.int64)))
+                    table = counts.reshape(shape).astype(np.float64) / self.n
+                else:  # the empty clique: all the mass in one cell, as for histograms
+                    table = np.ones(())
             table.setflags(write=False)
             self._cache[key] = table
         return table
