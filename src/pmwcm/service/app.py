@@ -47,14 +47,17 @@ from pmwcm.service.sessions import (
     SessionUnavailable,
 )
 from pmwcm.service.store import StateStore, StoreError, TokenRecord
+from pmwcm.solvers import SolverError
 from pmwcm.sparse_vector import SparseVectorHalted
 
 _bearer = HTTPBearer(auto_error=False, description="A curator or analyst token.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
     401: {"model": m.ErrorOut, "description": "Missing, unknown or revoked token."},
     403: {"model": m.ErrorOut, "description": "The token's role or session does not allow this."},
 }
 _SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
     **_ERRORS,
     404: {"model": m.ErrorOut, "description": "No such session."},
     503: {"model": m.ErrorOut, "description": "The session cannot be loaded."},
@@ -221,6 +224,8 @@ def create_app(
             return _invalid(str(err))
         except (BudgetExceededError, EngineHalted, SparseVectorHalted) as err:
             raise _fail(409, f"Privacy budget exhausted: {err}") from None
+        except SolverError as err:
+            return _invalid(f"The query could not be solved to the certified tolerance: {err}")
         except StoreError as err:
             detail = f"The answer could not be committed, so it was not released: {err}"
             raise _fail(503, detail) from None
