@@ -1,0 +1,513 @@
+"""Crash injection for ``pmwcm serve``: kill -9 at random instants, restart, check invariants.
+
+Each cycle starts the server on 127.0.0.1, lets two adaptive analysts (each
+next query chosen from the answers released so far) query it, and kills the
+server with SIGKILL after a random delay -- during a solve, a debit, a commit,
+a recovery, or idle. With ``--failpoint-rate`` (fork mode) the server also
+SIGKILLs itself at the protocol's critical instants: right after a debit is
+durable, right before and right after an answer's commit. When a session's
+budget is spent the curator opens the next one (between kills). Between cycles
+the state directory is read directly, and after each restart the server is
+asked; every cycle checks:
+
+* the committed debits of every session are gap-free, never shrink (the budget
+  never goes backwards) and compose to at most the session's budget;
+* after the restart, the spend the server reports equals the composition of
+  the committed debits, recomputed here from the raw events;
+* the last snapshot's ledger is a prefix of the debits (the rest are orphans);
+* no query ever received two different answers: every response any client saw
+  for a query, in any cycle, equals every other one and the release log's;
+* new oracle releases never outnumber oracle debits.
+
+``--mode exec`` (the default) starts a real ``pmwcm serve`` process each cycle
+(slow start-up: imports). ``--mode fork`` (the test suite's) forks each server
+from a pre-imported ``multiprocessing`` forkserver and runs the same
+``pmwcm._cli_serve.serve_command``; the killed process is just as dead and the
+new one reads only the disk.
+
+Usage: ``python benchmarks/crash.py --cycles 120 [--mode fork --failpoint-rate 0.05]``;
+prints a JSON summary and exits 1 on any violation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from pmwcm.client import BudgetExhausted, Client, ServiceError
+
+SESSION_PARAMS = {"max_updates": 30, "threshold": 0.0, "expected_queries": 100}
+PRELOAD = [
+    "pmwcm._cli_serve",
+    "pmwcm.service",
+    "pmwcm.dataset",
+    "pmwcm.schema",
+    "pmwcm.prior",
+    "uvicorn",
+    "uvicorn.server",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.asyncio",
+    "uvicorn.protocols.http.h11_impl",
+    "uvicorn.protocols.websockets.auto",
+]
+FEATURES = (("a",), ("b",), ("c",), ("a", "b"), ("a", "c"), ("b", "c"), ("a", "b", "c"))
+VALUES = {"a": ["no", "yes"], "b": ["no", "yes"], "c": ["lo", "mid", "hi"], "y": ["no", "yes"]}
+
+
+@dataclass
+class Summary:
+    """What the run did and found."""
+
+    mode: str
+    cycles: int = 0
+    kills: int = 0
+    failpoint_kills: int = 0
+    requests_cut: int = 0
+    answered: int = 0
+    repeats_served: int = 0
+    budget_refusals: int = 0
+    sessions: int = 0
+    debits: int = 0
+    orphan_debits: int = 0
+    distinct_queries: int = 0
+    restart_s_median: float = 0.0
+    restart_s_max: float = 0.0
+    seconds: float = 0.0
+    violations: list[str] = field(default_factory=list)
+
+
+def write_data(directory: Path, *, n: int = 300, seed: int = 0) -> tuple[Path, Path]:
+    """A tiny CSV (four small attributes) and its schema."""
+    rng = np.random.default_rng(seed)
+    a, b, c = rng.integers(0, 2, n), rng.integers(0, 2, n), rng.integers(0, 3, n)
+    y = (rng.random(n) < 0.2 + 0.4 * a + 0.15 * c).astype(int)
+    rows = ["a,b,c,y"] + [
+        ",".join(VALUES[k][int(v)] for k, v in zip("abcy", r, strict=True))
+        for r in zip(a, b, c, y, strict=True)
+    ]
+    data, schema = directory / "tiny.csv", directory / "tiny.schema.json"
+    data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    attrs = [{"name": k, "values": v} for k, v in VALUES.items()]
+    schema.write_text(json.dumps({"name": "tiny", "attributes": attrs}), encoding="utf-8")
+    return data, schema
+
+
+def next_spec(history: list[tuple[float, ...]], rng: random.Random) -> dict[str, Any]:
+    """The adaptive analyst: the next query depends on the last released theta."""
+    if not history:
+        return {"loss": "logistic", "target": "y", "features": ["a"]}
+    last = history[-1]
+    pick = sum(1 << i for i, v in enumerate(last[:3]) if v > 0) + rng.randrange(3)
+    radius = 1.0 + round(min(abs(last[0]) * 4, 2.0), 0)
+    loss = "logistic" if rng.random() < 0.7 else "squared"
+    features = list(FEATURES[pick % len(FEATURES)])
+    return {"loss": loss, "target": "y", "features": features, "radius": radius}
+
+
+def _install_failpoints(rate: float, seed: int) -> None:
+    """In the server process: SIGKILL itself at the protocol's critical instants, at ``rate``.
+
+    Right after a debit is durable (its noise not yet drawn); right before an
+    answer's commit (noise drawn, nothing committed); right after the commit
+    (the response not yet sent). Test-harness monkeypatching only.
+    """
+    from pmwcm.service.sqlite_store import SQLiteStore
+
+    rng = random.Random(seed)
+
+    def die_maybe() -> None:
+        if rng.random() < rate:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    append_debit, commit_release = SQLiteStore.append_debit, SQLiteStore.commit_release
+
+    def debit(self: Any, session: str, record: Any) -> None:
+        append_debit(self, session, record)
+        die_maybe()
+
+    def release(self: Any, session: str, record: Any, snapshot: Any) -> None:
+        die_maybe()
+        commit_release(self, session, record, snapshot)
+        die_maybe()
+
+    setattr(SQLiteStore, "append_debit", debit)  # noqa: B010 (monkeypatching on purpose)
+    setattr(SQLiteStore, "commit_release", release)  # noqa: B010
+
+
+def serve_child(state: Path, port: int, failpoint_rate: float, seed: int) -> None:
+    """The forked server: ``pmwcm serve --state STATE --port PORT``, with failpoints if asked."""
+    from pmwcm._cli_serve import serve_command
+
+    if failpoint_rate > 0:
+        _install_failpoints(failpoint_rate, seed)
+    serve_command(state=state, port=port)
+
+
+def _key(session: str, spec: dict[str, Any]) -> str:
+    full = {"radius": 1.0, "l2": 0.0, "intercept": True} | spec
+    return session + "|" + json.dumps(full, sort_keys=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """One server process on ``port`` (fork: from a preloaded forkserver; exec: ``pmwcm``)."""
+
+    _context: Any = None
+
+    def __init__(
+        self, mode: str, state: Path, port: int, log: Path, *, failpoint_rate: float = 0.0
+    ) -> None:
+        self.mode, self.state, self.port, self.log = mode, state, port, log
+        self.failpoint_rate = failpoint_rate
+        self._proc: Any = None
+
+    def start(self, seed: int = 0) -> None:
+        if self.mode == "fork":
+            if Server._context is None:
+                Server._context = multiprocessing.get_context("forkserver")
+                Server._context.set_forkserver_preload(PRELOAD)
+            args = (self.state, self.port, self.failpoint_rate, seed)
+            self._proc = Server._context.Process(target=serve_child, args=args)
+            self._proc.start()
+            return
+        exe = Path(sys.executable).with_name("pmwcm")
+        cmd = (
+            [str(exe)]
+            if exe.exists()
+            else [sys.executable, "-c", "from pmwcm.cli import main; main()"]
+        )
+        with self.log.open("ab") as err:
+            self._proc = subprocess.Popen(
+                [*cmd, "serve", "--state", str(self.state), "--port", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+
+    def kill(self) -> None:
+        """SIGKILL, then reap (bounded)."""
+        if self._proc is None:
+            return
+        if self.mode == "fork":
+            self._proc.kill()
+            self._proc.join(30)
+        else:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait(30)
+        self._proc = None
+
+    def alive(self) -> bool:
+        if self._proc is None:
+            return False
+        return bool(self._proc.is_alive() if self.mode == "fork" else self._proc.poll() is None)
+
+
+class Harness:
+    """State, tokens, observations and checks shared by all cycles."""
+
+    def __init__(self, workdir: Path, *, mode: str, seed: int) -> None:
+        from pmwcm.service import SQLiteStore, bootstrap_curator, new_token
+        from pmwcm.service.sessions import SessionManager
+
+        self.workdir, self.rng = workdir, random.Random(seed)
+        self.state = workdir / "state"
+        self.data, self.schema = write_data(workdir, seed=seed)
+        self.summary = Summary(mode=mode)
+        store = SQLiteStore(self.state)
+        try:
+            self.curator = bootstrap_curator(store) or ""
+            SessionManager(store).create("s0", self._config())
+            token, record = new_token(role="analyst", session="s0")
+            store.add_token(record)
+        finally:
+            store.close()
+        self.session, self.token = "s0", token
+        self.spent: dict[str, float] = {}
+        self.exhausted = False
+        self.seen: dict[str, tuple[float, ...]] = {}
+        self.debits: dict[str, list[dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+        self.url = ""
+
+    def _config(self) -> dict[str, Any]:
+        from pmwcm.service.build import session_config
+
+        return dict(
+            session_config(
+                data_path=str(self.data),
+                schema_path=str(self.schema),
+                epsilon=2.0,
+                delta=1e-6,
+                parameters=SESSION_PARAMS,
+            )
+        )
+
+    def violation(self, message: str) -> None:
+        with self.lock:
+            self.summary.violations.append(message)
+
+    def observe(self, session: str, spec: dict[str, Any], theta: tuple[float, ...]) -> None:
+        """Records an answer; a different theta for a seen query is a violation."""
+        key = _key(session, spec)
+        with self.lock:
+            first = self.seen.setdefault(key, theta)
+        if first != theta:
+            self.violation(f"two answers for {key}: {first} vs {theta}")
+
+    def analyst(self, stop: threading.Event, seed: int) -> None:
+        """Asks adaptively until stopped, the server dies or the session's budget is spent."""
+        rng, history = random.Random(seed), list[tuple[float, ...]]()
+        with Client(self.url, self.analyst_token(), timeout=30) as client:
+            while not stop.is_set():
+                session, spec = self.session, next_spec(history, rng)
+                try:
+                    answer = client.ask(session, spec)
+                except BudgetExhausted:
+                    with self.lock:
+                        self.summary.budget_refusals += 1
+                        self.exhausted = True
+                    return
+                except ServiceError as err:
+                    self.violation(f"unexpected error {err}")
+                    return
+                except httpx.HTTPError:
+                    if not stop.is_set():
+                        with self.lock:
+                            self.summary.requests_cut += 1
+                    return
+                self.observe(session, spec, answer.theta)
+                history.append(answer.theta)
+                with self.lock:
+                    self.summary.answered += 1
+                    self.summary.repeats_served += answer.repeated
+
+    def analyst_token(self) -> str:
+        with self.lock:
+            return self.token
+
+    def rotate(self) -> None:
+        """The curator opens the next session once the current one is spent."""
+        name = f"s{int(self.session[1:]) + 1}"
+        with Client(self.url, self.curator, timeout=120) as curator:
+            curator.create_session(
+                name,
+                data_path=str(self.data),
+                schema_path=str(self.schema),
+                epsilon=2.0,
+                delta=1e-6,
+                parameters=SESSION_PARAMS,
+            )
+            self.session, self.token = name, curator.issue_token(name)
+        self.exhausted = False
+
+    def check_disk(self) -> None:
+        """Invariants on the state directory while no server runs."""
+        from pmwcm.accounting import BudgetExceededError, PrivacyLedger
+        from pmwcm.event_codec import event_from_dict
+        from pmwcm.practical import make_accountant
+        from pmwcm.service import SQLiteStore
+
+        store = SQLiteStore(self.state)
+        try:
+            for record in store.list_sessions():
+                name, config = record.name, record.config
+                debits = store.debits(name)
+                events = [d.event for d in debits]
+                if [d.seq for d in debits] != list(range(len(debits))):
+                    self.violation(f"{name}: debits not gap-free")
+                before = self.debits.get(name, [])
+                if events[: len(before)] != before:
+                    self.violation(f"{name}: committed debits changed or shrank")
+                self.debits[name] = events
+                ledger = PrivacyLedger(
+                    epsilon=config["epsilon"],
+                    delta=config["delta"],
+                    accountant=make_accountant(config["parameters"]["accountant"]),
+                )
+                try:
+                    for d in debits:
+                        ledger.spend(event_from_dict(d.event), label=d.label)
+                except BudgetExceededError:
+                    self.violation(f"{name}: committed debits exceed the budget")
+                snap = store.load_snapshot(name)
+                logged = snap.state["ledger"] if snap is not None else []
+                if [e["event"] for e in logged] != events[: len(logged)]:
+                    self.violation(f"{name}: snapshot ledger is not a prefix of the debits")
+                oracle_debits = sum(d.label.startswith("oracle") for d in debits)
+                releases = store.releases(name)
+                fresh_oracle = sum(
+                    r.answer["source"] == "oracle" and not r.answer["repeated"] for r in releases
+                )
+                if fresh_oracle > oracle_debits:
+                    self.violation(f"{name}: {fresh_oracle} oracle answers, {oracle_debits} debits")
+                for r in releases:
+                    spec = json.loads(r.query_key.removeprefix("cm:"))
+                    self.observe(name, spec, tuple(r.answer["value"]))
+                self.spent[name] = ledger.spent_epsilon()
+        finally:
+            store.close()
+
+    def check_api(self) -> None:
+        """After a restart: the reported spend equals the composition of the committed debits."""
+        with Client(self.url, self.curator, timeout=60) as curator:
+            for name, expected in self.spent.items():
+                reported = curator.status(name)["epsilon_spent"]
+                if not math.isclose(reported, expected, rel_tol=1e-12, abs_tol=1e-15):
+                    self.violation(
+                        f"{name}: server reports {reported}, debits compose to {expected}"
+                    )
+
+    def finish(self) -> Summary:
+        from pmwcm.service import SQLiteStore
+
+        store = SQLiteStore(self.state)
+        try:
+            sessions = store.list_sessions()
+            self.summary.sessions = len(sessions)
+            for record in sessions:
+                snap = store.load_snapshot(record.name)
+                covered = len(snap.state["ledger"]) if snap is not None else 0
+                debits = len(store.debits(record.name))
+                pending = set(range(covered, debits))  # orphans not yet recovered
+                self.summary.debits += debits
+                self.summary.orphan_debits += len(store.orphans(record.name) | pending)
+        finally:
+            store.close()
+        self.summary.distinct_queries = len(self.seen)
+        return self.summary
+
+
+def _wait_healthy(url: str, server: Server, limit: float) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and server.alive():
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def run(
+    workdir: Path,
+    *,
+    cycles: int,
+    mode: str = "fork",
+    seed: int = 0,
+    max_delay: float = 1.5,
+    failpoint_rate: float = 0.0,
+    time_limit: float = 3600.0,
+) -> Summary:
+    """Runs ``cycles`` start / query / kill -9 cycles in ``workdir``; returns the summary."""
+    started = time.monotonic()
+    harness = Harness(workdir, mode=mode, seed=seed)
+    port = _free_port()
+    harness.url = f"http://127.0.0.1:{port}"
+    if failpoint_rate and mode != "fork":
+        raise ValueError("failpoints need --mode fork.")
+    log = workdir / "server.log"
+    server = Server(mode, harness.state, port, log, failpoint_rate=failpoint_rate)
+    restarts: list[float] = []
+    try:
+        for cycle in range(cycles):
+            if time.monotonic() - started > time_limit:
+                harness.violation(f"time limit {time_limit}s reached after {cycle} cycles")
+                break
+            t0 = time.monotonic()
+            server.start(seed=seed * 100_003 + cycle)
+            if not _wait_healthy(harness.url, server, 90):
+                harness.violation(f"cycle {cycle}: server did not become healthy")
+                break
+            restarts.append(time.monotonic() - t0)
+            harness.check_api()
+            if harness.exhausted:
+                harness.rotate()
+            stop = threading.Event()
+            threads = [
+                threading.Thread(target=harness.analyst, args=(stop, seed * 1000 + cycle * 2 + i))
+                for i in range(2)
+            ]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + harness.rng.uniform(0.0, max_delay)
+            while time.monotonic() < deadline and server.alive():
+                time.sleep(0.01)
+            if server.alive():
+                harness.summary.kills += 1
+            else:
+                harness.summary.failpoint_kills += 1
+            server.kill()
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+            harness.check_disk()
+            harness.summary.cycles += 1
+    finally:
+        server.kill()
+    summary = harness.finish()
+    if restarts:
+        summary.restart_s_median = round(float(np.median(restarts)), 2)
+        summary.restart_s_max = round(max(restarts), 2)
+    summary.seconds = round(time.monotonic() - started, 1)
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cycles", type=int, default=120)
+    parser.add_argument("--mode", choices=("exec", "fork"), default="exec")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--max-delay", type=float, default=1.5, help="longest run before a kill (s)"
+    )
+    parser.add_argument(
+        "--failpoint-rate",
+        type=float,
+        default=0.0,
+        help="fork mode: self-kill rate at each failpoint",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="pmwcm-crash-"))
+    try:
+        summary = run(
+            workdir,
+            cycles=args.cycles,
+            mode=args.mode,
+            seed=args.seed,
+            max_delay=args.max_delay,
+            failpoint_rate=args.failpoint_rate,
+        )
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(asdict(summary), indent=2))
+    sys.exit(1 if summary.violations else 0)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    main()
