@@ -264,3 +264,14 @@ def test_one_process_per_state_directory(tmp_path: Path) -> None:
         SQLiteStore(tmp_path / "state")
     store.close()
     SQLiteStore(tmp_path / "state").close()
+
+
+def test_an_unusable_state_directory_is_released(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "state").close()
+    db = sqlite3.connect(tmp_path / "state" / "pmwcm.sqlite3")
+    with db:
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
+    db.close()
+    for _ in range(2):  # the lock is released after the refusal
+        with pytest.raises(StoreError, match="version"):
+            SQLiteStore(tmp_path / "state")

@@ -78,9 +78,18 @@ class SQLiteStore(StateStore):
                 f"State directory '{self.directory}' is in use by another process."
             ) from None
         self._mutex = threading.Lock()
-        self._db = sqlite3.connect(
-            self.directory / DB_NAME, isolation_level=None, check_same_thread=False
-        )
+        try:
+            self._db = sqlite3.connect(
+                self.directory / DB_NAME, isolation_level=None, check_same_thread=False
+            )
+            self._init_schema()
+        except BaseException:
+            if hasattr(self, "_db"):
+                self._db.close()
+            os.close(self._lock_fd)
+            raise
+
+    def _init_schema(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_TABLES)
