@@ -19,6 +19,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.optimize import minimize as scipy_minimize
 
+from pmwcm.losses import Absolute, Hinge, Quantile
 from pmwcm.problem import CallableProblem, ConvexProblem
 from pmwcm.queries import CMQuery, GLMProblem
 from pmwcm.solvers import Solution, frank_wolfe_gap, minimize, project_ball
@@ -73,15 +74,15 @@ def affine_pieces(p: GLMProblem) -> tuple[FloatArray, FloatArray]:
     """``(a, b)`` with ``f(z, y_c) = max_k a[c, k] z + b[c, k]`` for the piecewise-linear losses."""
     y = p.labels
     one, zero = np.ones_like(y), np.zeros_like(y)
-    name = p.loss.name
-    if name == "hinge":
+    loss = p.loss
+    if isinstance(loss, Hinge):
         return np.stack([zero, -y], 1), np.stack([zero, one], 1)
-    if name == "absolute":
+    if isinstance(loss, Absolute):
         return np.stack([one, -one], 1), np.stack([-y, y], 1)
-    if name == "quantile":
-        tau = float(p.loss.tau)  # type: ignore[attr-defined]
+    if isinstance(loss, Quantile):
+        tau = loss.tau
         return np.stack([-tau * one, (1 - tau) * one], 1), np.stack([tau * y, (tau - 1) * y], 1)
-    raise AssertionError(f"{name} is not piecewise linear")
+    raise AssertionError(f"{loss.name} is not piecewise linear")
 
 
 def scipy_best_piecewise(p: GLMProblem, w: FloatArray, rng: np.random.Generator) -> float:
@@ -239,7 +240,7 @@ def test_bad_method_raises() -> None:
     with pytest.raises(ValueError, match="'bfgs'"):
         minimize(p, w, method="bfgs")
     with pytest.raises(ValueError, match="Hessian"):
-        minimize(_callable_logistic(PROBLEMS["logistic_bin"]), w, method="newton")
+        minimize(_as_callable(PROBLEMS["logistic_bin"]), w, method="newton")
 
 
 def test_feature_bound_below_one_still_converges(seed: int) -> None:
@@ -255,8 +256,8 @@ def test_feature_bound_below_one_still_converges(seed: int) -> None:
             assert sol.converged, (name, tol, sol.gap)
 
 
-def _callable_logistic(p: GLMProblem) -> CallableProblem:
-    """The GLM ``p`` re-declared as a user callable on integer cell codes."""
+def _as_callable(p: GLMProblem) -> CallableProblem:
+    """The GLM ``p`` re-declared as a user callable on integer cell codes (same constants)."""
     sizes = tuple(DOMAIN.size_of(a) for a in p.clique)
     n_cells = int(np.prod(sizes))
 
@@ -287,7 +288,7 @@ def _callable_logistic(p: GLMProblem) -> CallableProblem:
 def test_callable_problem_solves_with_fista(name: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
     p = PROBLEMS[name]
-    user = _callable_logistic(p)
+    user = _as_callable(p)
     w = rng.dirichlet(np.ones(p.labels.size))
     sol = minimize(user, w, tol=1e-9)
     assert sol.method == "fista"
@@ -300,7 +301,7 @@ def test_non_smooth_callable_keeps_a_sound_certificate(seed: int) -> None:
     """Without a surrogate, FISTA runs on subgradients; the certificate stays sound."""
     rng = np.random.default_rng(seed)
     p = PROBLEMS["absolute"]
-    user = _callable_logistic(p)  # same wrapper: the absolute loss, no smoothness declared
+    user = _as_callable(p)  # the absolute loss: no smoothness declared
     assert user.smoothness is None
     w = rng.dirichlet(np.ones(p.labels.size))
     sol = minimize(user, w, tol=1e-6, max_iter=20)
