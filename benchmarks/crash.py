@@ -110,16 +110,23 @@ def write_data(directory: Path, *, n: int = 300, seed: int = 0) -> tuple[Path, P
     return data, schema
 
 
-def next_spec(history: list[tuple[float, ...]], rng: random.Random) -> dict[str, Any]:
-    """The adaptive analyst: the next query depends on the last released theta."""
+def next_spec(
+    history: list[tuple[dict[str, Any], tuple[float, ...]]], rng: random.Random
+) -> dict[str, Any]:
+    """The adaptive analyst: a query chosen from the last released theta, or a repeat (30%)."""
     if not history:
         return {"loss": "logistic", "target": "y", "features": ["a"]}
-    last = history[-1]
+    if rng.random() < 0.3:
+        return dict(rng.choice(history)[0])
+    last = history[-1][1]
     pick = sum(1 << i for i, v in enumerate(last[:3]) if v > 0) + rng.randrange(3)
-    radius = 1.0 + round(min(abs(last[0]) * 4, 2.0), 0)
-    loss = "logistic" if rng.random() < 0.7 else "squared"
-    features = list(FEATURES[pick % len(FEATURES)])
-    return {"loss": loss, "target": "y", "features": features, "radius": radius}
+    return {
+        "loss": "logistic" if rng.random() < 0.7 else "squared",
+        "target": "y",
+        "features": list(FEATURES[pick % len(FEATURES)]),
+        "radius": 1.0 + round(min(abs(last[0]) * 4, 1.0), 2),
+        "l2": rng.choice([0.0, 0.01, 0.1]),
+    }
 
 
 def _install_failpoints(rate: float, seed: int) -> None:
@@ -278,7 +285,8 @@ class Harness:
 
     def analyst(self, stop: threading.Event, seed: int) -> None:
         """Asks adaptively until stopped, the server dies or the session's budget is spent."""
-        rng, history = random.Random(seed), list[tuple[float, ...]]()
+        rng = random.Random(seed)
+        history: list[tuple[dict[str, Any], tuple[float, ...]]] = []
         with Client(self.url, self.analyst_token(), timeout=30) as client:
             while not stop.is_set():
                 session, spec = self.session, next_spec(history, rng)
@@ -298,7 +306,7 @@ class Harness:
                             self.summary.requests_cut += 1
                     return
                 self.observe(session, spec, answer.theta)
-                history.append(answer.theta)
+                history.append((spec, answer.theta))
                 with self.lock:
                     self.summary.answered += 1
                     self.summary.repeats_served += answer.repeated
