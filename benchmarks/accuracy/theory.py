@@ -37,8 +37,9 @@ def main(*, k: int = 1000, epsilon: float = 1.0, delta: float = 1e-6, beta: floa
         "| alpha | T | required n | eps0 per oracle call |",
         "| --- | --- | --- | --- |",
     ]
-    for alpha in (0.05, 0.1, 0.25, 0.5):
-        p = TheoryParameters(
+
+    def params_for(alpha: float) -> TheoryParameters:
+        return TheoryParameters(
             epsilon=epsilon,
             delta=delta,
             alpha=alpha,
@@ -47,19 +48,14 @@ def main(*, k: int = 1000, epsilon: float = 1.0, delta: float = 1e-6, beta: floa
             scale=2.0,
             log_size=domain.log_size,
         )
+
+    for alpha in (0.05, 0.1, 0.25, 0.5):
+        p = params_for(alpha)
         lines.append(
             f"| {alpha} | {p.max_updates:,} | {p.required_n():.3g} | {p.oracle_epsilon:.2g} |"
         )
     alpha = 0.5
-    params = TheoryParameters(
-        epsilon=epsilon,
-        delta=delta,
-        alpha=alpha,
-        beta=beta,
-        k=k,
-        scale=2.0,
-        log_size=domain.log_size,
-    )
+    params = params_for(alpha)
     n = int(np.ceil(params.required_n()))
     hist = DenseHistogram.from_records(domain, data.records)
     private = PrivateData(domain=domain, n=n, histogram=hist)
