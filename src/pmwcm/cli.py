@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import typer
 
 from pmwcm._cli_ask import ask_command
+from pmwcm._cli_audit import audit_command
 from pmwcm._cli_demo import demo_command
 from pmwcm._cli_run import run_command
 from pmwcm._cli_schema import schema_command
@@ -57,6 +58,7 @@ app.command("synth")(synth_command)
 app.command("schema")(schema_command)
 app.command("serve")(serve_command)
 app.command("ask")(ask_command)
+app.command("audit")(audit_command)
 
 
 def main() -> None:

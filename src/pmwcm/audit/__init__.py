@@ -7,6 +7,15 @@ confidence bound on epsilon (:mod:`pmwcm.audit.bounds`). A bound above the
 mechanism's claim refutes the claim; a bound below it is evidence, not proof,
 that the claim holds.
 
+Modules: :mod:`~pmwcm.audit.bounds` (the confidence bounds),
+:mod:`~pmwcm.audit.events` (event families and the held-out search),
+:mod:`~pmwcm.audit.auditor` (:func:`audit`), :mod:`~pmwcm.audit.cases`
+(mechanism + claim + neighbours), :mod:`~pmwcm.audit.sparse`,
+:mod:`~pmwcm.audit.oracles`, :mod:`~pmwcm.audit.engine` (vectorised models of
+pmwcm's mechanisms, cross-checked against the real code),
+:mod:`~pmwcm.audit.sensitivity` and :mod:`~pmwcm.audit.suite` (what
+``pmwcm audit`` runs).
+
 >>> import numpy as np
 >>> from pmwcm.audit import ThresholdFamily, audit
 >>> def halved(x, trials, rng):  # claims 1-DP but uses half the Laplace scale
@@ -24,6 +33,7 @@ from pmwcm.audit.bounds import (
     epsilon_lower_bound,
     hockey_stick_lower_bound,
 )
+from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import (
     CategoricalFamily,
     Event,
@@ -34,14 +44,17 @@ from pmwcm.audit.events import (
     row_codes,
     search_event,
 )
+from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
 
 __all__ = [
+    "AuditCase",
     "AuditResult",
     "CategoricalFamily",
     "Event",
     "EventFamily",
     "FixedFamily",
     "Mechanism",
+    "SensitivityReport",
     "ThresholdFamily",
     "audit",
     "claimed_epsilon",
@@ -50,6 +63,7 @@ __all__ = [
     "combine",
     "epsilon_lower_bound",
     "hockey_stick_lower_bound",
+    "max_sensitivity_search",
     "row_codes",
     "search_event",
 ]

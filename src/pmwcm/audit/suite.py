@@ -1,0 +1,103 @@
+"""The standard audit of pmwcm's own mechanisms (what ``pmwcm audit`` runs).
+
+* :func:`standard_cases`: the noise sources (NumPy and OpenDP), both sparse
+  vectors on opposite-shift neighbours, both Gaussian oracles on worst-case
+  neighbours and the whole engine; every one claims a privacy guarantee.
+* :func:`standard_crosschecks`: the vectorised models against the real
+  classes, oracles and engine, on identical draws (all must agree).
+* :func:`standard_sensitivity`: :func:`~pmwcm.audit.sensitivity.max_sensitivity_search`
+  for every catalogue loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
+from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
+from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
+from pmwcm.audit.sparse import crosscheck, opposite_shifts, sparse_vector_case
+from pmwcm.domain import Domain
+from pmwcm.losses import LOSSES
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles import NoisyGradientDescent, OutputPerturbation
+from pmwcm.queries import CMQuery
+from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse
+
+__all__ = ["standard_cases", "standard_crosschecks", "standard_sensitivity"]
+
+_BINARY_TARGET = {"logistic", "hinge", "smoothed_hinge"}
+
+
+def _dwork_roth(epsilon: float, cutoff: int) -> Callable[..., DworkRothSparse]:
+    def make(*, noise: NoiseSource) -> DworkRothSparse:
+        return DworkRothSparse(epsilon_per_run=epsilon, cutoff=cutoff, noise=noise)
+
+    return make
+
+
+SPARSE_VECTORS: tuple[tuple[str, Callable[..., Any], int, int], ...] = (
+    ("Lyu-Su-Li eps=2 c=1", partial(LyuSuLiSparse.from_total, 2.0, 1), 6, 3),
+    ("Lyu-Su-Li eps=2 c=3", partial(LyuSuLiSparse.from_total, 2.0, 3), 6, 3),
+    ("Dwork-Roth eps'=1 c=2", _dwork_roth(1.0, 2), 6, 3),
+)
+ORACLES = (NoisyGradientDescent(step_size=1e-3), OutputPerturbation())
+
+
+def standard_cases(*, opendp: bool = True) -> list[AuditCase]:
+    """Every library mechanism with a claim (OpenDP rows are slow: ~50-100 us per draw)."""
+    cases = [laplace_case(numpy_source, label="NumPy"), gaussian_case(numpy_source, label="NumPy")]
+    if opendp:
+        source = opendp_source()
+        cases += [laplace_case(source, label="OpenDP"), gaussian_case(source, label="OpenDP")]
+    for label, make, up, down in SPARSE_VECTORS:
+        cases.append(sparse_vector_case(make, opposite_shifts(up, down), label=label))
+    cases += [oracle_case(o, label=o.name) for o in ORACLES]
+    cases.append(engine_case())
+    return cases
+
+
+def standard_crosschecks(*, trials: int, rng: np.random.Generator) -> list[tuple[str, str, bool]]:
+    """``(what, result, ok)`` for every vectorised model against the real code."""
+    out: list[tuple[str, str, bool]] = []
+    for label, make, up, down in SPARSE_VECTORS:
+        sc = opposite_shifts(up, down)
+        bad = sum(crosscheck(make, v, sc.thresholds, trials=trials, rng=rng)
+                  for v in (sc.values0, sc.values1))  # fmt: skip
+        out.append((f"sparse vector {label}", f"{bad} of {2 * trials} trials differ", bad == 0))
+    for oracle in ORACLES:
+        case = oracle_case(oracle, label=oracle.name)
+        model: Any = case.mechanism
+        gap = max(crosscheck_oracle(model, w, trials=max(trials // 10, 1), rng=rng)
+                  for w in (case.dataset0, case.dataset1))  # fmt: skip
+        out.append((f"oracle {oracle.name}", f"max |model - real| = {gap:.1e}", gap < 1e-9))
+    case = engine_case()
+    engine: Any = case.mechanism
+    assert isinstance(engine, EngineModel)
+    n = max(trials // 10, 1)
+    bad = sum(crosscheck_engine(engine, d, trials=n, rng=rng)
+              for d in (case.dataset0, case.dataset1))  # fmt: skip
+    out.append(("engine (T=1)", f"{bad} of {2 * n} interactions differ", bad == 0))
+    return out
+
+
+def standard_sensitivity(
+    *, rng: np.random.Generator, datasets: int = 6, hypotheses: int = 4
+) -> list[SensitivityReport]:
+    """The search for every catalogue loss, radii 1/2 (no L2) and 1 (L2 = 0.1), ``n = 10``."""
+    domain = Domain.from_sizes({"a": 2, "b": 3, "y": 2, "t": 3})
+    reports = []
+    for loss in sorted(LOSSES):
+        target = "y" if loss in _BINARY_TARGET else "t"
+        for radius, l2 in ((0.5, 0.0), (1.0, 0.1)):
+            query = CMQuery(loss=loss, target=target, features=("a", "b"), radius=radius, l2=l2)
+            report = max_sensitivity_search(
+                query, domain, n=10, rng=rng, datasets=datasets, hypotheses=hypotheses
+            )
+            reports.append(report)
+    return reports
