@@ -29,7 +29,7 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
     assert "| mechanism | guarantee | delta | claimed eps | eps lower bound |" in result.stdout
     assert "Lyu-Su-Li eps=2 c=1" in result.stdout and "engine: T=1" in result.stdout
     assert "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp" in result.stdout
-    assert result.stdout.count("| consistent |") == 8
+    assert result.stdout.count("| consistent |") == 9
     assert out.read_text() == result.stdout
 
 

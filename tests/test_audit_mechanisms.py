@@ -1,4 +1,4 @@
-"""Privacy audits of the noise sources, both single-query oracles and the whole engine.
+"""Privacy audits of the noise sources, the single-query oracles and the whole engine.
 
 Each audit uses ``alpha = 1e-6``: a correct mechanism is flagged with
 probability at most 1e-6 per test. Every broken variant is test-only; the
@@ -16,9 +16,15 @@ import pytest
 
 from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
 from pmwcm.audit.engine import crosscheck_engine, engine_case
+from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
 from pmwcm.noise import NoiseSource
-from pmwcm.oracles import NoisyGradientDescent, OracleInput, OutputPerturbation
+from pmwcm.oracles import (
+    NoisyGradientDescent,
+    ObjectivePerturbation,
+    OracleInput,
+    OutputPerturbation,
+)
 from pmwcm.problem import ConvexProblem, FloatArray
 
 ALPHA = 1e-6
@@ -80,7 +86,7 @@ def test_correct_oracles_are_not_flagged(oracle: Any, seed: int) -> None:
     case = oracle_case(oracle, label=oracle.name)
     r = run(case, 20_000, seed)
     assert r.verdict == "consistent", r
-    assert r.epsilon_lower_bound > 0.8
+    assert r.epsilon_lower_bound > 0.5  # seeds 0..99: noisy_gd >= 0.85, output >= 1.41
 
 
 @pytest.mark.parametrize(
@@ -123,3 +129,16 @@ def test_engine_with_sensitivity_s_over_n_is_caught(
     # S/n instead of 2S/n doubles the sparse vector's loss: claims (2, 1e-6), bounds >= 2.8.
     r = run(engines["S/n"], 100_000, seed)
     assert r.violated, r
+
+
+def test_objective_perturbation_model_and_audit(seed: int) -> None:
+    # Pure 2-DP claimed. The model matches the real oracle to its certified gap (~1e-6);
+    # the audit is loose here (bounds ~0.4-0.5): logistic gradients of one record move
+    # by at most B, not the 2B the proof allows, so it guards only against gross errors.
+    case = objective_case(ObjectivePerturbation(), label="objective_perturbation")
+    model: Any = case.mechanism
+    rng = np.random.default_rng(seed)
+    for weights in (case.dataset0, case.dataset1):
+        assert crosscheck_objective(model, weights, trials=10, rng=rng) < 1e-5
+    r = run(case, 20_000, seed)
+    assert r.verdict == "consistent", r
