@@ -1,0 +1,326 @@
+"""Engine throughput: queries per second on each path, and where the time goes.
+
+The engine's two paths (DESIGN.md section 3) cost very different amounts:
+
+* **below threshold** (the sparse vector says "below"; answer ``theta_hat``):
+  one marginal of the hypothesis ``Dhat`` on the query's clique (a pass over
+  ``|X|``), the real data's marginal (cached per clique), two certified solves
+  on the clique table, one sparse-vector comparison;
+* **above threshold** (the oracle answers and the hypothesis is updated): the
+  above plus one oracle call (noisy gradient descent), one reweight pass, and
+  the post-processing sweeps, which replay every past update ``sweeps`` times
+  (each replay = a marginal, a solve and a reweight), so update ``t`` costs
+  ``O(t)`` passes.
+
+For each universe this script forces each path (threshold ``+-1e12``
+sensitivities, so the sparse vector's answer is certain) and reports queries
+per second, with the time split into hypothesis marginals, reweights, real-data
+marginals (first touch of a clique; cached after), oracle calls, ledger spends
+(the PLD accountant recomposes every event so far), and the rest (certified
+solves, sparse vector, bookkeeping). On Adult (binary schema, ``|X| = 2^14``)
+it also times 10,000 random logistic queries end to end with the default
+configuration (marginal prior, ``T = 10``, ``after_halt="synthetic"``), the
+issue's target being under 30 s on 2 cores. Larger universes: Adult's
+categorical schema (1,228,800 cells) and synthetic binary domains of ``2^20``,
+``2^22`` and ``2^24`` cells whose data is a histogram (``PrivateData(histogram=
+...)``), to show where the full passes start to dominate.
+
+Randomness: seeded NumPy noise (``--noise opendp`` for the production sampler).
+Run it with BLAS pinned to one thread on a shared machine (see histogram.py)::
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/throughput.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/throughput.py --max-log2 22 --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pmwcm.datasets import load_adult
+from pmwcm.domain import Domain
+from pmwcm.engine import OnlinePMW
+from pmwcm.histogram import DenseHistogram, FloatArray, Histogram
+from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise
+from pmwcm.oracles import NoisyGradientDescent, OracleInput
+from pmwcm.practical import PMWConfig, build_engine
+from pmwcm.private_data import PrivateData
+from pmwcm.problem import ConvexProblem
+from pmwcm.queries import CMQuery
+from pmwcm.workload import random_queries
+
+ALWAYS, NEVER = -1e12, 1e12
+PARTS = ("hyp marginal", "reweight", "data marginal", "oracle", "ledger", "rest")
+
+
+class Clock:
+    """Accumulates seconds per part."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def timed(self, part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[part] += time.perf_counter() - start
+
+        return wrapper
+
+
+class TimedHistogram:
+    """A :class:`~pmwcm.histogram.Histogram` that times its marginal and reweight passes."""
+
+    def __init__(self, inner: Histogram, clock: Clock) -> None:
+        self.inner, self.clock, self.domain = inner, clock, inner.domain
+        self.marginal = clock.timed("hyp marginal", inner.marginal)
+        self.reweight = clock.timed("reweight", inner.reweight)
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> Any:
+        return self.inner.sample(n, rng=rng)
+
+    def to_array(self) -> FloatArray:
+        return self.inner.to_array()
+
+    def copy(self) -> Histogram:
+        return self.inner.copy()
+
+
+class TimedOracle:
+    """Delegates to an oracle and times its calls."""
+
+    def __init__(self, inner: Any, clock: Clock) -> None:
+        self.inner, self.name = inner, inner.name
+        self._answer = clock.timed("oracle", inner.answer)
+
+    def privacy_event(self, noise_level: float) -> Any:
+        return self.inner.privacy_event(noise_level)
+
+    def check(self, problem: ConvexProblem) -> None:
+        self.inner.check(problem)
+
+    def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:
+        return self._answer(data, noise_level=noise_level, noise=noise)
+
+
+def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[], None]:
+    """Wraps the engine's hypothesis, oracle and the data's marginal in timers.
+
+    Returns a function that removes the (instance-level) timer from ``data``.
+    """
+    engine.hypothesis = TimedHistogram(engine.hypothesis, clock)
+    engine.oracle = TimedOracle(engine.oracle, clock)
+    engine.ledger.spend = clock.timed("ledger", engine.ledger.spend)  # type: ignore[method-assign]
+    data.marginal = clock.timed("data marginal", data.marginal)  # type: ignore[method-assign]
+
+    def restore() -> None:
+        del data.marginal
+
+    return restore
+
+
+def run_stream(
+    engine: OnlinePMW, data: PrivateData, queries: Sequence[CMQuery]
+) -> tuple[float, dict[str, float], dict[str, int]]:
+    """Answers ``queries``; returns wall seconds, the split (plus ``"cpu"``) and the sources."""
+    clock = Clock()
+    restore = instrument(engine, data, clock)
+    sources: dict[str, int] = defaultdict(int)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    try:
+        for q in queries:
+            sources[engine.answer(q).source] += 1
+    finally:
+        restore()
+    total = time.perf_counter() - start
+    split = dict(clock.seconds)
+    split["rest"] = total - sum(split.values())
+    split["cpu"] = time.process_time() - cpu_start
+    return total, split, dict(sources)
+
+
+def distinct_queries(domain: Domain, k: int, *, seed: int) -> list[CMQuery]:
+    """``k`` distinct random logistic queries (repeats would be free and skew the rate)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, CMQuery] = {}
+    while len(out) < k:
+        for q in random_queries(domain, k, rng=rng, losses=("logistic",)):
+            out.setdefault(repr(q.to_dict()), q)
+    return list(out.values())[:k]
+
+
+def path_rates(
+    label: str,
+    data: PrivateData,
+    *,
+    below: int,
+    above: int,
+    noise: Callable[[], NoiseSource],
+    sweeps: int = 2,
+) -> list[list[str]]:
+    """One row per path: queries/s and the time split (ms per query)."""
+    rows = []
+    queries = distinct_queries(data.domain, below + above, seed=1)
+    for path, count, threshold in (("below", below, NEVER), ("above", above, ALWAYS)):
+        if count == 0:
+            continue
+        config = PMWConfig(
+            epsilon=1.0,
+            delta=1e-6,
+            prior="uniform",
+            max_updates=max(count, 1),
+            threshold=threshold,
+            sweeps=sweeps,
+            oracle=NoisyGradientDescent(),
+        )
+        engine = build_engine(data, config, noise=noise())
+        chosen = queries[:count] if path == "below" else queries[below : below + count]
+        total, split, sources = run_stream(engine, data, chosen)
+        assert sources == {"hypothesis" if path == "below" else "oracle": count}, sources
+        ms = {part: 1e3 * split.get(part, 0.0) / count for part in PARTS}
+        rows.append(
+            [
+                label,
+                f"{path} ({count}{', sweeps ' + str(sweeps) if path == 'above' else ''})",
+                f"{count / total:,.1f}",
+                f"{count / split['cpu']:,.1f}",
+                *(f"{ms[p]:.2f}" for p in PARTS),
+            ]
+        )
+        print(f"  {label} {path}: {count / total:,.1f} q/s", flush=True)
+    return rows
+
+
+def end_to_end(data: PrivateData, k: int, *, noise: Callable[[], NoiseSource]) -> list[str]:
+    """``k`` random logistic queries with the default configuration, timed from build."""
+    queries = random_queries(data.domain, k, rng=np.random.default_rng(2), losses=("logistic",))
+    start, cpu_start = time.perf_counter(), time.process_time()
+    engine = build_engine(
+        data, PMWConfig(epsilon=1.0, delta=1e-6, after_halt="synthetic"), noise=noise()
+    )
+    built, built_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    total, split, sources = run_stream(engine, data, queries)
+    return [
+        f"{k:,}",
+        f"{built + total:.1f} ({built_cpu + split['cpu']:.1f})",
+        f"{built:.1f} ({built_cpu:.1f})",
+        f"{total:.1f} ({split['cpu']:.1f})",
+        f"{k / total:,.0f} ({k / split['cpu']:,.0f})",
+        ", ".join(f"{s} {c}" for s, c in sorted(sources.items())),
+        ", ".join(f"{p} {split.get(p, 0.0):.1f}" for p in PARTS),
+    ]
+
+
+def synthetic_binary(log2: int, *, seed: int, n: int = 10**6) -> PrivateData:
+    """A random histogram on ``log2`` binary attributes (a product of biased bits, perturbed)."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({f"x{i}": 2 for i in range(log2)})
+    values = np.ones(1)
+    for p in rng.uniform(0.2, 0.8, size=log2):
+        values = np.multiply.outer(values, np.array([1 - p, p])).ravel()
+    values *= rng.gamma(4.0, 0.25, size=values.size)  # noise so that queries have signal
+    return PrivateData(
+        domain=domain, n=n, histogram=DenseHistogram(domain, values.reshape(domain.shape))
+    )
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-log2", type=int, default=24, help="largest synthetic 2^m (>= 20)")
+    parser.add_argument("--quick", action="store_true", help="fewer queries per measurement")
+    parser.add_argument("--noise", choices=("numpy", "opendp"), default="numpy")
+    parser.add_argument("--e2e", type=int, default=10_000, help="end-to-end stream length")
+    args = parser.parse_args()
+
+    def noise() -> NoiseSource:
+        return OpenDPNoise() if args.noise == "opendp" else NumpyNoise(seed=0)
+
+    scale = 0.25 if args.quick else 1.0
+    print(
+        f"pmwcm throughput benchmark, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"NumPy {np.__version__}, noise {args.noise}, "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+        f"load average at start {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    adult = load_adult()
+    adult_data = PrivateData.from_records(adult.domain, adult.records)
+
+    e2e_header = [
+        "queries",
+        "total s (cpu)",
+        "build s (cpu)",
+        "answer s (cpu)",
+        "q/s (cpu)",
+        "sources",
+        "answer split, wall s",
+    ]
+    e2e = [end_to_end(adult_data, args.e2e, noise=noise)]
+    print(f"  end to end: {e2e[0][1]} s (cpu)", flush=True)
+
+    rows: list[list[str]] = []
+    n_below, n_above = max(10, int(1000 * scale)), max(5, int(50 * scale))
+    rows += path_rates("Adult binary 2^14", adult_data, below=n_below, above=n_above, noise=noise)
+    rows += path_rates(
+        "Adult binary 2^14",
+        PrivateData.from_records(adult.domain, adult.records),
+        below=0,
+        above=n_above,
+        noise=noise,
+        sweeps=0,
+    )
+    categorical = load_adult("categorical")
+    cat_data = PrivateData.from_records(categorical.domain, categorical.records)
+    rows += path_rates(
+        f"Adult categorical {categorical.domain.size:,}",
+        cat_data,
+        below=max(10, int(200 * scale)),
+        above=max(5, int(20 * scale)),
+        noise=noise,
+    )
+    for log2 in range(20, args.max_log2 + 1, 2):
+        data = synthetic_binary(log2, seed=log2)
+        rows += path_rates(
+            f"synthetic 2^{log2}",
+            data,
+            below=max(5, int(100 * scale / 2 ** ((log2 - 20) / 2))),
+            above=max(3, int(10 * scale)),
+            noise=noise,
+        )
+        del data
+
+    print()
+    print("End to end on Adult (binary, 2^14), default configuration, eps = 1:\n")
+    print(markdown(e2e_header, e2e))
+    print()
+    print(
+        "Per path (wall ms per query; 'rest' = certified solves, sparse vector, bookkeeping;"
+        " q/s cpu = queries per CPU second of this process):\n"
+    )
+    header = ["universe", "path (queries)", "q/s", "q/s cpu", *(f"{p} ms" for p in PARTS)]
+    print(markdown(header, rows))
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
