@@ -12,7 +12,8 @@ One registry of catalogue losses is parametrized across the oracles:
   values), output perturbation ``(2 G B / (n lambda) + 2 sqrt(2 tau / lambda)) m``
   -- and the privacy event is ``GaussianDpEvent(m)``; for output perturbation a
   chi-square test on 400 releases checks the spread of the released vector
-  itself (two-sided, rejected at p < 1e-6: false-failure probability 1e-6);
+  itself (two-sided, rejected at p < 1e-6: false-failure probability 1e-6;
+  it rejects a sigma 20% off);
 * **refusals**: a problem an oracle cannot serve, or a bad noise level, raises a
   clear ``ValueError`` before any noise is drawn (a recording double sees every
   draw); answers always lie in ``Theta``.
@@ -180,9 +181,9 @@ def test_output_perturbation_release_has_the_stated_spread(seed: int) -> None:
     statistic, dof = float((z**2).sum()) / sigma**2, z.size
     p_value = 2 * min(stats.chi2.cdf(statistic, dof), stats.chi2.sf(statistic, dof))
     assert p_value > 1e-6, (statistic, dof)
-    # Power: the same test rejects a sigma off by 10% either way (the 2 of replace-one
-    # sensitivity, or a dropped tau term at larger tau, would be far larger errors).
-    for wrong in (0.9 * sigma, 1.1 * sigma):
+    # Power: the same test rejects a sigma off by 20% either way (z >= 9 on average; a
+    # missing factor 2 of replace-one sensitivity would be a far larger error).
+    for wrong in (0.8 * sigma, 1.2 * sigma):
         stat = float((z**2).sum()) / wrong**2
         assert 2 * min(stats.chi2.cdf(stat, dof), stats.chi2.sf(stat, dof)) < 1e-6
 
