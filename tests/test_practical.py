@@ -12,10 +12,17 @@
   ``eps = 1``, ``delta = 1e-6`` (default configuration, ``after_halt =
   "synthetic"``) get a lower mean excess risk from PMW than from the
   composition baseline at the same budget (``test_pmw_beats_composition_on_adult``,
-  marked slow, ~20-60 s). The query stream is drawn with seed ``[1, seed]``,
-  never the seed-0 stream the defaults were chosen on. Over seeds 0..99 the
-  ratio of the two means was measured (see the report in the commit message);
-  the assertion is a plain comparison of two means, not a statistical test.
+  marked slow: ~12 s of CPU, 60 s wall on a loaded 2-core machine). The query
+  stream is drawn with seed ``[1, seed]``, never the seed-0 stream the
+  defaults were chosen on. Measured (seeds 0-3 and 42): PMW mean 3.9e-5 to
+  4.7e-5 (max <= 6.7e-4, 0-1 updates) against composition 5.0e-3 to 5.1e-3
+  (max ~0.012), a 100x margin, so the plain comparison of two means is stable.
+  That margin is the marginal prior's: with ``prior="uniform"`` (the paper's
+  start, T = 50) PMW's mean was 0.0042-0.0081 (max 0.07-0.12) against the same
+  composition 0.0050, worse on 4 of seeds 0-5 -- the sparse vector's threshold
+  (~0.085 in excess risk at this n) lets large hypothesis errors through, as
+  DESIGN.md section 6 found. This test therefore checks the default product,
+  not the paper's uniform start.
 """
 
 from __future__ import annotations
