@@ -106,14 +106,14 @@ def test_no_query_noise_is_caught(seed: int) -> None:
 
 
 def test_no_cutoff_is_caught(seed: int) -> None:
-    # Claims 2-DP with c = 1 but keeps answering: every "down" query leaks. Bounds >= 2.6.
-    case = sparse_vector_case(lsl(2.0, 1), opposite_shifts(6, 3), label="no cutoff")
-    r = broken(case, cutoff=9).run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    # Claims 2-DP with c = 1 but keeps answering: every "down" query leaks. Bounds >= 2.9.
+    case = sparse_vector_case(lsl(2.0, 1), opposite_shifts(6, 6), label="no cutoff")
+    r = broken(case, cutoff=12).run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
     assert r.violated, r
 
 
 def test_query_noise_not_scaled_by_cutoff_is_caught(seed: int) -> None:
-    # Lap(2 Delta / eps2) instead of Lap(2 c Delta / eps2) with c = 3: bounds >= 2.9 vs 2.
+    # Lap(2 Delta / eps2) instead of Lap(2 c Delta / eps2) with c = 3: bounds >= 2.75 vs 2.
     case = sparse_vector_case(lsl(2.0, 3), opposite_shifts(6, 3), label="unscaled")
     model = case.mechanism.model  # type: ignore[attr-defined]
     r = broken(case, query_scale=model.query_scale / 3).run(
@@ -123,13 +123,14 @@ def test_query_noise_not_scaled_by_cutoff_is_caught(seed: int) -> None:
 
 
 def test_releasing_the_noisy_value_is_caught(seed: int) -> None:
-    # Roth's lecture-notes variant: a positive answer also releases q + nu. After six
+    # Roth's lecture-notes variant: a positive answer also releases q + nu. After eight
     # "below" answers, a low released value pins rho low, which the "up" queries then
     # make unlikely on D1: the loss grows with the number of "below" answers.
-    # Claims 4-DP (c = 1); lower bounds >= 4.3.
-    sc = opposite_shifts(6, 1)
-    model = SparseVectorModel.of(LyuSuLiSparse.from_total(4.0, 1, noise=_unused()))
-    thresholds = np.zeros(7)
+    # Claims 3-DP (c = 1); lower bounds >= 3.3.
+    up = 8
+    sc = opposite_shifts(up, 1)
+    model = SparseVectorModel.of(LyuSuLiSparse.from_total(3.0, 1, noise=_unused()))
+    thresholds = np.zeros(up + 1)
 
     def release(values: Any, trials: int, rng: np.random.Generator) -> np.ndarray:
         v = np.asarray(values)
@@ -137,13 +138,13 @@ def test_releasing_the_noisy_value_is_caught(seed: int) -> None:
         answers = model.decide(v, thresholds, rho, nu)
         return np.concatenate([answers, np.where(answers == 1, v + nu, np.nan)], axis=1)
 
-    def released_after_six_below(out: np.ndarray) -> np.ndarray:
-        pattern = np.all(out[:, :6] == 0, axis=1) & (out[:, 6] == 1)
-        return np.where(pattern, out[:, 13], np.nan)
+    def released_after_all_below(out: np.ndarray) -> np.ndarray:
+        pattern = np.all(out[:, :up] == 0, axis=1) & (out[:, up] == 1)
+        return np.where(pattern, out[:, 2 * up + 1], np.nan)
 
-    family = ThresholdFamily(statistic=released_after_six_below, name="released value")
+    family = ThresholdFamily(statistic=released_after_all_below, name="released value")
     r = audit(release, np.array(sc.values0), np.array(sc.values1), events=family,
-              trials=TRIALS, claimed_epsilon=4.0, alpha=ALPHA,
+              trials=TRIALS, claimed_epsilon=3.0, alpha=ALPHA,
               rng=np.random.default_rng(seed))  # fmt: skip
     assert r.violated, r
 

@@ -14,6 +14,7 @@ mechanisms gets ``alpha / r`` (Bonferroni), so with probability at least
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
@@ -31,7 +32,12 @@ _OUTPUT_HELP = "Also write the report here (atomically)."
 
 def _machine() -> str:
     cpu = platform.processor() or platform.machine()
-    return f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, " + (
+    with contextlib.suppress(OSError):
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+        names = [ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return (
+        f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}"
     )
 
@@ -53,6 +59,7 @@ def audit_command(
     from pmwcm._atomic import atomic_open
     from pmwcm.audit.suite import standard_cases, standard_crosschecks, standard_sensitivity
 
+    began = time.perf_counter()
     rng = np.random.default_rng(seed)
     cases = standard_cases(opendp=opendp)
     per_case = alpha / len(cases)
@@ -96,8 +103,9 @@ def audit_command(
     for rep in standard_sensitivity(rng=rng):
         failed |= not rep.within_bound
         q = rep.query
-        lines.append(f"| {q.loss} | {q.radius:g} | {q.l2:g} | {rep.pairs:,} | {rep.ratio:.4f} | "
+        lines.append(f"| {q.loss} | {q.radius:g} | {q.l2:g} | {rep.pairs:,} | {rep.ratio:.6f} | "
                      f"{'yes' if rep.within_bound else 'NO'} |")  # fmt: skip
+    lines += ["", f"Total time: {time.perf_counter() - began:.0f} s."]
     report = "\n".join(lines) + "\n"
     typer.echo(report, nl=False)
     if output is not None:

@@ -77,13 +77,13 @@ def standard_crosschecks(*, trials: int, rng: np.random.Generator) -> list[tuple
         model: Any = case.mechanism
         gap = max(crosscheck_oracle(model, w, trials=max(trials // 10, 1), rng=rng)
                   for w in (case.dataset0, case.dataset1))  # fmt: skip
-        out.append((f"oracle {oracle.name}", f"max |model - real| = {gap:.1e}", gap < 1e-9))
+        out.append((f"oracle {oracle.name}", f"max abs(model - real) = {gap:.1e}", gap < 1e-9))
     obj = objective_case(ObjectivePerturbation(), label="objective_perturbation")
     obj_model: Any = obj.mechanism
     gap = max(crosscheck_objective(obj_model, w, trials=max(trials // 10, 1), rng=rng)
               for w in (obj.dataset0, obj.dataset1))  # fmt: skip
     # The real oracle stops at a certified gap of 1e-12, i.e. within ~1e-6 of the minimiser.
-    out.append(("oracle objective_perturbation", f"max |model - real| = {gap:.1e}", gap < 1e-5))
+    out.append(("oracle objective_perturbation", f"max abs(model - real) = {gap:.1e}", gap < 1e-5))
     case = engine_case()
     engine: Any = case.mechanism
     assert isinstance(engine, EngineModel)
