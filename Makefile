@@ -14,6 +14,8 @@ PYTEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
+# pytest runs one worker per core; a multi-threaded BLAS in each oversubscribes
+# the two cores (measured 20-200x slowdowns of small BLAS calls), hence one thread.
 .DEFAULT_GOAL := test
 .PHONY: demo test constraints bench-venv bench-accuracy
 
@@ -24,7 +26,7 @@ test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
 
 # The accuracy benchmark compares with OpenDP's MST and AIM (the `bench` extra:
 # JAX and polars, ~1.7 GB), so it lives in its own venv; a full run takes hours.

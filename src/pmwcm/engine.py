@@ -109,7 +109,10 @@ class EngineSettings:
         absolute_threshold: if set, a threshold in excess-risk units instead
             (the test is ``q_j / Delta_j`` vs ``absolute_threshold / Delta_j``).
         sensitivity_factor: ``c`` in ``c S / n + tau`` (2 or the paper's 3).
-        solver_tol: ``tau``, the certified solver gap.
+        solver_tol: ``tau``, the certified solver gap (smooth losses).
+        nonsmooth_tol: ``tau`` for non-smooth losses (hinge, quantile,
+            absolute), whose Moreau-smoothed solves cannot certify 1e-9 in
+            reasonable time; it enters their sensitivity like ``solver_tol``.
         after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
         sweeps: post-processing passes over past updates after each new one.
     """
@@ -119,6 +122,7 @@ class EngineSettings:
     threshold: float
     sensitivity_factor: float = 2.0
     solver_tol: float = 1e-9
+    nonsmooth_tol: float = 1e-5
     after_halt: str = "refuse"
     sweeps: int = 0
     absolute_threshold: float | None = None
@@ -126,7 +130,7 @@ class EngineSettings:
     def __post_init__(self) -> None:
         if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
             raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
-        for name in ("learning_rate", "solver_tol", "sensitivity_factor"):
+        for name in ("learning_rate", "solver_tol", "nonsmooth_tol", "sensitivity_factor"):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be positive and finite, got {name}={value}.")
@@ -203,10 +207,14 @@ class OnlinePMW:
 
     def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs (validates it)."""
+        problem = query.compile(self.domain)
+        tol = self.settings.solver_tol
+        if problem.smoothness is None:
+            tol = max(tol, self.settings.nonsmooth_tol)
         return CMRound(
-            problem=query.compile(self.domain),
+            problem=problem,
             oracle=self.oracle,
-            tol=self.settings.solver_tol,
+            tol=tol,
             sensitivity_factor=self.settings.sensitivity_factor,
             learning_rate=self.settings.learning_rate,
         )
