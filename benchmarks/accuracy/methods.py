@@ -17,9 +17,9 @@ synthesizers are rho-zCDP for add/remove-one. By group privacy (Bun, Steinke
 replace-one, so we run them at ``rho = rho*(eps, delta) / 4``, where
 ``rho*`` is the largest zCDP that converts to ``(eps, delta)`` (Canonne,
 Kamath, Steinke 2020): the synthetic data then carries the same replace-one
-``(eps, delta)`` guarantee as pmwcm. ``--units addremove`` instead gives them
-``rho*`` under their own (weaker, by up to 4x in rho) unit, for readers who
-want the comparison most favourable to them.
+``(eps, delta)`` guarantee as pmwcm. The methods ``mst-ar`` / ``aim-ar`` instead give them
+``rho*`` under their own add/remove unit (a weaker guarantee for replace-one,
+by up to 4x in rho), for readers who want the comparison most favourable to them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from pmwcm.practical import PMWConfig, build_engine
 from pmwcm.private_data import PrivateData
 from pmwcm.queries import CMQuery
 
-METHODS = ("pmw", "pmw-paper", "composition", "mst", "aim", "nonprivate")
+METHODS = ("pmw", "pmw-paper", "composition", "mst", "aim", "mst-ar", "aim-ar", "nonprivate")
 
 
 class Answerer(Protocol):
@@ -135,11 +135,13 @@ def build(
         answerer = PMWAnswerer(data, config, seed)
     elif method == "composition":
         answerer = CompositionAnswerer(data, epsilon, delta, k, seed)
-    elif method in ("mst", "aim"):
+    elif method in ("mst", "aim", "mst-ar", "aim-ar"):
         from synthetic import synthesize  # heavy optional dependency (opendp[mbi])
 
-        rho = zcdp_for(epsilon, delta) / (4.0 if units == "replace" else 1.0)
-        fake = synthesize(method, domain, records, rho=rho)
+        # "-ar": rho* under OpenDP's own add/remove unit (up to 4x more rho than matched).
+        addremove = method.endswith("-ar") or units == "addremove"
+        rho = zcdp_for(epsilon, delta) / (1.0 if addremove else 4.0)
+        fake = synthesize(method.removesuffix("-ar"), domain, records, rho=rho)
         answerer = SyntheticAnswerer(PrivateData.from_records(domain, fake))
     elif method == "nonprivate":
         answerer = SyntheticAnswerer(data)

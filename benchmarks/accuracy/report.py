@@ -27,8 +27,10 @@ LABELS = {
     "composition": "composition (noisy GD, budget / k)",
     "mst": "MST synthetic data",
     "aim": "AIM synthetic data",
+    "mst-ar": "MST, add/remove units (favourable to it)",
+    "aim-ar": "AIM, add/remove units (favourable to it)",
 }
-ORDER = ["pmw", "pmw-paper", "composition", "mst", "aim"]
+ORDER = ["pmw", "pmw-paper", "composition", "mst", "aim", "mst-ar", "aim-ar"]
 
 
 def load(path: Path = RESULTS) -> list[dict]:
