@@ -126,7 +126,7 @@ def test_releasing_the_noisy_value_is_caught(seed: int) -> None:
     # Roth's lecture-notes variant: a positive answer also releases q + nu. After eight
     # "below" answers, a low released value pins rho low, which the "up" queries then
     # make unlikely on D1: the loss grows with the number of "below" answers.
-    # Claims 3-DP (c = 1); lower bounds >= 3.3.
+    # Claims 3-DP (c = 1); lower bounds >= 3.2.
     up = 8
     sc = opposite_shifts(up, 1)
     model = SparseVectorModel.of(LyuSuLiSparse.from_total(3.0, 1, noise=_unused()))
