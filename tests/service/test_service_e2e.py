@@ -25,7 +25,7 @@ from pmwcm.service.build import session_config
 from pmwcm.service.sessions import SessionManager
 from service.svc_support import free_port, next_query
 
-PARAMS = {"prior": "uniform", "max_updates": 6, "threshold": 0.0}
+PARAMS = {"prior": "uniform", "max_updates": 12, "threshold": 0.0}  # > queries: never spent
 
 
 def _pmwcm() -> list[str]:
