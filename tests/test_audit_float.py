@@ -8,7 +8,8 @@ can be any float near 0, while ``0.25 + y`` near 0 is always a multiple of
 correct release is flagged with probability at most 1e-6; the broken one gave
 lower bounds of 3.1-3.3 against a claim of 1 for seeds 0..19 (it needs only
 about 80 of 5,000 hits on ``x = 0``, where ~450 are expected: a miss has
-probability far below 1e-6).
+probability far below 1e-6). OpenDP draws from the OS CSPRNG, so these tests
+are not reproducible by seed; their failure probabilities are as stated.
 """
 
 from __future__ import annotations
