@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from scipy import stats
 
 __all__ = [
+    "Candidate",
     "CategoricalFamily",
     "Event",
     "EventFamily",
@@ -72,17 +73,25 @@ class Event:
         return int(hits.sum())
 
 
+Candidate = tuple[Event, int, int]
+"""An event with its counts on the two search samples."""
+
+
 @runtime_checkable
 class EventFamily(Protocol):
     """Proposes candidate events from the search samples of both inputs."""
 
-    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Event]:
-        """Candidate events (each with the input it favours)."""
+    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Candidate]:
+        """Candidate events (each with the input it favours) and their search counts."""
         ...
 
 
-def _both(description: str, indicator: Callable[[Any], BoolArray]) -> list[Event]:
-    return [Event(description=description, indicator=indicator, favours=f) for f in (0, 1)]
+def _both(
+    description: str, indicator: Callable[[Any], BoolArray], k0: int, k1: int
+) -> list[Candidate]:
+    return [
+        (Event(description=description, indicator=indicator, favours=f), k0, k1) for f in (0, 1)
+    ]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,9 +100,13 @@ class FixedFamily:
 
     events: tuple[tuple[str, Callable[[Any], BoolArray]], ...]
 
-    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Event]:
+    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Candidate]:
         """Every event, favouring ``D0`` and favouring ``D1``."""
-        return [e for desc, ind in self.events for e in _both(desc, ind)]
+        out: list[Candidate] = []
+        for desc, ind in self.events:
+            probe = Event(description=desc, indicator=ind)
+            out += _both(desc, ind, probe.count(outputs0), probe.count(outputs1))
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,18 +123,23 @@ class ThresholdFamily:
     name: str = "s"
     grid: int = 64
 
-    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Event]:
+    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Candidate]:
         """Thresholds at evenly spaced quantiles (tails included) of the pooled sample."""
-        pooled = np.concatenate([self.statistic(outputs0), self.statistic(outputs1)])
-        pooled = pooled[~np.isnan(pooled)]
+        s0, s1 = (np.sort(self.statistic(o)) for o in (outputs0, outputs1))
+        s0, s1 = s0[~np.isnan(s0)], s1[~np.isnan(s1)]
+        pooled = np.concatenate([s0, s1])
         if pooled.size == 0:
             return []
         levels = np.linspace(0.0, 1.0, self.grid + 1)
         cuts = np.unique(np.quantile(pooled, levels, method="inverted_cdf"))
-        out: list[Event] = []
-        for t in cuts.tolist():
-            out += _both(f"{self.name} >= {t:.6g}", _ge(self.statistic, t))
-            out += _both(f"{self.name} <= {t:.6g}", _le(self.statistic, t))
+        ge0 = s0.size - np.searchsorted(s0, cuts, side="left")
+        ge1 = s1.size - np.searchsorted(s1, cuts, side="left")
+        le0 = np.searchsorted(s0, cuts, side="right")
+        le1 = np.searchsorted(s1, cuts, side="right")
+        out: list[Candidate] = []
+        for i, t in enumerate(cuts.tolist()):
+            out += _both(f"{self.name} >= {t:.6g}", _ge(self.statistic, t), ge0[i], ge1[i])
+            out += _both(f"{self.name} <= {t:.6g}", _le(self.statistic, t), le0[i], le1[i])
         return out
 
 
@@ -154,26 +172,26 @@ class CategoricalFamily:
     max_codes: int = 64
     describe: Callable[[int], str] = str
 
-    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Event]:
+    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Candidate]:
         """Prefixes of the likelihood-ratio order, favouring each input in turn."""
         k0, k1 = np.asarray(self.key(outputs0)), np.asarray(self.key(outputs1))
         codes, inverse = np.unique(np.concatenate([k0, k1]), return_inverse=True)
         c0 = np.bincount(inverse[: k0.size], minlength=codes.size)
         c1 = np.bincount(inverse[k0.size :], minlength=codes.size)
-        out: list[Event] = []
+        out: list[Candidate] = []
         for favours, (ca, cb) in enumerate(((c0, c1), (c1, c0))):
             order = np.argsort(-(ca + 0.5) / (cb + 0.5), kind="stable")
+            cum0, cum1 = np.cumsum(c0[order]), np.cumsum(c1[order])
             for m in range(1, min(order.size, self.max_codes) + 1):
                 chosen = np.sort(codes[order[:m]])
                 shown = ", ".join(self.describe(int(c)) for c in chosen[:4])
                 more = f", ... ({m} codes)" if m > 4 else ""
-                out.append(
-                    Event(
-                        description=f"{self.name} in {{{shown}{more}}}",
-                        indicator=_member(self.key, chosen),
-                        favours=favours,
-                    )
+                event = Event(
+                    description=f"{self.name} in {{{shown}{more}}}",
+                    indicator=_member(self.key, chosen),
+                    favours=favours,
                 )
+                out.append((event, int(cum0[m - 1]), int(cum1[m - 1])))
         return out
 
 
@@ -187,8 +205,8 @@ def _member(
 class _Combined:
     families: tuple[EventFamily, ...]
 
-    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Event]:
-        return [e for f in self.families for e in f.candidates(outputs0, outputs1)]
+    def candidates(self, outputs0: Any, outputs1: Any) -> Sequence[Candidate]:
+        return [c for f in self.families for c in f.candidates(outputs0, outputs1)]
 
 
 def combine(*families: EventFamily) -> EventFamily:
@@ -236,11 +254,12 @@ def search_event(
     Raises:
         ValueError: if the family proposes no candidate.
     """
-    events = list(family.candidates(outputs0, outputs1))
-    if not events:
+    found = list(family.candidates(outputs0, outputs1))
+    if not found:
         raise ValueError("the event family proposed no candidate on the search sample.")
+    events = [c[0] for c in found]
     n = (len(outputs0), len(outputs1))
-    counts = np.array([[e.count(outputs0), e.count(outputs1)] for e in events], dtype=np.float64)
+    counts = np.array([[c[1], c[2]] for c in found], dtype=np.float64)
     fav = np.array([e.favours for e in events])
     top = np.where(fav == 0, counts[:, 0] / n[0], counts[:, 1] / n[1])
     bottom = np.where(fav == 0, counts[:, 1] / n[1], counts[:, 0] / n[0])
