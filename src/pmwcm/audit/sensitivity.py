@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pmwcm.domain import Domain
+from pmwcm.engine import EngineSettings
 from pmwcm.oracles import NoisyGradientDescent
 from pmwcm.queries import CMQuery
 from pmwcm.rounds import CMRound
@@ -37,6 +38,8 @@ from pmwcm.solvers import SolverError
 __all__ = ["SensitivityReport", "max_sensitivity_search"]
 
 FloatArray = NDArray[np.float64]
+# The engine's default tau for non-smooth losses (read, not copied).
+_NONSMOOTH_TOL = EngineSettings(max_updates=1, learning_rate=1.0, threshold=0.0).nonsmooth_tol
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +115,7 @@ def max_sensitivity_search(
     hypotheses: int = 4,
     sensitivity_factor: float = 2.0,
     tol: float = 1e-8,
+    nonsmooth_tol: float = _NONSMOOTH_TOL,
 ) -> SensitivityReport:
     """Searches replace-one neighbours for the largest change of ``err_l(D, Dhat)``.
 
@@ -124,6 +128,8 @@ def max_sensitivity_search(
         hypotheses: random hypotheses per dataset (plus uniform and mirror).
         sensitivity_factor: ``c`` of the engine's ``c S / n + tau``.
         tol: the engine's certified solver gap ``tau`` (practical default ``1e-8``).
+        nonsmooth_tol: ``tau`` for non-smooth losses, which the engine uses when
+            larger than ``tol`` (:meth:`pmwcm.engine.OnlinePMW.cm_round`).
             Points where the solver cannot certify it are skipped (the engine
             refuses those queries) and counted in the report.
 
@@ -131,6 +137,8 @@ def max_sensitivity_search(
         A :class:`SensitivityReport`.
     """
     problem = query.compile(domain)
+    if problem.smoothness is None:
+        tol = max(tol, nonsmooth_tol)
     round_ = CMRound(problem=problem, oracle=NoisyGradientDescent(), tol=tol,
                      sensitivity_factor=sensitivity_factor, learning_rate=1.0)  # fmt: skip
     shape = tuple(domain.size_of(a) for a in problem.clique)

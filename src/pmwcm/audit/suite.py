@@ -97,12 +97,12 @@ def standard_crosschecks(*, trials: int, rng: np.random.Generator) -> list[tuple
 def standard_sensitivity(
     *, rng: np.random.Generator, datasets: int = 6, hypotheses: int = 4
 ) -> list[SensitivityReport]:
-    """The search for every catalogue loss, radii 1/2 (no L2) and 1 (L2 = 0.1), ``n = 10``."""
+    """The search for every catalogue loss, ``(R, l2)`` in (1/2, 0), (1, 0.1), (2, 0), n = 10."""
     domain = Domain.from_sizes({"a": 2, "b": 3, "y": 2, "t": 3})
     reports = []
     for loss in sorted(LOSSES):
         target = "y" if loss in _BINARY_TARGET else "t"
-        for radius, l2 in ((0.5, 0.0), (1.0, 0.1)):
+        for radius, l2 in ((0.5, 0.0), (1.0, 0.1), (2.0, 0.0)):
             query = CMQuery(loss=loss, target=target, features=("a", "b"), radius=radius, l2=l2)
             report = max_sensitivity_search(
                 query, domain, n=10, rng=rng, datasets=datasets, hypotheses=hypotheses
