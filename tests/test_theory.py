@@ -226,8 +226,8 @@ def test_theorem_alpha_beta_accuracy_on_a_tiny_universe(seed: int) -> None:
 
 def test_theory_engine_refuses_after_t_updates(seed: int) -> None:
     """With ``enforce_n=False`` and a generous alpha, T is tiny and the halt is reached."""
-    p = params(alpha=1.5)
-    assert p.max_updates == 237
+    p = params(alpha=2.5)
+    assert p.max_updates == 86  # ceil(64 * 4 * 3 ln 2 / 6.25)
     data = true_data(np.random.default_rng(seed), 10**9)
     engine = build_theory_engine(data, p, noise=NumpyNoise(seed=seed), enforce_n=False)
     engine.settings.absolute_threshold = -1e9  # every query crosses: force the updates
