@@ -140,8 +140,32 @@ class CMRound:
         return self.oracle.answer(data, noise_level=noise_level, noise=noise)
 
     def direction(self, answer: FloatArray, private: FloatArray) -> FloatArray:
-        """``u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>`` per clique cell."""
-        return self.problem.cell_gradients(answer) @ (private - answer)
+        """``u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>`` per clique cell.
+
+        For a non-smooth loss the gradient is that of the Moreau surrogate the
+        solver minimised (:meth:`ConvexProblem.smoothed` at the solver's ``mu``
+        for weights summing to one): ``theta_hat`` is first-order optimal for it
+        up to ``tau``, so ``<u, Dhat_t> >= -tau`` for every ``theta_priv``, the
+        first half of the Claim "potential drop"; convexity of the surrogate and
+        ``f - mu G^2 / 2 <= f_mu <= f`` give the second half up to ``tau / 2``.
+        An arbitrary subgradient at a kink (``cell_gradients``) does not: for the
+        absolute loss ``<u, Dhat>`` reached -0.26. Its slopes stay within ``G``,
+        so ``|u| <= S`` still holds.
+        """
+        return self._gradient_problem().cell_gradients(answer) @ (private - answer)
+
+    def _gradient_problem(self) -> ConvexProblem:
+        """The problem whose gradient defines ``u``: the loss, or its solver surrogate."""
+        if self.problem.smoothness is not None:
+            return self.problem
+        try:
+            surrogate, unit_slack = self.problem.smoothed(1.0)
+        except NotImplementedError:
+            return self.problem
+        if unit_slack <= 0:
+            return surrogate
+        # The solver's choice (pmwcm.solvers.minimize): slack(mu) * total = tol / 2, total = 1.
+        return self.problem.smoothed(self.tol / (2.0 * unit_slack))[0]
 
     def log_factor(
         self, dhat_marginal: FloatArray, answer: FloatArray, private: FloatArray
