@@ -245,6 +245,56 @@ def test_potential_drop_claim_holds_on_every_update(
         assert on_dhat - on_d >= drop - 1e-12
 
 
+@pytest.mark.parametrize(
+    ("loss", "target", "param"),
+    [
+        ("logistic", "y", None),
+        ("squared", "c", None),
+        ("huber", "c", 0.5),
+        ("hinge", "y", None),
+        ("quantile", "c", 0.3),
+        ("absolute", "c", None),
+    ],
+)
+def test_u_makes_theta_hat_first_order_optimal(
+    loss: str, target: str, param: float | None, seed: int
+) -> None:
+    """``<u, Dhat> >= 0`` for *every* ``theta_priv`` in ``Theta`` (the Claim's first half).
+
+    The worst ``theta_priv`` is ``-R g / ||g||`` for ``g`` the gradient behind ``u``.
+    For a non-smooth loss an arbitrary subgradient at ``theta_hat`` fails this (for
+    the absolute loss by up to ~0.26 at R = 1); the engine must use the one for which
+    ``theta_hat`` is optimal (the solver's smoothed surrogate's), up to ``tau``.
+    """
+    rng = np.random.default_rng(seed)
+    features = ("a", "b") if target == "y" else ("a", "y")
+    for radius in (0.5, 1.0):
+        query = CMQuery(
+            loss=loss, target=target, features=features, radius=radius, loss_param=param
+        )
+        round_ = CMRound(
+            problem=query.compile(TOY_DOMAIN),
+            oracle=NoisyGradientDescent(),
+            tol=1e-8,
+            sensitivity_factor=2.0,
+            learning_rate=1.0,
+        )
+        for _ in range(10):
+            alpha = np.full(TOY_DOMAIN.size, 0.3)
+            hist = DenseHistogram(TOY_DOMAIN, rng.dirichlet(alpha).reshape(TOY_DOMAIN.shape))
+            marginal = hist.marginal(round_.clique)
+            theta_hat = round_.hypothesis_answer(marginal)
+            grad = np.array(
+                [
+                    clique_inner(round_, round_.direction(theta_hat, theta_hat + e), hist)
+                    for e in np.eye(round_.problem.dim)
+                ]
+            )  # = sum_x Dhat(x) grad_x, the gradient u is built from
+            worst = -radius * grad / max(float(np.linalg.norm(grad)), 1e-300)
+            u = round_.direction(theta_hat, worst)
+            assert clique_inner(round_, u, hist) >= -2e-8, (radius, clique_inner(round_, u, hist))
+
+
 # --- halting -----------------------------------------------------------------------------
 
 
