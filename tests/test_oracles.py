@@ -5,8 +5,9 @@ One registry of catalogue losses is parametrized across the oracles:
 * **accuracy** at a tiny noise level (epsilon -> infinity): the answer's excess
   risk against the certified non-private optimum is below 1e-3 for smooth
   losses (measured <= 5.4e-5 over seeds 0..99), and within the subgradient
-  method's ``O(R G B / sqrt(N))`` for non-smooth ones (noisy gradient descent); output perturbation (only
-  ``l2 > 0``) returns the certified minimiser;
+  method's ``O(R G B / sqrt(N))`` for non-smooth ones (noisy gradient
+  descent); output perturbation (only ``l2 > 0``) returns the certified
+  minimiser;
 * **calibration**: the noise actually requested from the random source has the
   stated sigma -- noisy GD ``(2 G B / n) m sqrt(N)`` (one batched draw of ``N d``
   values), output perturbation ``(2 G B / (n lambda) + 2 sqrt(2 tau / lambda)) m``
