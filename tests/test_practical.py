@@ -12,7 +12,7 @@
   ``eps = 1``, ``delta = 1e-6`` (default configuration, ``after_halt =
   "synthetic"``) get a lower mean excess risk from PMW than from the
   composition baseline at the same budget (``test_pmw_beats_composition_on_adult``,
-  marked slow: ~12 s of CPU, 60 s wall on a loaded 2-core machine). The query
+  marked slow: ~9 s on a quiet 2-core machine, ~60 s wall at load 8). The query
   stream is drawn with seed ``[1, seed]``, never the seed-0 stream the
   defaults were chosen on. Measured (seeds 0-3 and 42): PMW mean 3.9e-5 to
   4.7e-5 (max <= 6.7e-4, 0-1 updates) against composition 5.0e-3 to 5.1e-3
