@@ -273,6 +273,32 @@ def test_second_listed_value_encodes_plus_one(files: dict[str, Path], tmp_path: 
     assert run_ok(files, "--method", "nonprivate")[0]["theta"][0] == pytest.approx(-coef)
 
 
+def test_interactions_add_product_features(files: dict[str, Path], tmp_path: Path) -> None:
+    """sex x age (4 bins, one-hot) adds 4 coefficients; a group naming a non-feature is refused."""
+    queries = [
+        {
+            "id": "x",
+            "loss": "logistic",
+            "target": "income",
+            "features": ["sex", "age"],
+            "interactions": [["sex", "age"]],
+        },
+        {
+            "id": "bad",
+            "loss": "logistic",
+            "target": "income",
+            "features": ["sex"],
+            "interactions": [["sex", "age"]],
+        },
+    ]
+    files["queries"] = write_queries(tmp_path, queries, "interactions.jsonl")
+    plain = {**queries[0], "interactions": []}
+    answers = run_ok(files, "--method", "nonprivate")
+    assert "error" in answers[1] and "['age']" in answers[1]["error"]
+    files["queries"] = write_queries(tmp_path, [plain], "plain.jsonl")
+    assert len(answers[0]["theta"]) == len(run_ok(files, "--method", "nonprivate")[0]["theta"]) + 4
+
+
 def _halting_queries(tmp_path: Path) -> Path:
     return write_queries(
         tmp_path,

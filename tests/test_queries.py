@@ -104,6 +104,22 @@ SPECS: dict[str, CMQuery] = {
         loss="absolute", target="r5", features=("c1", "b1"), radius=2.0, intercept=False
     ),
     "hinge_zero_features": CMQuery(loss="hinge", target="y", features=("c1",), intercept=False),
+    # interactions: a binary product (parity), binary x one-hot, a 3-way group with an
+    # ordinal member, and a size-1 member (a zero block)
+    "logistic_parity": CMQuery(
+        loss="logistic", target="y", features=("b1", "b2"), interactions=(("b1", "b2"),)
+    ),
+    "squared_mixed_interactions": CMQuery(
+        loss="squared",
+        target="r5",
+        features=("b1", "t3", "q4"),
+        radius=2.0,
+        encodings={"q4": "ordinal"},
+        interactions=(("t3", "b1"), ("b1", "t3", "q4")),
+    ),
+    "hinge_const_interaction": CMQuery(
+        loss="hinge", target="y", features=("c1", "b2"), interactions=(("c1", "b2"),)
+    ),
 }
 SPEC_IDS = list(SPECS)
 
@@ -151,6 +167,11 @@ def expected_encoding(spec: CMQuery, domain: Domain) -> tuple[FloatArray, FloatA
                 blocks.append([2.0 * code / (size - 1) - 1.0])
             else:
                 blocks.append([1.0 if k == code else 0.0 for k in range(size)])
+        position = {a: i for i, a in enumerate(spec.features)}
+        for group in spec.interactions:
+            members = [blocks[position[a]] for a in group]
+            # every choice of one coordinate per member, first member slowest
+            blocks.append([math.prod(choice) for choice in itertools.product(*members)])
         if spec.intercept:
             blocks.append([1.0])
         rows.append([v / math.sqrt(len(blocks)) for block in blocks for v in block])
@@ -356,6 +377,37 @@ def test_objective_on_the_marginal_equals_the_mean_over_records(spec_id: str, se
             {"loss": "logistic", "target": "y", "features": ("t3",), "encodings": {"q4": "onehot"}},
             "'q4'",
         ),
+        (
+            {"loss": "logistic", "target": "y", "features": ("b1",), "interactions": [("b1",)]},
+            "['b1']",
+        ),
+        (
+            {
+                "loss": "logistic",
+                "target": "y",
+                "features": ("b1",),
+                "interactions": [("b1", "b1")],
+            },
+            "['b1', 'b1']",
+        ),
+        (
+            {
+                "loss": "logistic",
+                "target": "y",
+                "features": ("b1",),
+                "interactions": [("b1", "b2")],
+            },
+            "['b2']",
+        ),
+        (
+            {
+                "loss": "logistic",
+                "target": "y",
+                "features": ("b1", "b2"),
+                "interactions": [("b1", "b2"), ("b2", "b1")],
+            },
+            "['b2', 'b1'] is listed twice",
+        ),
     ],
 )
 def test_invalid_specs_raise_query_error_quoting_the_value(
@@ -389,6 +441,14 @@ def test_compile_errors_quote_the_attribute(spec: CMQuery, bad: str) -> None:
         ({"loss": "logistic", "target": "y", "features": ["b1"], "raduis": 1.0}, "'raduis'"),
         ({"loss": "logistic", "target": "y", "features": "b1"}, "'b1'"),
         ({"loss": "logistic", "features": ["b1"]}, "'target'"),
+        (
+            {"loss": "logistic", "target": "y", "features": ["b1", "b2"], "interactions": "b1*b2"},
+            "'b1*b2'",
+        ),
+        (
+            {"loss": "logistic", "target": "y", "features": ["b1"], "interactions": [["b1", 2]]},
+            "[['b1', 2]]",
+        ),
     ],
 )
 def test_from_dict_errors_quote_the_field(spec: dict[str, object], bad: str) -> None:
@@ -421,6 +481,9 @@ def random_specs(draw: st.DrawFn) -> CMQuery:
         for a in features
         if draw(st.booleans())
     }
+    groups = [g for g in itertools.combinations(features, 2) if draw(st.booleans())]
+    if len(features) >= 3 and draw(st.booleans()):
+        groups.append(features[:3])
     param = {
         "huber": st.floats(0.05, 5.0),
         "smoothed_hinge": st.floats(0.05, 5.0),
@@ -435,6 +498,7 @@ def random_specs(draw: st.DrawFn) -> CMQuery:
         intercept=intercept,
         loss_param=None if param is None else draw(param),
         encodings=encodings,
+        interactions=tuple(groups),
     )
 
 
@@ -456,3 +520,21 @@ def test_any_spec_compiles_within_its_declared_constants(spec: CMQuery, draw_see
     assert np.all(np.linalg.norm(grads, axis=1) <= p.lipschitz * (1 + 1e-12) + 1e-300)
     inner = np.abs(np.einsum("ij,ij->i", theta - other, grads))
     assert np.all(inner <= p.scale * (1 + 1e-12) + 1e-300)
+
+
+def test_interaction_of_binaries_is_their_parity() -> None:
+    """A product of +/-1 features: +1 where an even number of them take the first value."""
+    spec = CMQuery(loss="logistic", target="y", features=("b1", "b2"), interactions=[("b1", "b2")])
+    p = spec.compile(DOMAIN)
+    scale = math.sqrt(4)  # b1, b2, the interaction, the intercept
+    cells = np.indices((2, 2, 2)).reshape(3, -1).T
+    parity = np.where(cells[:, 0] == cells[:, 1], 1.0, -1.0)
+    np.testing.assert_allclose(p.features[:, 2] * scale, parity)
+    assert spec.clique == ("b1", "b2", "y") and p.dim == 4
+
+
+def test_specs_without_interactions_serialise_as_before() -> None:
+    """Queries (and their keys in snapshots and services) predating interactions are unchanged."""
+    plain = CMQuery(loss="logistic", target="y", features=("b1",))
+    assert "interactions" not in plain.to_dict()
+    assert CMQuery.from_dict({**plain.to_dict(), "interactions": []}) == plain

@@ -76,6 +76,7 @@ _SPEC_TYPES: dict[str, tuple[type, ...]] = {
     "intercept": (bool,),
     "loss_param": (int, float, type(None)),
     "encodings": (dict,),
+    "interactions": (list,),
 }
 
 

@@ -12,9 +12,14 @@ row per cell ``x_C`` of the marginal table:
 
 Encoding (fixed by the ``pmwcm run`` contract): a binary attribute is ``-1``
 for its first value and ``+1`` for its second; a non-binary feature is one-hot
-(default) or ordinal (code scaled to ``[-1, 1]``); an intercept ``1`` comes
-last; the vector is divided by ``sqrt(number of blocks)`` (attributes plus
-intercept), so ``||phi||_2 <= B = 1``. A classification loss needs a binary
+(default) or ordinal (code scaled to ``[-1, 1]``); each interaction (a group
+of two or more features) adds one block after the features: the Kronecker
+product of its members' blocks, so a product of ``+/-1`` binaries is their
+parity and a product of one-hots is the one-hot of the joint value, and its
+norm is the product of norms, at most 1; an intercept ``1`` comes last; the
+vector is divided by ``sqrt(number of blocks)`` (features, interactions,
+intercept), so ``||phi||_2 <= B = 1``. Interactions only involve features, so
+the clique (and the marginal the loss reads) is unchanged. A classification loss needs a binary
 target (second value ``+1``); a regression target is its code scaled to
 ``[-1, 1]``.
 
@@ -64,6 +69,8 @@ class CMQuery:
         loss_param: Huber ``delta``, smoothed-hinge ``gamma``, quantile ``tau``.
         encodings: per-feature ``"onehot"`` or ``"ordinal"`` for non-binary
             attributes (binary attributes are always ``+/-1``).
+        interactions: groups of two or more distinct features whose product is
+            an extra feature block (after the features, before the intercept).
     """
 
     loss: str
@@ -74,10 +81,12 @@ class CMQuery:
     intercept: bool = True
     loss_param: float | None = None
     encodings: Mapping[str, str] = field(default_factory=dict)
+    interactions: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "features", tuple(self.features))
         object.__setattr__(self, "encodings", dict(self.encodings))
+        object.__setattr__(self, "interactions", tuple(tuple(g) for g in self.interactions))
         if self.loss not in LOSSES:
             raise QueryError(f"Unknown loss {self.loss!r}; the catalogue has {sorted(LOSSES)}.")
         if not (isinstance(self.radius, int | float) and math.isfinite(self.radius)):
@@ -94,6 +103,7 @@ class CMQuery:
             raise QueryError(f"target {self.target!r} must not also be a feature.")
         if not self.features and not self.intercept:
             raise QueryError("A query needs at least one feature or an intercept.")
+        self._check_interactions()
         for name, enc in self.encodings.items():
             if name not in self.features:
                 raise QueryError(f"encodings names {name!r}, which is not a feature.")
@@ -103,6 +113,23 @@ class CMQuery:
             make_loss(self.loss, self.loss_param)
         except ValueError as err:
             raise QueryError(str(err)) from None
+
+    def _check_interactions(self) -> None:
+        seen: set[frozenset[str]] = set()
+        for group in self.interactions:
+            if len(group) < 2 or len(set(group)) != len(group):
+                raise QueryError(
+                    f"An interaction needs two or more distinct features, got {list(group)}."
+                )
+            outside = [a for a in group if a not in self.features]
+            if outside:
+                raise QueryError(
+                    f"interaction {list(group)} names {outside}, which are not features; "
+                    "list them in features too."
+                )
+            if frozenset(group) in seen:
+                raise QueryError(f"interaction {list(group)} is listed twice.")
+            seen.add(frozenset(group))
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> CMQuery:
@@ -117,6 +144,8 @@ class CMQuery:
         _check_json_types(spec)
         kwargs = {k: v for k, v in spec.items() if k != "id"}
         kwargs["features"] = tuple(spec["features"])
+        if "interactions" in spec:
+            kwargs["interactions"] = tuple(tuple(g) for g in spec["interactions"])
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -133,6 +162,10 @@ class CMQuery:
             out["loss_param"] = self.loss_param
         if self.encodings:
             out["encodings"] = dict(self.encodings)
+        if self.interactions:
+            # Omitted when empty, so specs (and query keys) without interactions
+            # are the same as before interactions existed.
+            out["interactions"] = [list(g) for g in self.interactions]
         return out
 
     @property
@@ -158,6 +191,14 @@ class CMQuery:
             _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
             for i, a in enumerate(self.features)
         ]
+        position = {a: i for i, a in enumerate(self.features)}
+        for group in self.interactions:
+            product = blocks[position[group[0]]]
+            for name in group[1:]:
+                other = blocks[position[name]]
+                # Row-wise Kronecker product: every pair of coordinates, multiplied.
+                product = (product[:, :, None] * other[:, None, :]).reshape(len(cells), -1)
+            blocks.append(product)
         if self.intercept:
             blocks.append(np.ones((cells.shape[0], 1)))
         phi = np.hstack(blocks) / math.sqrt(len(blocks))
@@ -196,6 +237,13 @@ def _check_json_types(spec: Mapping[str, Any]) -> None:
             raise QueryError(f"{key} must be a number, got {key}={spec[key]!r}.")
     if spec.get("loss_param") is not None and not _is_number(spec["loss_param"]):
         raise QueryError(f"loss_param must be a number, got loss_param={spec['loss_param']!r}.")
+    interactions = spec.get("interactions", [])
+    if not isinstance(interactions, list | tuple) or not all(
+        isinstance(g, list | tuple) and all(isinstance(a, str) for a in g) for g in interactions
+    ):
+        raise QueryError(
+            f"interactions must be a list of lists of feature names, got {interactions!r}."
+        )
     if "intercept" in spec and not isinstance(spec["intercept"], bool):
         raise QueryError(f"intercept must be true or false, got intercept={spec['intercept']!r}.")
     encodings = spec.get("encodings", {})

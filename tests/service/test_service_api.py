@@ -123,12 +123,14 @@ def test_answers_repeats_and_what_analysts_see(service: Service) -> None:
     assert first["index"] == 0 and first["repeated"] is False and len(first["theta"]) == 2
     second = service.ask(analyst, features=["a", "c"], loss="squared").json()
     assert second["index"] == 1 and len(second["theta"]) == 5
+    product = service.ask(analyst, features=["a", "b"], interactions=[["a", "b"]]).json()
+    assert product["index"] == 2 and len(product["theta"]) == 4  # a, b, a*b, intercept
     again = service.ask(analyst, features=["a"]).json()
     assert again["repeated"] is True and again["theta"] == first["theta"]
     assert again["source"] == first["source"]
     assert again["epsilon_spent"] == second["epsilon_spent"]  # repeats are free
     status = service.client.get("/v1/sessions/s", headers=service.auth(analyst)).json()
-    assert status["answered"] == 3 and status["epsilon_spent"] == again["epsilon_spent"]
+    assert status["answered"] == 4 and status["epsilon_spent"] == again["epsilon_spent"]
     assert status["epsilon_remaining"] == pytest.approx(1.0 - status["epsilon_spent"])
 
 
@@ -160,6 +162,8 @@ def test_responses_carry_no_internal_state(service: Service) -> None:
         ({"intercept": 1}, "intercept"),
         ({"code": "import os"}, "code"),
         ({"encodings": {"b": "onehot"}}, "encodings"),
+        ({"features": ["a"], "interactions": [["a", "b"]]}, "interaction"),
+        ({"features": ["a", "b"], "interactions": "a*b"}, "interactions"),
     ],
 )
 def test_bad_queries_are_422_and_spend_nothing(

@@ -48,6 +48,7 @@ class QuerySpec(_Request):
     encodings: dict[str, Literal["auto", "onehot", "ordinal"]] = Field(
         default_factory=dict, max_length=64
     )
+    interactions: list[list[str]] = Field(default_factory=list, max_length=64)
 
 
 class SessionParameters(_Request):
