@@ -11,8 +11,9 @@ Modules: :mod:`~pmwcm.audit.bounds` (the confidence bounds),
 :mod:`~pmwcm.audit.events` (event families and the held-out search),
 :mod:`~pmwcm.audit.auditor` (:func:`audit`), :mod:`~pmwcm.audit.cases`
 (mechanism + claim + neighbours), :mod:`~pmwcm.audit.sparse`,
-:mod:`~pmwcm.audit.oracles`, :mod:`~pmwcm.audit.engine` (vectorised models of
-pmwcm's mechanisms, cross-checked against the real code),
+:mod:`~pmwcm.audit.oracles`, :mod:`~pmwcm.audit.engine`,
+:mod:`~pmwcm.audit.prior` (vectorised models of pmwcm's mechanisms,
+cross-checked against the real code),
 :mod:`~pmwcm.audit.sensitivity` and :mod:`~pmwcm.audit.suite` (what
 ``pmwcm audit`` runs).
 

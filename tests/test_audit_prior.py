@@ -1,0 +1,93 @@
+"""Privacy audit of the private prior's measurement (:func:`pmwcm.prior.measure_marginals`).
+
+All 2-way marginals of 4 binary attributes (K = 6), n = 12, one record replaced
+by its complement (every marginal moves: the sensitivity sqrt(2K)/n is met).
+Claimed: GaussianDpEvent(1), eps = 2.32 at delta = 0.01. Audits use ``alpha =
+1e-6`` and 100,000 trials per input; the ranges noted are over seeds 0..99.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from pmwcm.audit.auditor import claimed_epsilon
+from pmwcm.audit.cases import AuditCase
+from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
+from pmwcm.noise import NoiseSource
+from pmwcm.prior import Measurement, measure_marginals
+from pmwcm.private_data import PrivateData
+
+ALPHA = 1e-6
+TRIALS = 100_000
+
+
+def add_remove_measure(
+    data: PrivateData,
+    cliques: Any,
+    *,
+    noise_multiplier: float,
+    noise: NoiseSource,
+) -> list[Measurement]:
+    """Broken (test-only): ``sigma = m sqrt(K) / n``, the add/remove sensitivity
+    ``sqrt(K) / n`` used under replace-one (which needs ``sqrt(2K) / n``)."""
+    m = noise_multiplier / math.sqrt(2)
+    return measure_marginals(data, cliques, noise_multiplier=m, noise=noise)
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict[str, AuditCase]:
+    return {
+        "correct": prior_case(),
+        "add/remove": prior_case(label="prior, add/remove sigma", measure=add_remove_measure),
+    }
+
+
+def test_the_pair_is_worst_case_and_the_claim_is_the_measurement_event(
+    cases: dict[str, AuditCase],
+) -> None:
+    case = cases["correct"]
+    model: Any = case.mechanism
+    assert isinstance(model, MarginalsModel)
+    k, n = len(model.cliques), case.dataset0.n
+    assert (k, n) == (6, 12)
+    (c0, sigma0), (c1, sigma1) = model.probe(case.dataset0), model.probe(case.dataset1)
+    assert sigma0 == sigma1 == pytest.approx(1.0 * math.sqrt(2 * k) / n)
+    # Every clique's marginal loses 1/n in one cell and gains it in another.
+    diff = (c1 - c0).reshape(k, 4) * n
+    assert np.allclose(np.sort(diff, axis=1), [[-1.0, 0.0, 0.0, 1.0]] * k)
+    assert np.linalg.norm(c1 - c0) == pytest.approx(math.sqrt(2 * k) / n)
+    event = dp_accounting.GaussianDpEvent(1.0)
+    assert case.claimed_epsilon == claimed_epsilon(event, delta=0.01)
+    assert case.delta == 0.01
+    broken: Any = cases["add/remove"].mechanism
+    assert broken.probe(case.dataset0)[1] == pytest.approx(math.sqrt(k) / n)
+
+
+@pytest.mark.parametrize("which", ["correct", "add/remove"])
+def test_prior_model_matches_the_real_measurement(
+    cases: dict[str, AuditCase], which: str, seed: int
+) -> None:
+    case = cases[which]
+    model: Any = case.mechanism
+    rng = np.random.default_rng(seed)
+    for data in (case.dataset0, case.dataset1):
+        assert crosscheck_prior(model, data, trials=50, rng=rng) == 0.0
+
+
+def test_correct_prior_measurement_is_not_flagged(cases: dict[str, AuditCase], seed: int) -> None:
+    r = cases["correct"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.verdict == "consistent", r
+    assert r.epsilon_lower_bound > 1.5  # seeds 0..99: 1.68-2.03 against 2.32
+
+
+def test_prior_with_add_remove_sensitivity_is_caught(
+    cases: dict[str, AuditCase], seed: int
+) -> None:
+    # (sqrt(2)/m)-GDP claimed as (1/m)-GDP: true eps 3.71 at delta 0.01; bounds 2.67-3.23.
+    r = cases["add/remove"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.violated, r
