@@ -28,8 +28,9 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
     assert result.exit_code == 0, result.output
     assert "| mechanism | guarantee | delta | claimed eps | eps lower bound |" in result.stdout
     assert "Lyu-Su-Li eps=2 c=1" in result.stdout and "engine: T=1" in result.stdout
+    assert "prior marginals (K=6, n=12)" in result.stdout
     assert "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp" in result.stdout
-    assert result.stdout.count("| consistent |") == 9
+    assert result.stdout.count("| consistent |") == 10
     assert out.read_text() == result.stdout
 
 

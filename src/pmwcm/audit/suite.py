@@ -2,7 +2,8 @@
 
 * :func:`standard_cases`: the noise sources (NumPy and OpenDP), both sparse
   vectors on opposite-shift neighbours, the three oracles on worst-case
-  neighbours and the whole engine; every one claims a privacy guarantee.
+  neighbours, the whole engine and the private prior's marginal measurement
+  (:mod:`pmwcm.audit.prior`); every one claims a privacy guarantee.
 * :func:`standard_crosschecks`: the vectorised models against the real
   classes, oracles and engine, on identical draws (all must agree).
 * :func:`standard_sensitivity`: :func:`~pmwcm.audit.sensitivity.max_sensitivity_search`
@@ -21,6 +22,7 @@ from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_sour
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
 from pmwcm.audit.sparse import crosscheck, opposite_shifts, sparse_vector_case
 from pmwcm.domain import Domain
@@ -61,6 +63,7 @@ def standard_cases(*, opendp: bool = True) -> list[AuditCase]:
     cases += [oracle_case(o, label=o.name) for o in ORACLES]
     cases.append(objective_case(ObjectivePerturbation(), label="objective_perturbation"))
     cases.append(engine_case())
+    cases.append(prior_case())
     return cases
 
 
@@ -91,6 +94,11 @@ def standard_crosschecks(*, trials: int, rng: np.random.Generator) -> list[tuple
     bad = sum(crosscheck_engine(engine, d, trials=n, rng=rng)
               for d in (case.dataset0, case.dataset1))  # fmt: skip
     out.append(("engine (T=1)", f"{bad} of {2 * n} interactions differ", bad == 0))
+    prior = prior_case()
+    assert isinstance(prior.mechanism, MarginalsModel)
+    gap = max(crosscheck_prior(prior.mechanism, d, trials=n, rng=rng)
+              for d in (prior.dataset0, prior.dataset1))  # fmt: skip
+    out.append(("prior marginals", f"max abs(model - real) = {gap:.1e}", gap == 0.0))
     return out
 
 
