@@ -229,6 +229,29 @@ class OnlinePMW:
         """
         return self.run_round(query, self.cm_round(query))
 
+    def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
+        """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
+
+        A below-threshold answer ``theta_hat`` passed the sparse vector's test
+        ``q / Delta + nu < threshold + rho`` with ``q = L_D(theta_hat) - L_D(theta_D)``
+        and ``L_D(theta_D) <= min L_D + tau`` (the certified solve). With
+        probability ``>= 1 - beta`` over the sparse vector's noise on a stream of
+        ``queries`` queries, ``|nu| + |rho| <= alpha``
+        (:meth:`~pmwcm.sparse_vector.LyuSuLiSparse.accuracy_margin`), so::
+
+            L_D(theta_hat) - min L_D  <=  (threshold + alpha) Delta + tau.
+
+        This holds whatever the starting hypothesis was (uniform, a private prior
+        or public data): a prior can make answers better, never worse than this.
+        Depends only on public quantities (``n``, the query, the settings).
+        """
+        round_ = self.cm_round(query)
+        sensitivity = round_.sensitivity(self.data.n)
+        margin = self.sparse_vector.accuracy_margin(queries=queries, beta=beta) * sensitivity
+        if self.settings.absolute_threshold is not None:
+            return self.settings.absolute_threshold + margin + round_.tol
+        return self.settings.threshold * sensitivity + margin + round_.tol
+
     def answer_linear(self, query: LinearQuery) -> Answer:
         """Answers one counting query (Hardt-Rothblum PMW on the same loop).
 

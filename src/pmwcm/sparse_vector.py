@@ -67,6 +67,11 @@ class SparseVector(Protocol):
         """The whole mechanism's worst-case cost, to be charged before the first query."""
         ...
 
+    def accuracy_margin(self, *, queries: int, beta: float) -> float:
+        """``alpha`` (in units of ``Delta``): with probability ``>= 1 - beta`` over
+        ``queries`` queries, every answer is right when ``|value - threshold| >= alpha``."""
+        ...
+
     def export_state(self) -> dict[str, float | int | None]:
         """The mutable state, for durable storage (secret: holds the threshold noise)."""
         ...

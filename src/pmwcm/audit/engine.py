@@ -80,6 +80,9 @@ class _Recorder:
     def privacy_event(self) -> Any:
         return self.real.privacy_event()
 
+    def accuracy_margin(self, *, queries: int, beta: float) -> float:
+        return float(self.real.accuracy_margin(queries=queries, beta=beta))
+
     def export_state(self) -> dict[str, float | int | None]:
         return {"positives": 0, "rho": None}
 
