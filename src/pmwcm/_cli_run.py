@@ -50,7 +50,9 @@ MAX_UPDATES_HELP = (
 )
 PRIOR_HELP = (
     "Advanced: the starting hypothesis of online PMW: marginals (noisy 2-way marginals, "
-    "paid from the budget; the default) or uniform (the paper's start)."
+    "paid from the budget; the default), aim or mst (OpenDP's AIM or MST contingency "
+    "table, paid from the budget; slower, needs pmwcm's mbi extra, not seeded by "
+    "--seed) or uniform (the paper's start)."
 )
 _METHOD_HELP = (
     "pmw: online private multiplicative weights; composition: every query answered by the "
@@ -97,13 +99,20 @@ class QueryLine:
 
 
 def check_engine_options(max_updates: int | None, prior: str) -> None:
-    """Refuses ``--max-updates < 1`` and an unknown ``--prior``."""
+    """Refuses ``--max-updates < 1``, an unknown ``--prior``, and aim/mst without mbi."""
     from pmwcm.practical import PRIORS
 
     if max_updates is not None and max_updates < 1:
         raise fail(f"--max-updates must be a positive integer, got {max_updates}.")
     if prior not in PRIORS:
         raise fail(f"--prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
+    if prior in ("aim", "mst"):
+        from pmwcm.synthetic_prior import MbiUnavailableError, require_mbi
+
+        try:
+            require_mbi()
+        except MbiUnavailableError as exc:
+            raise fail(f"--prior {prior}: {exc}") from None
 
 
 def check_budget(epsilon: float, delta: float) -> None:

@@ -55,7 +55,9 @@ from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
 
 SPARSE_VECTORS = ("lyu_su_li", "dwork_roth")
 ACCOUNTANTS = ("pld", "zcdp")
-PRIORS = ("marginals", "uniform")
+PRIORS = ("marginals", "uniform", "aim", "mst")
+#: The priors measured from the private data and paid from the budget.
+PAID_PRIORS = ("marginals", "aim", "mst")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,17 +68,19 @@ class PMWConfig:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
         max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for 10 with the marginal prior, 50 with the uniform one.
+            (default) for 10 with a paid prior, 50 with the uniform one.
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
         threshold: in units of each query's sensitivity; ``None`` for the rule.
         expected_queries: ``k`` in the threshold rule (public, not a limit);
-            ``0`` (default) for 10,000 with the marginal prior, 1,000 with the uniform one.
+            ``0`` (default) for 10,000 with a paid prior, 1,000 with the uniform one.
         prior: ``"marginals"`` (noisy 2-way marginals fitted into the starting
-            histogram, paid from the budget; :mod:`pmwcm.prior`) or
-            ``"uniform"`` (the paper's start).
-        prior_fraction: the share of ``(epsilon, delta)`` the prior's measurement gets.
+            histogram, paid from the budget; :mod:`pmwcm.prior`), ``"aim"`` or
+            ``"mst"`` (the full contingency table of OpenDP's AIM or MST, paid
+            from the budget; needs ``pmwcm[mbi]``; :mod:`pmwcm.synthetic_prior`)
+            or ``"uniform"`` (the paper's start).
+        prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets.
         sensitivity_factor: 2 (DESIGN.md) or 3 (the paper) in ``c S / n + tau``.
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
@@ -105,12 +109,12 @@ class PMWConfig:
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
-        marginal = self.prior == "marginals"
+        paid = self.prior in PAID_PRIORS
         if self.max_updates == 0:
-            object.__setattr__(self, "max_updates", 10 if marginal else 50)
+            object.__setattr__(self, "max_updates", 10 if paid else 50)
         if self.expected_queries == 0:
-            object.__setattr__(self, "expected_queries", 10_000 if marginal else 1000)
-        if marginal and not 0 < self.prior_fraction < 1 - self.sv_fraction:
+            object.__setattr__(self, "expected_queries", 10_000 if paid else 1000)
+        if paid and not 0 < self.prior_fraction < 1 - self.sv_fraction:
             raise ValueError(
                 f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
                 f"got prior_fraction={self.prior_fraction}."
@@ -236,6 +240,25 @@ def _paid_marginal_prior(
     return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
 
 
+def _paid_synthetic_prior(
+    data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger
+) -> Histogram:
+    """Charges, then runs AIM or MST at ``prior_fraction`` of the budget.
+
+    See :mod:`pmwcm.synthetic_prior` (imported here: it is the optional mbi
+    backend, and raises its ImportError before charging anything).
+    """
+    from pmwcm.synthetic_prior import paid_synthetic_prior
+
+    return paid_synthetic_prior(
+        data,
+        config.prior,
+        epsilon=config.prior_fraction * config.epsilon,
+        delta=config.prior_fraction * config.delta,
+        ledger=ledger,
+    )
+
+
 def default_threshold(noise_scale: float, config: PMWConfig) -> float:
     """``b ln(max(e, k / T))`` (module docstring)."""
     return noise_scale * math.log(max(math.e, config.expected_queries / config.max_updates))
@@ -258,8 +281,8 @@ def build_engine(
         noise: random source for the sparse vector and the oracle.
         prior: starting hypothesis; if it was computed from the private data,
             pass the ``ledger`` that already paid for it. If ``None`` and
-            ``config.prior == "marginals"``, the marginal prior is measured
-            here and charged to the ledger first.
+            ``config.prior`` is a paid prior (``"marginals"``, ``"aim"``,
+            ``"mst"``), it is charged to the ledger first and then computed here.
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
     """
@@ -280,6 +303,8 @@ def build_engine(
         )
     if prior is None and config.prior == "marginals":
         prior = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
+    elif prior is None and config.prior in ("aim", "mst"):
+        prior = _paid_synthetic_prior(data, config, ledger=ledger)
     sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
     fixed = sv.privacy_event()
     fixed = dp_accounting.ComposedDpEvent([*(e.event for e in ledger.entries), fixed])
