@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import dp_accounting
 import numpy as np
 import pytest
 
@@ -98,6 +99,25 @@ def test_linear_updates_survive_a_snapshot(seed: int) -> None:
     fresh = build_engine(data, config, noise=NumpyNoise(seed=seed), kind="linear")
     restore(fresh, snapshot(engine))
     assert [u.query for u in fresh.updates] == [u.query for u in engine.updates]
+
+
+def test_event_codec_round_trips_every_kind_the_ledger_records() -> None:
+    from pmwcm.accounting import EpsilonDeltaDpEvent
+
+    events = [
+        dp_accounting.GaussianDpEvent(2.5),
+        dp_accounting.LaplaceDpEvent(0.7),
+        EpsilonDeltaDpEvent(epsilon=0.4, delta=1e-7),
+        dp_accounting.ZCDpEvent(0.02),  # an AIM/MST prior under the zCDP accountant
+        dp_accounting.ZCDpEvent(0.02, 0.1),
+        dp_accounting.NoOpDpEvent(),
+    ]
+    nested = dp_accounting.ComposedDpEvent(
+        [*events, dp_accounting.SelfComposedDpEvent(events[0], 3)]
+    )
+    for event in [*events, nested]:
+        wire = json.loads(json.dumps(event_to_dict(event)))
+        assert event_from_dict(wire) == event
 
 
 def test_event_codec_rejects_unknown_kinds() -> None:

@@ -82,7 +82,7 @@ def run_hybrid(
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed), prior=prior.copy())
     if skip_check:  # the bug this test must catch: answering from the hypothesis unchecked
         engine.sparse_vector.above = lambda value, *, threshold: False  # type: ignore[method-assign]
-    rows = []
+    rows: list[tuple[CMQuery, str, float, float, float]] = []
     for q in queries:
         problem = q.compile(DOMAIN)
         bound = engine.certified_error(q, beta=BETA, queries=len(queries))

@@ -481,7 +481,9 @@ def random_specs(draw: st.DrawFn) -> CMQuery:
         for a in features
         if draw(st.booleans())
     }
-    groups = [g for g in itertools.combinations(features, 2) if draw(st.booleans())]
+    groups: list[tuple[str, ...]] = [
+        g for g in itertools.combinations(features, 2) if draw(st.booleans())
+    ]
     if len(features) >= 3 and draw(st.booleans()):
         groups.append(features[:3])
     param = {
@@ -524,7 +526,7 @@ def test_any_spec_compiles_within_its_declared_constants(spec: CMQuery, draw_see
 
 def test_interaction_of_binaries_is_their_parity() -> None:
     """A product of +/-1 features: +1 where an even number of them take the first value."""
-    spec = CMQuery(loss="logistic", target="y", features=("b1", "b2"), interactions=[("b1", "b2")])
+    spec = CMQuery(loss="logistic", target="y", features=("b1", "b2"), interactions=(("b1", "b2"),))
     p = spec.compile(DOMAIN)
     scale = math.sqrt(4)  # b1, b2, the interaction, the intercept
     cells = np.indices((2, 2, 2)).reshape(3, -1).T

@@ -31,6 +31,8 @@ def event_to_dict(event: dp_accounting.DpEvent) -> dict[str, Any]:
         return {"kind": "laplace", "noise_multiplier": float(event.noise_multiplier)}
     if isinstance(event, EpsilonDeltaDpEvent):
         return {"kind": "epsilon_delta", "epsilon": event.epsilon, "delta": event.delta}
+    if isinstance(event, dp_accounting.ZCDpEvent):
+        return {"kind": "zcdp", "rho": float(event.rho), "xi": float(event.xi)}
     if isinstance(event, dp_accounting.SelfComposedDpEvent):
         return {"kind": "self_composed", "event": event_to_dict(event.event), "count": event.count}
     if isinstance(event, dp_accounting.ComposedDpEvent):
@@ -54,6 +56,8 @@ def event_from_dict(data: dict[str, Any]) -> dp_accounting.DpEvent:
             return dp_accounting.LaplaceDpEvent(float(data["noise_multiplier"]))
         if kind == "epsilon_delta":
             return EpsilonDeltaDpEvent(epsilon=float(data["epsilon"]), delta=float(data["delta"]))
+        if kind == "zcdp":
+            return dp_accounting.ZCDpEvent(float(data["rho"]), float(data.get("xi", 0.0)))
         if kind == "self_composed":
             return dp_accounting.SelfComposedDpEvent(
                 event_from_dict(data["event"]), int(data["count"])

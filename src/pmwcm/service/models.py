@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from pmwcm.practical import PMWConfig
 
@@ -57,8 +57,7 @@ class SessionParameters(_Request):
     ``max_updates`` and ``expected_queries`` 0 pick the prior-dependent
     defaults; ``learning_rate`` and ``threshold`` ``null`` pick the rules.
     ``prior`` ``"aim"`` / ``"mst"`` need ``pmwcm[mbi]`` on the server and take
-    minutes at session creation; they are refused with the ``zcdp`` accountant,
-    whose ``ZCDpEvent`` debit the session store cannot record yet.
+    minutes at session creation.
     """
 
     max_updates: int = Field(default=_DEFAULTS["max_updates"], ge=0, le=10_000)
@@ -74,17 +73,6 @@ class SessionParameters(_Request):
     after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
     sweeps: int = Field(default=_DEFAULTS["sweeps"], ge=0, le=100)
     accountant: Literal["pld", "zcdp"] = _DEFAULTS["accountant"]
-
-    @model_validator(mode="after")
-    def _storable_prior(self) -> SessionParameters:
-        # Under zCDP an AIM/MST prior is debited as a ZCDpEvent, which
-        # pmwcm.event_codec cannot serialise: refuse before anything runs.
-        if self.prior in ("aim", "mst") and self.accountant == "zcdp":
-            raise ValueError(
-                f"prior {self.prior!r} with accountant 'zcdp' cannot be stored by the "
-                "service (its zCDP debit has no JSON form yet); use accountant 'pld'."
-            )
-        return self
 
 
 class SessionCreate(_Request):
