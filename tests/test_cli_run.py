@@ -354,3 +354,37 @@ def test_installed_console_script_runs(files: dict[str, Path], seed: int) -> Non
     )
     assert proc.returncode == 1 and proc.stdout == ""
     one_error_line(proc.stderr, "data file not found")
+
+
+def test_public_prior_is_free_and_spends_the_rest_on_the_stream(
+    files: dict[str, Path], tmp_path: Path, seed: int
+) -> None:
+    """--public-prior: no prior line in the spend, so the first answer has spent less."""
+    public_dir = tmp_path / "public"
+    public_dir.mkdir()
+    files_public = dict(files, output=tmp_path / "public.jsonl")
+    public_csv, _ = write_data(public_dir, rows=300)  # another sample, same schema
+    paid = run_ok(files, "--seed", str(seed))
+    free = run_ok(files_public, "--seed", str(seed), "--public-prior", str(public_csv))
+    assert len(free) == len(paid) == len(QUERIES)
+    # The paid prior's 40% of epsilon is spent before the first answer; the public one costs 0.
+    assert free[0]["epsilon_spent"] < paid[0]["epsilon_spent"]
+    assert max(r["epsilon_spent"] for r in free) <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--prior", "public"], "--public-prior"),
+        (["--prior", "uniform", "--public-prior", "PUBLIC"], "--prior uniform"),
+        (["--public-prior", "MISSING"], "MISSING"),
+    ],
+)
+def test_public_prior_misuse_is_one_error_line(
+    files: dict[str, Path], extra: list[str], needle: str
+) -> None:
+    extra = [str(files["data"]) if e == "PUBLIC" else e for e in extra]
+    result = runner.invoke(app, args(files, *extra))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, needle)
+    assert not files["output"].exists()

@@ -87,7 +87,7 @@ def total_epsilon(engine: Any, config: PMWConfig, *, kind: str = "cm") -> float:
         ("sensitivity_factor", 1.0),
         ("after_halt", "answer"),
         ("accountant", "rdp"),
-        ("prior", "public"),
+        ("prior", "census"),
         ("prior_fraction", 0.8),  # must stay below 1 - sv_fraction = 0.7
         ("prior_fraction", 0.0),
     ],

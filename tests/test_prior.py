@@ -17,6 +17,7 @@ from pmwcm.prior import (
     measure_marginals,
     measurement_event,
     pairwise_cliques,
+    public_prior,
 )
 from pmwcm.private_data import PrivateData
 
@@ -96,13 +97,48 @@ def test_engine_charges_the_prior_first_and_still_meets_the_budget(seed: int) ->
     assert engine.settings.max_updates == 10
 
 
+def _public_records(seed: int, m: int = 2_000) -> np.ndarray:
+    """A public sample from the same population as :func:`_data` (an independent draw)."""
+    rng = np.random.default_rng(10_000 + seed)
+    records = np.stack([rng.integers(0, s, size=m) for s in DOMAIN.sizes], axis=1)
+    records[:, 2] = (records[:, 0] + (rng.random(m) < 0.2)) % 2
+    return records
+
+
 def test_public_prior_costs_nothing(seed: int) -> None:
+    """A public start: no ledger line, and the oracle calls get what a paid prior would take."""
     data = _data(seed)
-    public = DenseHistogram.uniform(DOMAIN)
-    engine = build_engine(
-        data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=seed), prior=public
-    )
+    public = public_prior(DOMAIN, _public_records(seed))
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="public")
+    engine = build_engine(data, config, noise=NumpyNoise(seed=seed), prior=public)
     assert engine.ledger.entries == ()
+    assert (config.max_updates, config.expected_queries) == (10, 10_000)  # an informed start
+    paid = build_engine(data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=seed))
+    # The whole budget minus the sparse vector's: a smaller oracle noise multiplier.
+    assert engine.oracle_noise_level < paid.oracle_noise_level
+    # The start is the public sample's distribution (mixed with 1% uniform), not D's.
+    fitted = engine.hypothesis.marginal(("a", "c")).ravel()
+    sample = DenseHistogram.from_records(DOMAIN, _public_records(seed)).marginal(("a", "c"))
+    np.testing.assert_allclose(fitted, 0.99 * sample.ravel() + 0.01 / 4, atol=1e-12)
+
+
+def test_public_prior_keeps_every_cell_reachable() -> None:
+    """A cell the public sample never saw keeps mass, so updates can still raise it."""
+    only_zeros = np.zeros((5, len(DOMAIN)), dtype=np.int64)
+    prior = public_prior(DOMAIN, only_zeros, uniform_weight=0.05)
+    values = prior.to_array()
+    assert values.min() == pytest.approx(0.05 / DOMAIN.size)
+    assert values.sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="uniform_weight"):
+        public_prior(DOMAIN, only_zeros, uniform_weight=0.0)
+    with pytest.raises(ValueError, match="shape"):
+        public_prior(DOMAIN, only_zeros[:, :2])
+
+
+def test_public_prior_must_be_given() -> None:
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="public")
+    with pytest.raises(ValueError, match="public_prior"):
+        build_engine(_data(0), config, noise=NumpyNoise(seed=0))
 
 
 def test_prior_fraction_must_leave_room_for_the_sparse_vector() -> None:

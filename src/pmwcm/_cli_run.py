@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pmwcm.dataset import Dataset
     from pmwcm.domain import Domain
     from pmwcm.engine import OnlinePMW
@@ -52,7 +54,12 @@ PRIOR_HELP = (
     "Advanced: the starting hypothesis of online PMW: marginals (noisy 2-way marginals, "
     "paid from the budget; the default), aim or mst (OpenDP's AIM or MST contingency "
     "table, paid from the budget; slower, needs pmwcm's mbi extra, not seeded by "
-    "--seed) or uniform (the paper's start)."
+    "--seed), public (set by --public-prior) or uniform (the paper's start)."
+)
+PUBLIC_PRIOR_HELP = (
+    "Advanced: start online PMW from PUBLIC records (a CSV under the same schema, e.g. an "
+    "older public release or a census sample), at no privacy cost; implies --prior public. "
+    "Never pass data derived from the private file here: that start would be unpaid."
 )
 _METHOD_HELP = (
     "pmw: online private multiplicative weights; composition: every query answered by the "
@@ -96,6 +103,17 @@ class QueryLine:
     id: str | int | None
     query: CMQuery | None = None
     error: str | None = None
+
+
+def resolve_prior(prior: str | None, public_prior: Path | None) -> str:
+    """``--prior`` with ``--public-prior``'s implication; refuses a contradiction."""
+    if public_prior is None:
+        if prior == "public":
+            raise fail("--prior public needs --public-prior FILE (the public records).")
+        return prior or "marginals"
+    if prior not in (None, "public"):
+        raise fail(f"--public-prior sets the start, so --prior {prior} cannot also be given.")
+    return "public"
 
 
 def check_engine_options(max_updates: int | None, prior: str) -> None:
@@ -342,7 +360,10 @@ def run_command(
     method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "pmw",
     after_halt: Annotated[str, typer.Option("--after-halt", help=_AFTER_HALT_HELP)] = "synthetic",
     max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
-    prior: Annotated[str, typer.Option("--prior", help=PRIOR_HELP)] = "marginals",
+    prior: Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)] = None,
+    public_prior: Annotated[
+        Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
+    ] = None,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -353,16 +374,18 @@ def run_command(
         raise fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}.")
     if after_halt not in AFTER_HALT:
         raise fail(f"--after-halt must be one of {', '.join(AFTER_HALT)}, got {after_halt!r}.")
-    check_engine_options(max_updates, prior)
+    start = resolve_prior(prior, public_prior)
+    check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     check_output(output)
     dataset = load_data(data, schema)
+    public = None if public_prior is None else load_data(public_prior, schema).records
     lines = read_queries(queries, dataset.domain)
     noise = make_noise(seed)
     if method == "pmw":
         engine = build_run_engine(
             dataset, epsilon=epsilon, delta=delta, noise=noise,
-            after_halt=after_halt, max_updates=max_updates, prior=prior,
+            after_halt=after_halt, max_updates=max_updates, prior=start, public=public,
         )  # fmt: skip
         records = answer_with_engine(engine, lines)
     else:
@@ -385,15 +408,18 @@ def build_run_engine(
     after_halt: str,
     max_updates: int | None,
     prior: str,
+    public: np.ndarray | None = None,
 ) -> OnlinePMW:
     """Online PMW with the practical defaults of :class:`~pmwcm.practical.PMWConfig`.
 
     Every parameter is a documented constant (``T``, ``eta``, the threshold
     rule and its ``k``), so fitting the engine reads no private data; the
     data is read only through what the ledger pays for (the prior's noisy
-    marginals, the sparse vector, the oracle calls). ``n`` is public.
+    marginals, the sparse vector, the oracle calls). ``n`` is public, and so
+    are ``public`` records (the start for ``prior="public"``, free).
     """
     from pmwcm.practical import PMWConfig, build_engine
+    from pmwcm.prior import public_prior
     from pmwcm.private_data import PrivateData
 
     config = PMWConfig(  # max_updates=0 picks the library default
@@ -404,4 +430,5 @@ def build_run_engine(
         prior=prior,
     )
     private = PrivateData.from_records(dataset.domain, dataset.records)
-    return build_engine(private, config, noise=noise)
+    start = None if public is None else public_prior(dataset.domain, public)
+    return build_engine(private, config, noise=noise, prior=start)

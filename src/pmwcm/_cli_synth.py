@@ -32,6 +32,7 @@ from pmwcm._cli_run import (
     EPSILON_HELP,
     MAX_UPDATES_HELP,
     PRIOR_HELP,
+    PUBLIC_PRIOR_HELP,
     QUERIES_HELP,
     SCHEMA_HELP,
     SEED_HELP,
@@ -44,6 +45,7 @@ from pmwcm._cli_run import (
     load_data,
     make_noise,
     read_queries,
+    resolve_prior,
     summarize,
     write_jsonl,
 )
@@ -84,7 +86,10 @@ def synth_command(
     histogram: Annotated[Path | None, typer.Option("--histogram", help=_HISTOGRAM_HELP)] = None,
     answers: Annotated[Path | None, typer.Option("--answers", help=_ANSWERS_HELP)] = None,
     max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
-    prior: Annotated[str, typer.Option("--prior", help=PRIOR_HELP)] = "marginals",
+    prior: Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)] = None,
+    public_prior: Annotated[
+        Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
+    ] = None,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -97,7 +102,8 @@ def synth_command(
 
     if rows is not None and rows < 1:
         raise fail(f"--rows must be a positive integer, got {rows}.")
-    check_engine_options(max_updates, prior)
+    start = resolve_prior(prior, public_prior)
+    check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
     paths = [(p, o) for p, o in targets if p is not None]
@@ -107,11 +113,12 @@ def synth_command(
     if len(set(resolved)) != len(resolved):
         raise fail("--output, --histogram and --answers must be different files.")
     dataset = load_data(data, schema)
+    public = None if public_prior is None else load_data(public_prior, schema).records
     lines = read_queries(queries, dataset.domain)
     noise = make_noise(seed)
     engine = build_run_engine(
         dataset, epsilon=epsilon, delta=delta, noise=noise,
-        after_halt="synthetic", max_updates=max_updates, prior=prior,
+        after_halt="synthetic", max_updates=max_updates, prior=start, public=public,
     )  # fmt: skip
     records = answer_with_engine(engine, lines)
     rng = np.random.default_rng() if seed is None else np.random.default_rng([seed, 1])

@@ -69,7 +69,7 @@ from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
 
 SPARSE_VECTORS = ("lyu_su_li", "dwork_roth")
 ACCOUNTANTS = ("pld", "zcdp")
-PRIORS = ("marginals", "uniform", "aim", "mst")
+PRIORS = ("marginals", "uniform", "aim", "mst", "public")
 #: The priors measured from the private data and paid from the budget.
 PAID_PRIORS = ("marginals", "aim", "mst")
 
@@ -82,18 +82,21 @@ class PMWConfig:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
         max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for 10 with a paid prior, 50 with the uniform one.
+            (default) for 10 with a paid or public prior, 50 with the uniform one.
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
         threshold: in units of each query's sensitivity; ``None`` for the rule.
         expected_queries: ``k`` in the threshold rule (public, not a limit);
-            ``0`` (default) for 10,000 with a paid prior, 1,000 with the uniform one.
+            ``0`` (default) for 10,000 with a paid or public prior, 1,000 with the
+            uniform one.
         prior: ``"marginals"`` (noisy 2-way marginals fitted into the starting
             histogram, paid from the budget; :mod:`pmwcm.prior`), ``"aim"`` or
             ``"mst"`` (the full contingency table of OpenDP's AIM or MST, paid
             from the budget; needs ``pmwcm[mbi]``; :mod:`pmwcm.synthetic_prior`)
-            or ``"uniform"`` (the paper's start).
+            ``"public"`` (a histogram from public data, passed to
+            :func:`build_engine` as ``prior=``; free: see
+            :func:`pmwcm.prior.public_prior`) or ``"uniform"`` (the paper's start).
         prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets.
         sensitivity_factor: 2 (DESIGN.md) or 3 (the paper) in ``c S / n + tau``.
         solver_tol: ``tau``, the certified solver gap.
@@ -124,10 +127,12 @@ class PMWConfig:
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
         paid = self.prior in PAID_PRIORS
+        # An informed start (paid or public) leaves the updates only what it misses.
+        informed = self.prior != "uniform"
         if self.max_updates == 0:
-            object.__setattr__(self, "max_updates", 10 if paid else 50)
+            object.__setattr__(self, "max_updates", 10 if informed else 50)
         if self.expected_queries == 0:
-            object.__setattr__(self, "expected_queries", 10_000 if paid else 1000)
+            object.__setattr__(self, "expected_queries", 10_000 if informed else 1000)
         if paid and not 0 < self.prior_fraction < 1 - self.sv_fraction:
             raise ValueError(
                 f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
@@ -314,6 +319,11 @@ def build_engine(
             f"The ledger's budget (epsilon={ledger.epsilon}, delta={ledger.delta}, "
             f"{ledger.accountant.name}) must equal the config's (epsilon={config.epsilon}, "
             f"delta={config.delta}, {accountant.name})."
+        )
+    if prior is None and config.prior == "public":
+        raise ValueError(
+            "prior='public' needs the public histogram as build_engine(..., prior=...); "
+            "see pmwcm.prior.public_prior."
         )
     if prior is None and config.prior == "marginals":
         prior = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)

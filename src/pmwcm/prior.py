@@ -174,3 +174,21 @@ def marginal_prior(
     if iterations is None:
         iterations = default_iterations(data.domain, len(chosen))
     return fit_histogram(data.domain, measured, iterations=iterations)
+
+
+def public_prior(
+    domain: Domain, records: np.ndarray, *, uniform_weight: float = 0.01
+) -> DenseHistogram:
+    """A starting hypothesis from *public* records (no privacy cost).
+
+    The empirical histogram of ``records``, mixed with ``uniform_weight`` of
+    the uniform one: multiplicative-weights updates only rescale cells, so a
+    cell the public sample never saw would stay at zero forever; the mixture
+    keeps every cell reachable (and costs at most ``ln(1 / (1 - w))`` in KL to
+    the empirical one, 0.01 at the default). Public means not derived from the
+    private data; a prior computed from it must instead be paid for.
+    """
+    if not 0 < uniform_weight <= 1:
+        raise ValueError(f"uniform_weight must lie in (0, 1], got {uniform_weight}.")
+    empirical = DenseHistogram.from_records(domain, records).to_array()
+    return DenseHistogram(domain, (1 - uniform_weight) * empirical + uniform_weight / domain.size)
