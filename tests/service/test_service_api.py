@@ -90,6 +90,8 @@ def test_roles_and_session_scopes(service: Service) -> None:
         ({"parameters": {"bogus": 1}}, "bogus"),
         ({"parameters": {"prior": "marginals", "prior_fraction": 0.9}}, "prior_fraction"),
         ({"surprise": True}, "surprise"),
+        ({"parameters": {"prior": "public"}}, "public_data_path"),
+        ({"public_data_path": "/nonexistent/public.csv"}, "public_data_path"),
     ],
 )
 def test_bad_session_requests_are_422_naming_the_field(
@@ -106,6 +108,24 @@ def test_bad_session_requests_are_422_naming_the_field(
     assert response.status_code == 422, response.text
     assert field in response.text
     assert service.client.get("/v1/sessions", headers=service.auth()).json() == []
+
+
+def test_public_prior_session_spends_nothing_at_creation(service: Service) -> None:
+    body = {
+        "name": "pub",
+        "data_path": str(service.data),
+        "schema_path": str(service.schema),
+        "public_data_path": str(service.data),  # a stand-in file: any CSV under the schema
+        "epsilon": 1.0,
+        "delta": 1e-6,
+    }
+    created = service.client.post("/v1/sessions", json=body, headers=service.auth())
+    assert created.status_code == 201, created.text
+    out = created.json()
+    assert out["public_data_path"] == str(service.data.resolve())
+    assert out["parameters"]["prior"] == "public" and out["parameters"]["max_updates"] == 10
+    ledger = service.client.get("/v1/sessions/pub/ledger", headers=service.auth()).json()
+    assert ledger["entries"] == [] and ledger["epsilon_spent"] == 0.0
 
 
 def test_duplicate_session_is_409(service: Service) -> None:

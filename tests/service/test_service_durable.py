@@ -25,6 +25,7 @@ from pmwcm.service import SQLiteStore, StoreError
 from pmwcm.service.build import SessionUnavailable, session_config
 from pmwcm.service.sessions import LiveSession, SessionManager
 from pmwcm.sparse_vector import SparseVectorHalted
+from service.svc_support import write_tiny
 
 
 class Crash(RuntimeError):
@@ -246,6 +247,66 @@ def test_tampered_state_is_refused(make_node: Any, tiny: tuple[Path, Path], tmp_
     node = make_node()
     with pytest.raises(SessionUnavailable, match="calibrates"):
         node.session().status()
+
+
+def test_public_prior_session_is_free_and_survives_a_restart(
+    tmp_path: Path, tiny: tuple[Path, Path], seed: int
+) -> None:
+    """A public start: no build debit, the same state after a restart, refused if it changes."""
+    (tmp_path / "public").mkdir()
+    public, _ = write_tiny(tmp_path / "public", n=200, seed=seed + 99)
+    moved = tmp_path / "public.csv"
+    public.rename(moved)
+    config = session_config(
+        data_path=str(tiny[0]),
+        schema_path=str(tiny[1]),
+        epsilon=1.0,
+        delta=1e-6,
+        parameters={"max_updates": 4, "threshold": 0.5},
+        public_data_path=str(moved),
+    )
+    assert config["parameters"]["prior"] == "public" and "public_data_sha256" in config
+    node = Node(tmp_path / "state", seed)
+    node.manager.create("s", config)
+    assert node.store.debits("s") == []  # nothing measured, nothing paid
+    stream = [q("a"), q("b"), q("a", "c"), q("b", "c")]
+    for query in stream:
+        node.session().ask(query, token_id=None)
+    before = engine_state(node.session())
+    assert all(not label.startswith("prior") for label, *_ in before["ledger"])
+    node.close()
+    node = Node(tmp_path / "state", seed + 1)
+    after = engine_state(node.session())
+    np.testing.assert_allclose(after.pop("hypothesis"), before.pop("hypothesis"), rtol=1e-13)
+    assert after == before
+    node.close()
+    with moved.open("a", encoding="utf-8") as fh:
+        fh.write("yes,yes,hi,yes\n")
+    node = Node(tmp_path / "state", seed + 2)
+    with pytest.raises(SessionUnavailable, match=r"public\.csv"):
+        node.session().status()
+    node.close()
+
+
+@pytest.mark.parametrize(
+    ("parameters", "public", "needle"),
+    [
+        ({"prior": "public"}, False, "public_data_path"),
+        ({"prior": "marginals"}, True, "prior='marginals'"),
+    ],
+)
+def test_public_prior_needs_exactly_its_file(
+    tmp_path: Path, tiny: tuple[Path, Path], parameters: dict[str, Any], public: bool, needle: str
+) -> None:
+    with pytest.raises(ValueError, match=needle):
+        session_config(
+            data_path=str(tiny[0]),
+            schema_path=str(tiny[1]),
+            epsilon=1.0,
+            delta=1e-6,
+            parameters=parameters,
+            public_data_path=str(tiny[0]) if public else None,
+        )
 
 
 def test_changed_data_is_refused(make_node: Any, tiny: tuple[Path, Path]) -> None:

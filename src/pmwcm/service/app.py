@@ -182,6 +182,7 @@ def create_app(
                 epsilon=body.epsilon,
                 delta=body.delta,
                 parameters=body.parameters.model_dump(exclude_unset=True),
+                public_data_path=body.public_data_path,
             )
             record = sessions.create(body.name, config)
         except StoreError as err:
@@ -323,5 +324,5 @@ def create_app(
 
 
 def _session_out(name: str, created: float, config: dict[str, Any]) -> dict[str, Any]:
-    keys = ("data_path", "schema_path", "epsilon", "delta", "parameters")
-    return {"name": name, "created": created, **{k: config[k] for k in keys}}
+    keys = ("data_path", "schema_path", "public_data_path", "epsilon", "delta", "parameters")
+    return {"name": name, "created": created, **{k: config.get(k) for k in keys}}

@@ -27,7 +27,7 @@ from typing import Any
 
 from pmwcm.engine import OnlinePMW
 from pmwcm.event_codec import event_from_dict, event_to_dict
-from pmwcm.histogram import DenseHistogram
+from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.noise import NoiseSource
 from pmwcm.practical import PMWConfig, build_engine, make_accountant
 from pmwcm.private_data import PrivateData
@@ -60,49 +60,77 @@ def session_config(
     epsilon: float,
     delta: float,
     parameters: Mapping[str, Any],
+    public_data_path: str | None = None,
 ) -> dict[str, Any]:
     """The stored configuration: absolute paths, file digests, budget and parameters.
 
     Parameters left out take :class:`~pmwcm.practical.PMWConfig`'s defaults,
-    which are written into the configuration.
+    which are written into the configuration. ``public_data_path`` (public
+    records under the same schema) sets ``prior="public"``: the session
+    starts from :func:`pmwcm.prior.public_prior` of that file, at no cost.
 
     Raises:
         ValueError: a file is missing or the parameters are invalid.
     """
-    data, schema = Path(data_path).resolve(), Path(schema_path).resolve()
-    for label, path in (("data_path", data), ("schema_path", schema)):
+    files = {"data_path": data_path, "schema_path": schema_path}
+    if public_data_path is not None:
+        if parameters.get("prior", "public") != "public":
+            raise ValueError(
+                f"public_data_path sets the start, so prior={parameters['prior']!r} "
+                "cannot also be given."
+            )
+        parameters = {**parameters, "prior": "public"}
+        files["public_data_path"] = public_data_path
+    elif parameters.get("prior") == "public":
+        raise ValueError("prior 'public' needs public_data_path (the public records).")
+    resolved = {label: Path(path).resolve() for label, path in files.items()}
+    for label, path in resolved.items():
         if not path.is_file():
             raise ValueError(f"{label}: no such file on the server: '{path}'.")
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
-    return {
-        "data_path": str(data),
-        "schema_path": str(schema),
-        "data_sha256": _sha256(data),
-        "schema_sha256": _sha256(schema),
+    config: dict[str, Any] = {}
+    for label, path in resolved.items():
+        config[label] = str(path)
+        config[label.replace("_path", "_sha256")] = _sha256(path)
+    return config | {
         "epsilon": float(epsilon),
         "delta": float(delta),
         "parameters": {f: getattr(pmw, f) for f in PARAMETERS},
     }
 
 
-def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig]:
+def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:
+    """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.dataset import Dataset
     from pmwcm.schema import Schema
 
-    data, schema = Path(config["data_path"]), Path(config["schema_path"])
-    for path, key in ((data, "data_sha256"), (schema, "schema_sha256")):
-        if not path.is_file() or _sha256(path) != config[key]:
+    for key in ("data_path", "schema_path", "public_data_path"):
+        if key not in config:
+            continue
+        path = Path(config[key])
+        if not path.is_file() or _sha256(path) != config[key.replace("_path", "_sha256")]:
             raise SessionUnavailable(
                 f"'{path}' is missing or changed since the session was created; "
                 "the session cannot continue on other data."
             )
-    dataset = Dataset.from_csv(data, Schema.from_json(schema))
+    schema = Schema.from_json(Path(config["schema_path"]))
+    dataset = Dataset.from_csv(Path(config["data_path"]), schema)
     private = PrivateData.from_records(dataset.domain, dataset.records)
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
-    return private, pmw
+    public = config.get("public_data_path")
+    return private, pmw, None if public is None else Path(public)
+
+
+def _public_start(private: PrivateData, config: Mapping[str, Any], public: Path) -> Histogram:
+    from pmwcm.dataset import Dataset
+    from pmwcm.prior import public_prior
+    from pmwcm.schema import Schema
+
+    schema = Schema.from_json(Path(config["schema_path"]))
+    return public_prior(private.domain, Dataset.from_csv(public, schema).records)
 
 
 def _ledger(pmw: PMWConfig) -> DurableLedger:
@@ -123,8 +151,9 @@ def genesis(
     Raises:
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
-    private, pmw = _parts(config)
-    engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw))
+    private, pmw, public = _parts(config)
+    start = None if public is None else _public_start(private, config, public)
+    engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start)
     sv_state = engine.sparse_vector.export_state()
     debits = [
         DebitRecord(seq=i, label=e.label, event=event_to_dict(e.event), sv_state=sv_state)
@@ -142,14 +171,16 @@ def rebuild(
     Raises:
         SessionUnavailable: a file changed, or the calibration differs from the stored one.
     """
-    private, pmw = _parts(config)
+    private, pmw, public = _parts(config)
     count = int(config["build_debits"])
     if len(debits) < count:
         raise SessionUnavailable("The session's build-time debits are missing.")
     ledger = _ledger(pmw)
     for debit in debits[:count]:
         ledger.spend(event_from_dict(debit.event), label=debit.label)
-    placeholder = DenseHistogram.uniform(private.domain) if count else None
+    # A measured or public prior is not rebuilt: the stored hypothesis replaces it.
+    informed = count or public is not None
+    placeholder = DenseHistogram.uniform(private.domain) if informed else None
     engine = build_engine(private, pmw, noise=noise, ledger=ledger, prior=placeholder)
     if engine.oracle_noise_level != config["noise_level"]:
         raise SessionUnavailable(

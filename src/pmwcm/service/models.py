@@ -66,7 +66,7 @@ class SessionParameters(_Request):
     learning_rate: float | None = Field(default=_DEFAULTS["learning_rate"], gt=0)
     threshold: float | None = _DEFAULTS["threshold"]
     expected_queries: int = Field(default=_DEFAULTS["expected_queries"], ge=0, le=10**9)
-    prior: Literal["marginals", "uniform", "aim", "mst"] = _DEFAULTS["prior"]
+    prior: Literal["marginals", "uniform", "aim", "mst", "public"] = _DEFAULTS["prior"]
     prior_fraction: float = Field(default=_DEFAULTS["prior_fraction"], gt=0, lt=1)
     sensitivity_factor: float = Field(default=_DEFAULTS["sensitivity_factor"], ge=2, le=100)
     solver_tol: float = Field(default=_DEFAULTS["solver_tol"], gt=0, le=1)
@@ -81,6 +81,13 @@ class SessionCreate(_Request):
     name: Name = Field(pattern=_NAME)
     data_path: str = Field(min_length=1, max_length=4096)
     schema_path: str = Field(min_length=1, max_length=4096)
+    public_data_path: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="PUBLIC records under the same schema to start from, at no privacy "
+        "cost (sets prior 'public'); never a file derived from the private data.",
+    )
     epsilon: float = Field(gt=0, le=1e6)
     delta: float = Field(gt=0, lt=1)
     parameters: SessionParameters = Field(default_factory=SessionParameters)
@@ -113,6 +120,7 @@ class SessionOut(BaseModel):
     created: float
     data_path: str
     schema_path: str
+    public_data_path: str | None = None
     epsilon: float
     delta: float
     parameters: dict[str, Any]
