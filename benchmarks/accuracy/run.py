@@ -22,6 +22,7 @@ never evaluated here.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -33,12 +34,14 @@ import numpy as np
 from pmwcm.baselines import exact_minimum
 from pmwcm.datasets import load_adult
 from pmwcm.domain import Domain
+from pmwcm.histogram import DenseHistogram
 from pmwcm.private_data import PrivateData
 from pmwcm.queries import CMQuery, GLMProblem
 from pmwcm.workload import StepwiseAnalyst, random_queries
 
 sys.path.insert(0, str(Path(__file__).parent))
 from methods import build
+from workloads import interaction_queries, parity_queries, parity_records, wide_queries
 
 RESULTS = Path(__file__).parent / "results" / "results.jsonl"
 KS = (10, 100, 1000, 10_000)
@@ -49,10 +52,10 @@ DELTA = 1e-6
 class Evaluator:
     """Excess risk on the train split and accuracy on the test split, cached per query."""
 
-    def __init__(self, domain: Domain, train: np.ndarray, test: np.ndarray) -> None:
-        self.domain = domain
-        self.train = PrivateData.from_records(domain, train)
-        self.test = PrivateData.from_records(domain, test)
+    def __init__(self, train: PrivateData, test: PrivateData) -> None:
+        self.domain = train.domain
+        self.train = train
+        self.test = test
         self._cache: dict[str, tuple[GLMProblem, np.ndarray, float]] = {}
 
     def _entry(self, query: CMQuery) -> tuple[GLMProblem, np.ndarray, float]:
@@ -96,11 +99,9 @@ def save(row: dict[str, object]) -> None:
         fh.write(json.dumps(row) + "\n")
 
 
-def run_stream(method, ev, records, queries, *, epsilon, k, seed, prefixes, base):
-    """Answers ``queries`` online; one result row per prefix length in ``prefixes``."""
-    answerer, setup = build(
-        method, ev.domain, records, epsilon=epsilon, delta=DELTA, k=k, seed=seed
-    )
+def run_stream(method, ev, queries, *, epsilon, k, seed, prefixes, base):
+    """Answers ``queries`` online on ``ev.train``; one row per prefix length in ``prefixes``."""
+    answerer, setup = build(method, ev.train, epsilon=epsilon, delta=DELTA, k=k, seed=seed)
     start = time.perf_counter()
     errors, accs, calls = [], [], []
     for q in queries:
@@ -111,7 +112,7 @@ def run_stream(method, ev, records, queries, *, epsilon, k, seed, prefixes, base
         calls.append(answerer.oracle_calls)
     seconds = time.perf_counter() - start + setup
     for p in prefixes:
-        row = dict(base, method=method, epsilon=epsilon, k=p, seed=seed, n=len(records))
+        row = dict(base, method=method, epsilon=epsilon, k=p, seed=seed, n=ev.train.n)
         row.update(summary(errors[:p]), oracle_calls=calls[p - 1], seconds=seconds, setup=setup)
         if accs:
             row["test_accuracy"] = float(np.mean(accs[:p]))
@@ -124,7 +125,7 @@ def key_of(row: dict[str, object]) -> str:
     return "|".join(str(row.get(f)) for f in fields)
 
 
-def random_experiment(ev, records, methods, epsilons, seeds, ks, done, workload="logistic"):
+def random_experiment(ev, methods, epsilons, seeds, ks, done, workload="logistic"):
     losses = (workload,)
     for seed in seeds:
         queries = random_queries(
@@ -140,23 +141,13 @@ def random_experiment(ev, records, methods, epsilons, seeds, ks, done, workload=
                     [(k, [k]) for k in ks] if method == "composition" else [(max(ks), list(ks))]
                 )
                 for k, prefixes in groups:
-                    probe = key_of(
-                        dict(
-                            base,
-                            method=method,
-                            epsilon=eps,
-                            k=prefixes[-1],
-                            seed=seed,
-                            n=len(records),
-                        )
-                    )
-                    if probe in done:
+                    probe = dict(base, method=method, epsilon=eps, k=prefixes[-1], seed=seed)
+                    if key_of(dict(probe, n=ev.train.n)) in done:
                         continue
                     print(f"random/{workload} {method} eps={eps} k={k} seed={seed}", flush=True)
                     run_stream(
                         method,
                         ev,
-                        records,
                         queries[:k],
                         epsilon=eps,
                         k=k,
@@ -166,7 +157,7 @@ def random_experiment(ev, records, methods, epsilons, seeds, ks, done, workload=
                     )
 
 
-def adaptive_experiment(ev, records, methods, epsilons, seeds, done, max_features=4):
+def adaptive_experiment(ev, methods, epsilons, seeds, done, max_features=4):
     """Forward stepwise selection for every binary target, driven by each method's answers."""
     targets = [a for a, s in zip(ev.domain.names, ev.domain.sizes, strict=True) if s == 2]
     rounds = sum(len(ev.domain) - 1 - i for i in range(max_features))
@@ -175,13 +166,11 @@ def adaptive_experiment(ev, records, methods, epsilons, seeds, done, max_feature
         for eps in epsilons:
             for method in methods:
                 base = {"experiment": "adaptive", "workload": "stepwise"}
-                row = dict(base, method=method, epsilon=eps, k=k, seed=seed, n=len(records))
+                row = dict(base, method=method, epsilon=eps, k=k, seed=seed, n=ev.train.n)
                 if key_of(row) in done:
                     continue
                 print(f"adaptive {method} eps={eps} seed={seed}", flush=True)
-                answerer, setup = build(
-                    method, ev.domain, records, epsilon=eps, delta=DELTA, k=k, seed=seed
-                )
+                answerer, setup = build(method, ev.train, epsilon=eps, delta=DELTA, k=k, seed=seed)
                 start, errors, picks = time.perf_counter(), [], {}
                 for target in targets:
                     analyst = StepwiseAnalyst(ev.domain, target, max_features=max_features)
@@ -202,19 +191,28 @@ def adaptive_experiment(ev, records, methods, epsilons, seeds, done, max_feature
                 save(row)
 
 
-def resample(records: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """``n`` records drawn with replacement (a proxy for a larger population)."""
-    rng = np.random.default_rng(seed)
-    return records[rng.integers(0, len(records), size=n)]
+def population(domain: Domain, records: np.ndarray, n: int, seed: int = 7) -> PrivateData:
+    """The first ``n`` records, or (``n`` above their number) ``n`` drawn with replacement.
+
+    Resampling is a proxy for a larger population with the same distribution;
+    it is drawn as multinomial cell counts, which is the same distribution as
+    ``n`` records resampled one by one, without holding ``n`` records.
+    """
+    if n <= len(records):
+        return PrivateData.from_records(domain, records[:n])
+    empirical = DenseHistogram.from_records(domain, records).to_array().ravel()
+    counts = np.random.default_rng(seed).multinomial(n, empirical)
+    histogram = DenseHistogram(domain, counts.reshape(domain.shape).astype(np.float64))
+    return PrivateData(domain=domain, n=n, histogram=histogram)
 
 
-def scaling_n_experiment(ev_full, train, test, methods, seeds, sizes, done, k=1000, eps=1.0):
+def scaling_n_experiment(domain, train, test, methods, seeds, sizes, done, k=1000, eps=1.0):
+    held_out = PrivateData.from_records(domain, test)
     for n in sizes:
-        records = train[:n] if n <= len(train) else resample(train, n, seed=7)
-        ev = Evaluator(ev_full.domain, records, test)
+        ev = Evaluator(population(domain, train, n), held_out)
         for seed in seeds:
             queries = random_queries(
-                ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
+                domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
             )
             for method in methods:
                 base = {"experiment": "scaling-n", "workload": "logistic"}
@@ -222,56 +220,36 @@ def scaling_n_experiment(ev_full, train, test, methods, seeds, sizes, done, k=10
                     continue
                 print(f"scaling-n {method} n={n} seed={seed}", flush=True)
                 run_stream(
-                    method,
-                    ev,
-                    records,
-                    queries,
-                    epsilon=eps,
-                    k=k,
-                    seed=seed,
-                    prefixes=[k],
-                    base=base,
+                    method, ev, queries, epsilon=eps, k=k, seed=seed, prefixes=[k], base=base
                 )
 
 
-def stress_records(records: np.ndarray, domain: Domain, seed: int = 5) -> np.ndarray:
-    """Adult with ``income>50K`` replaced by a 3-way AND of married, education and hours.
-
-    A label defined by a third-order interaction: 2-way marginals see only its
-    pairwise shadows, so a prior built from them misfits it (issue 7's stress case).
-    5% of labels are flipped so it is not a deterministic function.
-    """
-    out = records.copy()
-    a, b, c = (domain.index(x) for x in ("married", "education-num>=10", "hours>=40"))
-    label = (out[:, a] == 1) & (out[:, b] == 1) & (out[:, c] == 1)
-    flip = np.random.default_rng(seed).random(len(out)) < 0.05
-    out[:, domain.index("income>50K")] = (label ^ flip).astype(np.int64)
-    return out
-
-
-def stress_experiment(domain, train, test, methods, seeds, done, k=1000, eps=1.0):
-    """Logistic queries on the 3-way-interaction label, features always including its parts."""
-    train_s, test_s = stress_records(train, domain), stress_records(test, domain)
-    ev = Evaluator(domain, train_s, test_s)
-    parts = ("married", "education-num>=10", "hours>=40")
-    others = [n for n in domain.names if n not in (*parts, "income>50K")]
+def fixed_stream_experiment(name, workload, ev, make_queries, methods, seeds, done, *, k, eps):
+    """One stream of ``k`` queries per seed (``make_queries(domain, k, rng)``), every method."""
     for seed in seeds:
-        rng = np.random.default_rng(1000 + seed)
-        queries = []
-        for _ in range(k):
-            extra = rng.choice(others, size=int(rng.integers(0, 3)), replace=False)
-            feats = list(rng.choice(parts, size=int(rng.integers(2, 4)), replace=False))
-            queries.append(
-                CMQuery(loss="logistic", target="income>50K", features=(*feats, *map(str, extra)))
-            )
+        queries = make_queries(ev.domain, k, rng=np.random.default_rng(1000 + seed))
         for method in methods:
-            base = {"experiment": "stress", "workload": "3-way AND label"}
-            if key_of(dict(base, method=method, epsilon=eps, k=k, seed=seed, n=len(train))) in done:
+            base = {"experiment": name, "workload": workload}
+            row = dict(base, method=method, epsilon=eps, k=k, seed=seed, n=ev.train.n)
+            if key_of(row) in done:
                 continue
-            print(f"stress {method} seed={seed}", flush=True)
-            run_stream(
-                method, ev, train_s, queries, epsilon=eps, k=k, seed=seed, prefixes=[k], base=base
-            )
+            print(f"{name}/{workload} {method} eps={eps} n={ev.train.n} seed={seed}", flush=True)
+            run_stream(method, ev, queries, epsilon=eps, k=k, seed=seed, prefixes=[k], base=base)
+
+
+def regime_experiments(ev, train, test, methods, seeds, done, which, sizes, k=1000, eps=1.0):
+    """Issue 7's regimes: many attributes, interactions, and the parity label at each n."""
+    run = functools.partial(fixed_stream_experiment, methods=methods, seeds=seeds, done=done)
+    if "wide" in which:
+        run("wide", "8-13 features", ev, wide_queries, k=k, eps=eps)
+    if "interactions" in which:
+        run("interactions", "products of 2-3 features", ev, interaction_queries, k=k, eps=eps)
+    if "parity" in which:
+        domain = ev.domain
+        test_p = PrivateData.from_records(domain, parity_records(test, domain))
+        for n in sizes:
+            ev_p = Evaluator(population(domain, parity_records(train, domain), n), test_p)
+            run("parity", "3-way parity label", ev_p, parity_queries, k=k, eps=eps)
 
 
 def main(argv: Iterable[str] | None = None) -> None:
@@ -279,7 +257,9 @@ def main(argv: Iterable[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--experiments", nargs="*", default=["random", "losses", "adaptive", "scaling-n"]
+        "--experiments",
+        nargs="*",
+        default=["random", "losses", "adaptive", "scaling-n", "wide", "interactions", "parity"],
     )
     parser.add_argument(
         "--methods", nargs="*", default=["pmw", "pmw-paper", "composition", "mst", "aim"]
@@ -292,6 +272,10 @@ def main(argv: Iterable[str] | None = None) -> None:
         type=int,
         nargs="*",
         default=[5_000, 10_000, 20_000, 39_073, 1_000_000, 10_000_000],
+        help="n for the scaling-n experiment (above 39,073: resampled)",
+    )
+    parser.add_argument(
+        "--parity-sizes", type=int, nargs="*", default=[39_073, 1_000_000, 10_000_000]
     )
     parser.add_argument("--quick", action="store_true", help="one seed, eps=1, k<=1000, no AIM")
     args = parser.parse_args(list(argv) if argv is not None else None)
@@ -301,27 +285,28 @@ def main(argv: Iterable[str] | None = None) -> None:
         args.seeds, args.epsilons, args.ks = 1, [1.0], [10, 100, 1000]
         args.methods = [m for m in args.methods if m != "aim"]
         args.sizes = [10_000, 39_073]
+        args.parity_sizes = [39_073]
     data = load_adult()
     order = np.random.default_rng(20261126).permutation(data.n)  # public split seed
     cut = int(0.8 * data.n)
     train, test = data.records[order[:cut]], data.records[order[cut:]]
-    ev = Evaluator(data.domain, train, test)
+    domain = data.domain
+    ev = Evaluator(PrivateData.from_records(domain, train), PrivateData.from_records(domain, test))
     done = done_keys()
     seeds = range(args.seeds)
     if "random" in args.experiments:
-        random_experiment(ev, train, args.methods, args.epsilons, seeds, args.ks, done)
+        random_experiment(ev, args.methods, args.epsilons, seeds, args.ks, done)
     if "losses" in args.experiments:
         for workload in ("squared", "smoothed_hinge"):
-            random_experiment(
-                ev, train, args.methods, [1.0], seeds, [1000], done, workload=workload
-            )
+            random_experiment(ev, args.methods, [1.0], seeds, [1000], done, workload=workload)
     if "adaptive" in args.experiments:
-        adaptive_experiment(ev, train, args.methods, [1.0], seeds, done)
-    if "stress" in args.experiments:
-        stress_experiment(data.domain, train, test, args.methods, seeds, done)
+        adaptive_experiment(ev, args.methods, [1.0], seeds, done)
+    regimes = {"wide", "interactions", "parity"} & set(args.experiments)
+    if regimes:
+        regime_experiments(ev, train, test, args.methods, seeds, done, regimes, args.parity_sizes)
     if "scaling-n" in args.experiments:
         methods = [m for m in args.methods if m != "aim"]
-        scaling_n_experiment(ev, train, test, methods, seeds, args.sizes, done)
+        scaling_n_experiment(domain, train, test, methods, seeds, args.sizes, done)
 
 
 if __name__ == "__main__":
