@@ -126,6 +126,13 @@ def zcdp_for(epsilon: float, delta: float) -> float:
     return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
 
 
+def data_digest(domain: Domain, records: np.ndarray) -> str:
+    """A name for a dataset as a multiset of records (row order does not matter)."""
+    flat = np.ravel_multi_index(tuple(np.asarray(records).T), domain.shape)
+    counts = np.bincount(flat, minlength=domain.size).astype(np.int64)
+    return hashlib.sha1(counts.tobytes()).hexdigest()[:12]
+
+
 def cached_synthesis(
     method: str, domain: Domain, records: np.ndarray, *, rho: float, seed: int
 ) -> tuple[np.ndarray, float]:
@@ -138,7 +145,7 @@ def cached_synthesis(
     """
     from synthetic import synthesize  # heavy optional dependency (opendp[mbi])
 
-    digest = hashlib.sha1(np.ascontiguousarray(records).tobytes()).hexdigest()[:12]
+    digest = data_digest(domain, records)
     path = SYNTHETIC_CACHE / f"{method}-{digest}-rho{rho:.6g}-seed{seed}.npz"
     if path.exists():
         with np.load(path) as saved:
