@@ -262,7 +262,9 @@ def main(argv: Iterable[str] | None = None) -> None:
         default=["random", "losses", "adaptive", "scaling-n", "wide", "interactions", "parity"],
     )
     parser.add_argument(
-        "--methods", nargs="*", default=["pmw", "pmw-paper", "composition", "mst", "aim"]
+        "--methods",
+        nargs="*",
+        default=["pmw", "pmw-paper", "pmw-mst", "composition", "mst", "aim"],
     )
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epsilons", type=float, nargs="*", default=list(EPSILONS))
