@@ -234,6 +234,10 @@ def main() -> None:
                 table(sel, by, sorted({r[by] for r in sel}), cols),
                 "",
             ]
+            if by == "n":
+                image = IMG / f"{name}_vs_n.png"
+                plot(sel, "n", image, "n (records)", f"{name}: eps = 1, k = 1,000")
+                parts += [f"![{name}: error vs n](img/{image.name})", ""]
     parts += ["## Where each method wins\n", WINS_INTRO, winners(rows), "", READING]
     parts += ["## Why the hybrid loses at eps = 0.1\n", low_epsilon_diagnosis(rows), ""]
     if scal:
