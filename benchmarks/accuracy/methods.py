@@ -41,6 +41,7 @@ from pmwcm.noise import NumpyNoise
 from pmwcm.practical import PMWConfig, build_engine
 from pmwcm.private_data import PrivateData
 from pmwcm.queries import CMQuery
+from pmwcm.synthetic_prior import records_of  # a histogram-backed population, as records
 
 SYNTHETIC_CACHE = Path(__file__).parent / "results" / "synthetic"
 METHODS = (
@@ -158,19 +159,6 @@ def cached_synthesis(
     np.savez(partial, records=fake, seconds=seconds)
     partial.replace(path)
     return fake, seconds
-
-
-def records_of(data: PrivateData) -> np.ndarray:
-    """Integer-coded records of ``data`` (a histogram-backed population is expanded).
-
-    The synthesizers read records; a population given as integer counts per
-    cell (the large-n proxies) is the same multiset of records in cell order.
-    """
-    counts = np.rint(data.histogram().to_array().ravel() * data.n).astype(np.int64)
-    if counts.sum() != data.n:
-        raise ValueError("the histogram does not hold integer counts of n records")
-    cells = np.repeat(np.arange(counts.size), counts)
-    return np.stack(np.unravel_index(cells, data.domain.shape), axis=1).astype(np.int64)
 
 
 def build(
