@@ -39,8 +39,8 @@ are few of them (``T = 10`` instead of 50) and each gets ``0.3 / T`` of the
 budget in PLD terms. The three shares were compared on the public Adult file
 with the seed-0 stream only (DESIGN.md section 6); no benchmark stream (seeds
 1000+) was used to choose them. ``docs/results.md`` reports where the rule
-serves well and where it does not (e.g. ``epsilon = 0.1``, where the prior is
-too noisy and MST wins).
+serves well and where it does not (e.g. ``epsilon = 0.1``, where each oracle
+call is so noisy that the updates hurt and MST wins).
 """
 
 from __future__ import annotations
