@@ -311,10 +311,11 @@ the committed results and should be revisited if a rerun changes them):
   around n = 10^6 and wins at 10^7 (k = 1,000). The hybrid's advantage is in k,
   as the paper's bound says, not in n.
 - **A label no low-order marginal sees** (parity): MST misses it and AIM fits
-  only part of it, and neither improves with n; the hybrid's certified answers are wrong by up to its threshold
-  at n = 39,073 and are found and fixed by its sparse vector at n = 10^6 and
-  10^7, where it beats MST by orders of magnitude; composition, which never
-  relies on a hypothesis, is better still at those k and n.
+  only part of it, and neither improves with n; the hybrid's certified answers
+  are wrong by up to its threshold at n = 39,073 and are found and fixed by its
+  sparse vector at n = 10^6 and 10^7, where it beats MST by orders of
+  magnitude; composition, which never relies on a hypothesis, is better still
+  at those k and n.
 """
 
 
