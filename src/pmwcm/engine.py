@@ -247,10 +247,14 @@ class OnlinePMW:
         """
         round_ = self.cm_round(query)
         sensitivity = round_.sensitivity(self.data.n)
-        margin = self.sparse_vector.accuracy_margin(queries=queries, beta=beta) * sensitivity
+        alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
+        return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tol
+
+    def _threshold_units(self, sensitivity: float) -> float:
+        """The sparse vector's threshold in units of the query's sensitivity."""
         if self.settings.absolute_threshold is not None:
-            return self.settings.absolute_threshold + margin + round_.tol
-        return self.settings.threshold * sensitivity + margin + round_.tol
+            return self.settings.absolute_threshold / sensitivity
+        return self.settings.threshold
 
     def answer_linear(self, query: LinearQuery) -> Answer:
         """Answers one counting query (Hardt-Rothblum PMW on the same loop).
@@ -288,9 +292,7 @@ class OnlinePMW:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
             self.sv_paid = True
         sensitivity = round_.sensitivity(self.data.n)
-        threshold = self.settings.threshold
-        if self.settings.absolute_threshold is not None:
-            threshold = self.settings.absolute_threshold / sensitivity
+        threshold = self._threshold_units(sensitivity)
         if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
             return self._release(key, hyp_answer, "hypothesis")
         private = self.private_answer(round_, data_marginal)

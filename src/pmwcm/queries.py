@@ -19,9 +19,9 @@ parity and a product of one-hots is the one-hot of the joint value, and its
 norm is the product of norms, at most 1; an intercept ``1`` comes last; the
 vector is divided by ``sqrt(number of blocks)`` (features, interactions,
 intercept), so ``||phi||_2 <= B = 1``. Interactions only involve features, so
-the clique (and the marginal the loss reads) is unchanged. A classification loss needs a binary
-target (second value ``+1``); a regression target is its code scaled to
-``[-1, 1]``.
+the clique (and the marginal the loss reads) is unchanged. A classification
+loss needs a binary target (second value ``+1``); a regression target is its
+code scaled to ``[-1, 1]``.
 
 The constants the privacy proofs use are derived from the spec, never typed
 in: ``G = f.derivative_bound(R B)``, gradient bound ``G B`` of the data term,
@@ -144,8 +144,6 @@ class CMQuery:
         _check_json_types(spec)
         kwargs = {k: v for k, v in spec.items() if k != "id"}
         kwargs["features"] = tuple(spec["features"])
-        if "interactions" in spec:
-            kwargs["interactions"] = tuple(tuple(g) for g in spec["interactions"])
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
