@@ -31,15 +31,21 @@ def _binary(domain: Domain) -> list[str]:
     return [a for a, s in zip(domain.names, domain.sizes, strict=True) if s == 2]
 
 
+def _target_and_features(
+    domain: Domain, rng: np.random.Generator, *, low: int, high: int
+) -> tuple[str, tuple[str, ...]]:
+    """A random binary target and ``low`` to ``high - 1`` distinct other attributes."""
+    target = str(rng.choice(_binary(domain)))
+    others = [a for a in domain.names if a != target]
+    size = int(rng.integers(low, high))
+    return target, tuple(str(a) for a in rng.choice(others, size=size, replace=False))
+
+
 def wide_queries(domain: Domain, k: int, *, rng: np.random.Generator) -> list[CMQuery]:
     """``k`` logistic queries, each on a random binary target and 8-13 other attributes."""
-    targets = _binary(domain)
     out = []
     for _ in range(k):
-        target = str(rng.choice(targets))
-        others = [a for a in domain.names if a != target]
-        size = int(rng.integers(8, len(others) + 1))
-        features = tuple(str(a) for a in rng.choice(others, size=size, replace=False))
+        target, features = _target_and_features(domain, rng, low=8, high=len(domain))
         out.append(CMQuery(loss="logistic", target=target, features=features))
     return out
 
@@ -56,22 +62,11 @@ def _groups(features: tuple[str, ...], rng: np.random.Generator) -> tuple[tuple[
 
 def interaction_queries(domain: Domain, k: int, *, rng: np.random.Generator) -> list[CMQuery]:
     """``k`` logistic queries with 3-5 features and 1-3 interaction terms among them."""
-    targets = _binary(domain)
     out = []
     for _ in range(k):
-        target = str(rng.choice(targets))
-        others = [a for a in domain.names if a != target]
-        features = tuple(
-            str(a) for a in rng.choice(others, size=int(rng.integers(3, 6)), replace=False)
-        )
-        out.append(
-            CMQuery(
-                loss="logistic",
-                target=target,
-                features=features,
-                interactions=_groups(features, rng),
-            )
-        )
+        target, features = _target_and_features(domain, rng, low=3, high=6)
+        groups = _groups(features, rng)
+        out.append(CMQuery(loss="logistic", target=target, features=features, interactions=groups))
     return out
 
 
