@@ -141,8 +141,8 @@ def random_experiment(ev, methods, epsilons, seeds, ks, done, workload="logistic
                     [(k, [k]) for k in ks] if method == "composition" else [(max(ks), list(ks))]
                 )
                 for k, prefixes in groups:
-                    probe = dict(base, method=method, epsilon=eps, k=prefixes[-1], seed=seed)
-                    if key_of(dict(probe, n=ev.train.n)) in done:
+                    last = dict(base, method=method, epsilon=eps, k=prefixes[-1], seed=seed)
+                    if key_of(dict(last, n=ev.train.n)) in done:
                         continue
                     print(f"random/{workload} {method} eps={eps} k={k} seed={seed}", flush=True)
                     run_stream(
