@@ -126,7 +126,7 @@ def plan_solve(problem: ConvexProblem, *, gap: float, max_iterations: int) -> Fi
     >>> p = CMQuery(loss="hinge", target="y", features=("a", "b")).compile(d)
     >>> plan = plan_solve(p, gap=1e-5, max_iterations=100_000)
     >>> plan.method, plan.iterations
-    ('ellipsoid', 248)
+    ('ellipsoid', 238)
     """
     if not (math.isfinite(gap) and gap > 0):
         raise ValueError(f"gap must be positive and finite, got gap={gap}.")
