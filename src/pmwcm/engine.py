@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from pmwcm.accounting import PrivacyLedger
+from pmwcm.fixed_budget import plan_solve
 from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.linear import LinearQuery, LinearRound
 from pmwcm.noise import NoiseSource
@@ -109,10 +110,16 @@ class EngineSettings:
         absolute_threshold: if set, a threshold in excess-risk units instead
             (the test is ``q_j / Delta_j`` vs ``absolute_threshold / Delta_j``).
         sensitivity_factor: ``c`` in ``c S / n + tau`` (2 or the paper's 3).
-        solver_tol: ``tau``, the certified solver gap (smooth losses).
-        nonsmooth_tol: ``tau`` for non-smooth losses (hinge, quantile,
+        solver_tol: the certified gap asked of the solve on the public
+            hypothesis (smooth losses); utility only.
+        nonsmooth_tol: the same for non-smooth losses (hinge, quantile,
             absolute), whose Moreau-smoothed solves cannot certify 1e-9 in
-            reasonable time; it enters their sensitivity like ``solver_tol``.
+            reasonable time.
+        data_gap_fraction: ``rho``: the real-data solve's a-priori gap is
+            ``tau = rho c S / n``, so the sparse vector's sensitivity is
+            ``(1 + rho) c S / n`` (:mod:`pmwcm.fixed_budget`).
+        max_solver_iterations: the most iterations a real-data solve may take;
+            a query that would need more is refused from its public spec.
         after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
         sweeps: post-processing passes over past updates after each new one.
     """
@@ -123,6 +130,8 @@ class EngineSettings:
     sensitivity_factor: float = 2.0
     solver_tol: float = 1e-9
     nonsmooth_tol: float = 1e-5
+    data_gap_fraction: float = 0.1
+    max_solver_iterations: int = 100_000
     after_halt: str = "refuse"
     sweeps: int = 0
     absolute_threshold: float | None = None
@@ -130,7 +139,13 @@ class EngineSettings:
     def __post_init__(self) -> None:
         if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
             raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
-        for name in ("learning_rate", "solver_tol", "nonsmooth_tol", "sensitivity_factor"):
+        for name in (
+            "learning_rate",
+            "solver_tol",
+            "nonsmooth_tol",
+            "sensitivity_factor",
+            "data_gap_fraction",
+        ):
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be positive and finite, got {name}={value}.")
@@ -138,6 +153,11 @@ class EngineSettings:
             raise ValueError(f"threshold must be finite, got threshold={self.threshold}.")
         if self.after_halt not in AFTER_HALT:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
+        if not (isinstance(self.max_solver_iterations, int) and self.max_solver_iterations >= 1):
+            raise ValueError(
+                "max_solver_iterations must be a positive integer, got "
+                f"max_solver_iterations={self.max_solver_iterations!r}."
+            )
         if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
             raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")
 
@@ -206,17 +226,30 @@ class OnlinePMW:
         return len(self.updates) >= self.settings.max_updates
 
     def cm_round(self, query: CMQuery) -> CMRound:
-        """Compiles ``query`` into the round the loop runs (validates it)."""
+        """Compiles ``query`` into the round the loop runs, from public inputs only.
+
+        Plans the real-data solve (:func:`~pmwcm.fixed_budget.plan_solve`) for
+        the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
+        ``n``, never the data.
+
+        Raises:
+            QueryError: the spec is invalid for this domain.
+            SolveRefused: the query's constants need more than
+                ``max_solver_iterations`` for a bounded real-data solve.
+        """
+        settings = self.settings
         problem = query.compile(self.domain)
-        tol = self.settings.solver_tol
+        hypothesis_tol = settings.solver_tol
         if problem.smoothness is None:
-            tol = max(tol, self.settings.nonsmooth_tol)
+            hypothesis_tol = max(hypothesis_tol, settings.nonsmooth_tol)
+        tau = settings.data_gap_fraction * settings.sensitivity_factor * problem.scale / self.data.n
         return CMRound(
             problem=problem,
             oracle=self.oracle,
-            tol=tol,
-            sensitivity_factor=self.settings.sensitivity_factor,
-            learning_rate=self.settings.learning_rate,
+            hypothesis_tol=hypothesis_tol,
+            data_solve=plan_solve(problem, gap=tau, max_iterations=settings.max_solver_iterations),
+            sensitivity_factor=settings.sensitivity_factor,
+            learning_rate=settings.learning_rate,
         )
 
     def answer(self, query: CMQuery) -> Answer:
@@ -234,7 +267,7 @@ class OnlinePMW:
 
         A below-threshold answer ``theta_hat`` passed the sparse vector's test
         ``q / Delta + nu < threshold + rho`` with ``q = L_D(theta_hat) - L_D(theta_D)``
-        and ``L_D(theta_D) <= min L_D + tau`` (the certified solve). With
+        and ``L_D(theta_D) <= min L_D + tau`` (the fixed-budget solve's a-priori gap). With
         probability ``>= 1 - beta`` over the sparse vector's noise on a stream of
         ``queries`` queries, ``|nu| + |rho| <= alpha``
         (:meth:`~pmwcm.sparse_vector.LyuSuLiSparse.accuracy_margin`), so::
@@ -248,7 +281,7 @@ class OnlinePMW:
         round_ = self.cm_round(query)
         sensitivity = round_.sensitivity(self.data.n)
         alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
-        return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tol
+        return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tau
 
     def _threshold_units(self, sensitivity: float) -> float:
         """The sparse vector's threshold in units of the query's sensitivity."""

@@ -14,9 +14,17 @@ by a :class:`QueryRound`:
 
 CM rounds (:class:`CMRound`):
 
-    theta_hat = argmin L_Dhat        (certified gap <= tol, public: Dhat is public)
-    q(D) = L_D(theta_hat) - L_D(theta_D),   theta_D certified within tau of min L_D
+    theta_hat = argmin L_Dhat        (certified solve; public: Dhat is public)
+    q(D) = max(0, L_D(theta_hat) - L_D(theta_D)),   theta_D from a fixed-budget solve
     sensitivity = c S / n + tau      (c = 2 by DESIGN.md section 3, or the paper's 3)
+
+``theta_D`` comes from :func:`pmwcm.fixed_budget.fixed_budget_minimize`: a
+method whose iteration count is fixed from public constants before the data is
+read and whose gap ``L_D(theta_D) - min L_D <= tau`` holds a priori for every
+dataset. So the real-data side of a round never raises, never stops early and
+never branches on the data; ``q`` lies in ``[err - tau, err]`` for the exact
+``err = L_D(theta_hat) - min L_D``, whose sensitivity is ``c S / n``, hence the
+``+ tau`` (clipping at 0 is 1-Lipschitz and ``err >= 0``, so it keeps both).
     u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>     (data term only)
     Dhat_{t+1}(x) ∝ exp(-eta u(x_C)) Dhat_t(x)
 
@@ -34,10 +42,11 @@ from typing import Any, Protocol
 
 import dp_accounting
 
+from pmwcm.fixed_budget import FixedSolve, fixed_budget_minimize
 from pmwcm.noise import NoiseSource
 from pmwcm.oracles.base import Oracle, OracleInput
 from pmwcm.problem import ConvexProblem, FloatArray
-from pmwcm.solvers import SolverError, minimize
+from pmwcm.solvers import minimize
 
 
 class QueryRound(Protocol):
@@ -82,7 +91,11 @@ class CMRound:
     Attributes:
         problem: the loss on its clique.
         oracle: the single-query oracle ``M'`` for above-threshold rounds.
-        tol: certified solver gap ``tau``, which enters the sensitivity.
+        hypothesis_tol: the gap requested of the certified solve on the public
+            hypothesis (utility only: the sparse vector checks ``theta_hat``
+            on the real data whatever its quality).
+        data_solve: the real-data solve, planned from public constants; its
+            a-priori gap ``tau`` enters the sensitivity.
         sensitivity_factor: ``c`` in ``c S / n + tau``; 2 (DESIGN.md) or 3 (paper).
         learning_rate: ``eta S`` -- the step is ``eta = learning_rate / S``, the
             scaling under which the paper's regret lemma reads ``2 S sqrt(log|X|/T)``.
@@ -90,7 +103,8 @@ class CMRound:
 
     problem: ConvexProblem
     oracle: Oracle
-    tol: float
+    hypothesis_tol: float
+    data_solve: FixedSolve
     sensitivity_factor: float
     learning_rate: float
 
@@ -102,32 +116,32 @@ class CMRound:
     def scale(self) -> float:
         return self.problem.scale
 
-    def solve(self, weights: FloatArray) -> FloatArray:
-        """``argmin`` on a marginal table, certified to ``tol``.
-
-        Raises:
-            SolverError: if the certificate cannot be reached (the sensitivity
-                bound would not hold, so the engine refuses instead).
-        """
-        solution = minimize(self.problem, weights.ravel(), tol=self.tol, max_iter=1000)
-        if not solution.converged:
-            raise SolverError(
-                f"Solver could not certify gap {self.tol} (reached {solution.gap:.3g})."
-            )
-        return solution.theta
+    @property
+    def tau(self) -> float:
+        """The a-priori gap of the real-data solve (it enters the sensitivity)."""
+        return self.data_solve.gap
 
     def hypothesis_answer(self, dhat_marginal: FloatArray) -> FloatArray:
-        return self.solve(dhat_marginal)
+        """``theta_hat``, the certified minimiser on the public hypothesis.
+
+        Never raises: should the certificate not be reached, the best point found
+        is still a public function of the hypothesis, and the sparse vector
+        measures its excess risk on the real data like any other ``theta_hat``.
+        """
+        return minimize(
+            self.problem, dhat_marginal.ravel(), tol=self.hypothesis_tol, max_iter=1000
+        ).theta
 
     def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:
+        """``max(0, L_D(theta_hat) - L_D(theta_D))``, with ``theta_D`` from the fixed-budget solve."""
         weights = data_marginal.ravel()
-        best = self.solve(weights)
+        best = fixed_budget_minimize(self.problem, weights, self.data_solve)
         p = self.problem
-        return p.objective(answer, weights) - p.objective(best, weights)
+        return max(0.0, p.objective(answer, weights) - p.objective(best, weights))
 
     def sensitivity(self, n: int) -> float:
         """``c S / n + tau`` (Ullman 2015, proof of Theorem "dp"; DESIGN.md section 3)."""
-        return self.sensitivity_factor * self.problem.scale / n + self.tol
+        return self.sensitivity_factor * self.problem.scale / n + self.tau
 
     def privacy_event(self, noise_level: float) -> dp_accounting.DpEvent:
         self.oracle.check(self.problem)
@@ -145,7 +159,7 @@ class CMRound:
         For a non-smooth loss the gradient is that of the Moreau surrogate the
         solver minimised (:meth:`ConvexProblem.smoothed` at the solver's ``mu``
         for weights summing to one): ``theta_hat`` is first-order optimal for it
-        up to ``tau``, so ``<u, Dhat_t> >= -tau`` for every ``theta_priv``, the
+        up to ``hypothesis_tol``, so ``<u, Dhat_t> >= -tau`` for every ``theta_priv``, the
         first half of the Claim "potential drop"; convexity of the surrogate and
         ``f - mu G^2 / 2 <= f_mu <= f`` give the second half up to ``tau / 2``.
         An arbitrary subgradient at a kink (``cell_gradients``) does not: for the
@@ -165,7 +179,7 @@ class CMRound:
         if unit_slack <= 0:
             return surrogate
         # The solver's choice (pmwcm.solvers.minimize): slack(mu) * total = tol / 2, total = 1.
-        return self.problem.smoothed(self.tol / (2.0 * unit_slack))[0]
+        return self.problem.smoothed(self.hypothesis_tol / (2.0 * unit_slack))[0]
 
     def log_factor(
         self, dhat_marginal: FloatArray, answer: FloatArray, private: FloatArray
