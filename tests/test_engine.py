@@ -40,6 +40,7 @@ from pmwcm.accounting import PLDAccountant, PrivacyLedger
 from pmwcm.baselines import excess_risk
 from pmwcm.domain import Domain
 from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW
+from pmwcm.fixed_budget import plan_solve
 from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.noise import NumpyNoise
 from pmwcm.oracles import NoisyGradientDescent, OracleInput, OutputPerturbation
@@ -130,14 +131,15 @@ def test_update_moves_hypothesis_against_u_and_lowers_the_error() -> None:
         round_ = CMRound(
             problem=problem,
             oracle=NoisyGradientDescent(),
-            tol=1e-10,
+            hypothesis_tol=1e-10,
+            data_solve=plan_solve(problem, gap=1e-10, max_iterations=10**6),
             sensitivity_factor=2.0,
             learning_rate=learning_rate,
         )
         start = DenseHistogram.uniform(domain)
         marginal = start.marginal(round_.clique)
         theta_hat = round_.hypothesis_answer(marginal)
-        theta_priv = round_.solve(weights)
+        theta_priv = round_.hypothesis_answer(weights)
         u = round_.direction(theta_hat, theta_priv)
         factor = round_.log_factor(marginal, theta_hat, theta_priv)
         np.testing.assert_allclose(factor.ravel(), -learning_rate / problem.scale * u)
@@ -167,7 +169,8 @@ def test_one_update_lowers_u_on_any_hypothesis(loss: str, seed: int) -> None:
     round_ = CMRound(
         problem=problem,
         oracle=NoisyGradientDescent(),
-        tol=1e-7,
+        hypothesis_tol=1e-7,
+        data_solve=plan_solve(problem, gap=1e-7, max_iterations=10**6),
         sensitivity_factor=2.0,
         learning_rate=1.0,
     )
@@ -238,7 +241,7 @@ def test_potential_drop_claim_holds_on_every_update(
         d_marginal = toy_data.marginal(round_.clique).ravel()
         on_dhat = clique_inner(round_, u, dhat)
         on_d = float(u @ d_marginal)
-        assert on_dhat >= -round_.tol  # tau of this query (1e-5 for non-smooth losses)
+        assert on_dhat >= -round_.hypothesis_tol  # 1e-5 for non-smooth losses
         drop = round_.problem.objective(theta_hat, d_marginal) - round_.problem.objective(
             answer.value, d_marginal
         )
@@ -272,10 +275,12 @@ def test_u_makes_theta_hat_first_order_optimal(
         query = CMQuery(
             loss=loss, target=target, features=features, radius=radius, loss_param=param
         )
+        problem = query.compile(TOY_DOMAIN)
         round_ = CMRound(
-            problem=query.compile(TOY_DOMAIN),
+            problem=problem,
             oracle=NoisyGradientDescent(),
-            tol=1e-8,
+            hypothesis_tol=1e-8,
+            data_solve=plan_solve(problem, gap=1e-8, max_iterations=10**6),
             sensitivity_factor=2.0,
             learning_rate=1.0,
         )

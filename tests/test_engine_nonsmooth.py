@@ -1,4 +1,4 @@
-"""Non-smooth catalogue losses run through the engine with their own certified tolerance."""
+"""Non-smooth catalogue losses run through the engine and pay their real-data solve's gap."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ def test_nonsmooth_queries_are_answered_and_pay_their_tolerance(loss: str, seed:
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
     query = CMQuery(loss=loss, target="y", features=("a", "c"))
     round_ = engine.cm_round(query)
-    assert round_.tol == engine.settings.nonsmooth_tol
-    # the solver's tolerance is part of the sensitivity the sparse vector uses
-    assert round_.sensitivity(data.n) == pytest.approx(2 * round_.scale / data.n + round_.tol)
+    assert round_.hypothesis_tol == engine.settings.nonsmooth_tol
+    # the real-data solve's a-priori gap is part of the sensitivity the sparse vector uses
+    tau = engine.settings.data_gap_fraction * 2 * round_.scale / data.n
+    assert round_.tau == pytest.approx(tau)
+    assert round_.sensitivity(data.n) == pytest.approx(2 * round_.scale / data.n + tau)
     answer = engine.answer(query)
     assert answer.source in ("hypothesis", "oracle")
     assert np.linalg.norm(answer.value) <= query.radius + 1e-9
@@ -40,4 +42,4 @@ def test_smooth_queries_keep_the_tight_tolerance(seed: int) -> None:
         noise=NumpyNoise(seed=seed),
     )
     round_ = engine.cm_round(CMQuery(loss="logistic", target="y", features=("a",)))
-    assert round_.tol == engine.settings.solver_tol
+    assert round_.hypothesis_tol == engine.settings.solver_tol

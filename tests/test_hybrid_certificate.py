@@ -131,4 +131,4 @@ def test_certified_error_is_public_and_grows_with_the_radius() -> None:
     round_ = engine.cm_round(small)
     delta = round_.sensitivity(N)
     alpha = engine.sparse_vector.accuracy_margin(queries=100, beta=BETA)
-    assert bound_small == pytest.approx((engine.settings.threshold + alpha) * delta + round_.tol)
+    assert bound_small == pytest.approx((engine.settings.threshold + alpha) * delta + round_.tau)
