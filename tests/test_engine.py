@@ -28,6 +28,7 @@ whatever its Laplace noise, so these tests are deterministic for every seed.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from typing import Any
 
@@ -39,7 +40,7 @@ from conftest import TOY_DOMAIN, RecordingNoise, toy_records
 from pmwcm.accounting import PLDAccountant, PrivacyLedger
 from pmwcm.baselines import excess_risk
 from pmwcm.domain import Domain
-from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW
+from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW, query_key
 from pmwcm.fixed_budget import plan_solve
 from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.noise import NumpyNoise
@@ -359,6 +360,59 @@ def test_repeated_query_returns_the_released_answer_for_free(
         assert again.value is first.value
         assert again.index == len(engine.answers) - 1
         assert snapshot(engine, recording_noise) == state
+
+
+#: Four spellings of one compiled problem each (the soundness issue's list).
+SPELLINGS = [
+    (
+        CMQuery(loss="huber", target="y", features=("a", "c")),
+        CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0),
+    ),
+    (
+        CMQuery(loss="logistic", target="y", features=("a", "c"), encodings={"c": "onehot"}),
+        CMQuery(loss="logistic", target="y", features=("a", "c"), encodings={"c": "auto"}),
+    ),
+    (
+        CMQuery(loss="logistic", target="y", features=("b",), radius=1, l2=0),
+        CMQuery(loss="logistic", target="y", features=("b",), radius=1.0, l2=0.0),
+    ),
+    (
+        # a binary feature is +/-1 whatever its encoding says
+        CMQuery(loss="logistic", target="y", features=("d", "c"), encodings={"d": "ordinal"}),
+        CMQuery(loss="logistic", target="y", features=("d", "c"), encodings={"d": "onehot"}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "other"), SPELLINGS)
+def test_every_spelling_of_one_problem_gets_one_key_and_one_oracle_draw(
+    toy_data: PrivateData, recording_noise: RecordingNoise, first: CMQuery, other: CMQuery
+) -> None:
+    """Fresh noise for a respelled query would let an analyst average up to ``T`` draws."""
+    assert json.dumps(first.to_dict()) != json.dumps(other.to_dict())  # different specs ...
+    np.testing.assert_array_equal(  # ... of the same compiled problem
+        first.compile(TOY_DOMAIN).features, other.compile(TOY_DOMAIN).features
+    )
+    assert query_key(first, TOY_DOMAIN) == query_key(other, TOY_DOMAIN)
+    engine = make_engine(toy_data, recording_noise, threshold=ALWAYS)
+    released = engine.answer(first)
+    assert released.source == "oracle"
+    state = snapshot(engine, recording_noise)
+    again = engine.answer(other)
+    assert again.repeated and again.value is released.value
+    assert snapshot(engine, recording_noise) == state  # no draw, no debit
+
+
+def test_different_problems_get_different_keys() -> None:
+    base = CMQuery(loss="huber", target="y", features=("a", "c"))
+    for changed in (
+        CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=0.5),
+        CMQuery(loss="huber", target="y", features=("c", "a")),  # theta's coordinates move
+        CMQuery(loss="huber", target="y", features=("a", "c"), encodings={"c": "ordinal"}),
+        CMQuery(loss="huber", target="y", features=("a", "c"), radius=2.0),
+        CMQuery(loss="huber", target="y", features=("a", "c"), intercept=False),
+    ):
+        assert query_key(changed, TOY_DOMAIN) != query_key(base, TOY_DOMAIN)
 
 
 def bad_queries() -> list[tuple[str, CMQuery, type[Exception], str]]:

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import numpy as np
 
 from pmwcm.accounting import PrivacyLedger
+from pmwcm.domain import Domain
 from pmwcm.fixed_budget import plan_solve
 from pmwcm.histogram import DenseHistogram, Histogram
 from pmwcm.linear import LinearQuery, LinearRound
@@ -51,11 +52,19 @@ Source = Literal["hypothesis", "oracle", "synthetic"]
 AFTER_HALT = ("refuse", "synthetic")
 
 
-def query_key(query: CMQuery | LinearQuery) -> str:
-    """A canonical, hashable identity of a query spec (repeats are free)."""
+def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
+    """The identity of the problem a query poses on ``domain`` (repeats are free).
+
+    A CM query is keyed by its canonical form (:meth:`CMQuery.canonical`), so
+    every spelling of one compiled problem (a default ``loss_param`` written
+    out, ``"auto"`` against the encoding it resolves to, ``1`` against ``1.0``)
+    gets one key and so one oracle draw: otherwise an analyst could average up
+    to ``T`` independent draws of the same problem. The key after ``"cm:"`` is
+    the canonical spec as JSON.
+    """
     if isinstance(query, LinearQuery):
         return query.key()
-    return "cm:" + json.dumps(query.to_dict(), sort_keys=True)
+    return "cm:" + json.dumps(query.canonical(domain).to_dict(), sort_keys=True)
 
 
 class EngineHalted(RuntimeError):
@@ -216,7 +225,7 @@ class OnlinePMW:
         self.sv_paid = False
 
     @property
-    def domain(self) -> Any:
+    def domain(self) -> Domain:
         """The data universe."""
         return self.data.domain
 
@@ -304,7 +313,7 @@ class OnlinePMW:
 
     def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
         """Runs one round; an already released query is answered again for free."""
-        key = query_key(query)
+        key = query_key(query, self.domain)
         released = self.released.get(key)
         if released is not None:
             return self._record(released.value, released.source, repeated=True)

@@ -15,6 +15,7 @@ as an array (it can be millions of cells).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,7 +160,19 @@ def restore(engine: OnlinePMW, snap: EngineSnapshot) -> None:
         )
     engine.answers.extend(answer_from_dict(a) for a in state["answers"])
     for key, index in state["released"].items():
-        engine.released[key] = engine.answers[int(index)]
+        engine.released[_canonical_key(key, engine)] = engine.answers[int(index)]
+
+
+def _canonical_key(key: str, engine: OnlinePMW) -> str:
+    """Re-keys a stored CM key canonically (snapshots from before canonical keys).
+
+    A snapshot written when keys were the spec as typed may hold two spellings
+    of one problem; both now map to one key and the later answer (the same
+    problem, released twice) is kept, so no third draw can be made.
+    """
+    if not key.startswith("cm:"):
+        return key
+    return query_key(CMQuery.from_dict(json.loads(key.removeprefix("cm:"))), engine.domain)
 
 
 __all__ = [

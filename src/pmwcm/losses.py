@@ -334,17 +334,30 @@ def _make(cls: type[GLMLoss], param: str | None) -> Callable[..., GLMLoss]:
     return build
 
 
+#: The parametrised losses' parameter (the field ``loss_param`` sets).
+LOSS_PARAMETERS: dict[str, str] = {"huber": "delta", "smoothed_hinge": "gamma", "quantile": "tau"}
+
 #: The catalogue: name -> constructor taking the optional ``loss_param``
 #: (Huber ``delta``, smoothed-hinge ``gamma``, quantile ``tau``).
 LOSSES: dict[str, Callable[..., GLMLoss]] = {
-    "logistic": _make(Logistic, None),
-    "squared": _make(Squared, None),
-    "huber": _make(Huber, "delta"),
-    "smoothed_hinge": _make(SmoothedHinge, "gamma"),
-    "hinge": _make(Hinge, None),
-    "quantile": _make(Quantile, "tau"),
-    "absolute": _make(Absolute, None),
+    cls.name: _make(cls, LOSS_PARAMETERS.get(cls.name))
+    for cls in (Logistic, Squared, Huber, SmoothedHinge, Hinge, Quantile, Absolute)
 }
+
+
+def resolved_loss_param(name: str, loss_param: float | None) -> float | None:
+    """The parameter the loss ``name`` is built with: ``loss_param`` or its default.
+
+    ``None`` for losses without a parameter. Two specs with the same resolved
+    parameter are the same loss (``huber`` and ``huber`` with ``loss_param=1.0``).
+
+    >>> resolved_loss_param("huber", None), resolved_loss_param("logistic", None)
+    (1.0, None)
+    """
+    param = LOSS_PARAMETERS.get(name)
+    if param is None:
+        return None
+    return float(getattr(make_loss(name, loss_param), param))
 
 
 def make_loss(name: str, loss_param: float | None = None) -> GLMLoss:

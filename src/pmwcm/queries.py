@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from pmwcm.domain import Domain
-from pmwcm.losses import LOSSES, GLMLoss, make_loss
+from pmwcm.losses import LOSSES, GLMLoss, make_loss, resolved_loss_param
 from pmwcm.problem import ConvexProblem, FloatArray
 
 ENCODINGS = ("auto", "onehot", "ordinal")
@@ -171,17 +171,61 @@ class CMQuery:
         """The attributes the loss depends on: features then target."""
         return (*self.features, self.target)
 
+    def _check_attributes(self, domain: Domain) -> None:
+        for name in self.clique:
+            if name not in domain:
+                raise QueryError(
+                    f"Unknown attribute {name!r} in query; the domain has {list(domain.names)}."
+                )
+
+    def canonical(self, domain: Domain) -> CMQuery:
+        """The one spelling of the problem this query compiles to on ``domain``.
+
+        Resolves everything the compiled problem does not distinguish: the loss
+        parameter's default (``huber`` is ``huber`` with ``loss_param=1.0``),
+        ``"auto"`` encodings (one-hot for a non-binary feature; a binary feature
+        is always ``+/-1``, so its encoding entry is dropped), and numbers to
+        floats (``radius=1`` is ``radius=1.0``). Two queries with the same
+        canonical form compile to the same problem, with the same coordinates
+        of ``theta``, so they are the same query for the engine: one key, one
+        oracle draw. Feature and interaction order are kept: they order ``theta``.
+
+        Raises:
+            QueryError: an attribute the domain does not have.
+
+        >>> from pmwcm.domain import Domain
+        >>> d = Domain.from_sizes({"a": 2, "c": 3, "y": 2})
+        >>> a = CMQuery(loss="huber", target="y", features=("a", "c"), radius=1)
+        >>> b = CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0,
+        ...             encodings={"a": "ordinal", "c": "onehot"})
+        >>> a.canonical(d) == b.canonical(d)
+        True
+        """
+        self._check_attributes(domain)
+        encodings = {}
+        for name in self.features:
+            if domain.size_of(name) > 2:
+                chosen = self.encodings.get(name, "auto")
+                encodings[name] = "onehot" if chosen == "auto" else chosen
+        return CMQuery(
+            loss=self.loss,
+            target=self.target,
+            features=self.features,
+            radius=float(self.radius),
+            l2=float(self.l2),
+            intercept=self.intercept,
+            loss_param=resolved_loss_param(self.loss, self.loss_param),
+            encodings=encodings,
+            interactions=self.interactions,
+        )
+
     def compile(self, domain: Domain) -> GLMProblem:
         """The query as a :class:`GLMProblem` on its clique's marginal table.
 
         Raises:
             QueryError: unknown attribute, or a classification loss on a non-binary target.
         """
-        for name in self.clique:
-            if name not in domain:
-                raise QueryError(
-                    f"Unknown attribute {name!r} in query; the domain has {list(domain.names)}."
-                )
+        self._check_attributes(domain)
         loss = make_loss(self.loss, self.loss_param)
         sub = domain.project(self.clique)
         cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order

@@ -163,7 +163,8 @@ def test_orphan_oracle_debit_stays_spent_and_counts_toward_the_cutoff(
     assert [line.orphan for line in live.ledger()] == [False, False, True]
     state = engine_state(live)
     assert state["sv"]["positives"] == 2 and state["updates"] == 1
-    assert list(state["released"]) == [query_key(q("a"))]  # the orphan's answer never existed
+    # the orphan's answer never existed
+    assert list(state["released"]) == [query_key(q("a"), live._load().domain)]
     repeat = live.ask(q("a"), token_id=None)
     assert repeat.repeated and np.array_equal(repeat.value, first.value)
     live.ask(q("b"), token_id=None)  # asked again: a fresh test, a fresh debit
