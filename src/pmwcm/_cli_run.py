@@ -240,11 +240,11 @@ def make_noise(seed: int | None) -> NoiseSource:
     return default_noise() if seed is None else NumpyNoise(seed=seed)
 
 
-def distinct_queries(lines: list[QueryLine]) -> int:
-    """The number of distinct valid queries (repeats are answered once)."""
+def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
+    """The number of distinct valid queries (repeats, in any spelling, are answered once)."""
     from pmwcm.engine import query_key
 
-    return len({query_key(q.query) for q in lines if q.query is not None})
+    return len({query_key(q.query, domain) for q in lines if q.query is not None})
 
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
@@ -274,7 +274,7 @@ def answer_with_baseline(
     from pmwcm.private_data import PrivateData
 
     private = PrivateData.from_records(data.domain, data.records)
-    k = distinct_queries(lines)
+    k = distinct_queries(lines, data.domain)
     exact = NonPrivateBaseline(private)
     comp = None
     if method == "composition" and k > 0:
@@ -282,7 +282,7 @@ def answer_with_baseline(
     thetas: dict[str, Any] = {}
 
     def answer(query: CMQuery) -> _Released:  # a repeat is served from `thetas`
-        key = query_key(query)
+        key = query_key(query, data.domain)
         if key not in thetas:
             thetas[key] = exact.answer(query) if comp is None else comp.answer(query)
         if comp is None:

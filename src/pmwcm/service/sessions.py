@@ -138,7 +138,7 @@ class LiveSession:
                     self.name,
                     ReleaseRecord(
                         index=answer.index,
-                        query_key=query_key(query),
+                        query_key=query_key(query, engine.domain),
                         answer=answer_to_dict(answer),
                         token_id=token_id,
                     ),
