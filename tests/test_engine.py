@@ -683,3 +683,25 @@ def test_toy_records_are_valid(seed: int) -> None:
     records = toy_records(seed, n=100)
     assert records.shape == (100, len(TOY_DOMAIN))
     assert np.all((records >= 0) & (records < np.array(TOY_DOMAIN.sizes)))
+
+
+def test_a_failed_sweep_leaves_the_hypothesis_and_updates_as_they_were(
+    toy_data: PrivateData, recording_noise: RecordingNoise, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sweeps run on a copy: a failure commits nothing, and later rounds still work."""
+    engine = make_engine(toy_data, recording_noise, threshold=ALWAYS, sweeps=2)
+    engine.answer(QUERIES[0])
+    before = engine.hypothesis.to_array().copy()
+    updates = list(engine.updates)
+
+    def broken_replay(hypothesis: Histogram, past: Any) -> None:
+        raise RuntimeError("sweep failed")
+
+    monkeypatch.setattr("pmwcm.engine._replay", broken_replay)
+    with pytest.raises(RuntimeError, match="sweep failed"):
+        engine.answer(QUERIES[1])
+    assert engine.updates == updates
+    np.testing.assert_array_equal(engine.hypothesis.to_array(), before)
+    monkeypatch.undo()
+    answer = engine.answer(QUERIES[2])  # the engine is not stuck replaying a broken update
+    assert answer.source == "oracle" and len(engine.updates) == len(updates) + 1

@@ -357,20 +357,24 @@ class OnlinePMW:
         answer: Any,
         private: Any,
     ) -> None:
-        self.hypothesis.reweight(
+        """Applies the update and its sweeps to a copy, then commits both at once.
+
+        A sweep that raised after the record was appended would leave an update
+        on file that every later round replays and fails on again; working on a
+        copy keeps the engine's hypothesis and updates as they were until the
+        whole step has succeeded.
+        """
+        record = UpdateRecord(query=query, round=round_, private=private)
+        updated = self.hypothesis.copy()
+        updated.reweight(
             round_.clique, round_.log_factor(marginal, answer, private), marginal=marginal
         )
-        self.updates.append(UpdateRecord(query=query, round=round_, private=private))
+        history = [*self.updates, record]
         for _ in range(self.settings.sweeps):
-            for past in self.updates:
-                self._replay(past)
-
-    def _replay(self, past: UpdateRecord) -> None:
-        """Re-applies a past update at the current hypothesis (MWEM-style; free)."""
-        marginal = self.hypothesis.marginal(past.round.clique)
-        answer = past.round.hypothesis_answer(marginal)
-        factor = past.round.log_factor(marginal, answer, past.private)
-        self.hypothesis.reweight(past.round.clique, factor, marginal=marginal)
+            for past in history:
+                _replay(updated, past)
+        self.hypothesis = updated
+        self.updates.append(record)
 
     def _release(self, key: Any, value: Any, source: Source) -> Answer:
         answer = self._record(value, source, repeated=False)
@@ -393,3 +397,11 @@ class OnlinePMW:
     def synthetic_records(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
         """``n`` records sampled from the current hypothesis (post-processing)."""
         return self.hypothesis.sample(n, rng=rng)
+
+
+def _replay(hypothesis: Histogram, past: UpdateRecord) -> None:
+    """Re-applies a past update at ``hypothesis``, in place (MWEM-style; free)."""
+    marginal = hypothesis.marginal(past.round.clique)
+    answer = past.round.hypothesis_answer(marginal)
+    factor = past.round.log_factor(marginal, answer, past.private)
+    hypothesis.reweight(past.round.clique, factor, marginal=marginal)
