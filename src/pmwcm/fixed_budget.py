@@ -227,7 +227,10 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
         feasible = float(centre @ centre) <= radius * radius
         if feasible and value < best_value:
             best, best_value = centre, value
-        cut = problem.gradient(centre, weights) if feasible else centre
+        # The gradient is evaluated at every centre, feasible or not, so that the
+        # work per iteration does not depend on the (data-driven) trajectory.
+        gradient = problem.gradient(centre, weights)
+        cut = gradient if feasible else centre
         shaped = shape @ cut
         width = float(cut @ shaped)
         if not width > 0.0:
