@@ -54,6 +54,8 @@ def test_draft_to_file_then_check_it(csv: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.count("\n") == 1
     assert "100 rows, 3 attributes, |X| = 40" in result.stdout
+    assert "marked as drafted from the data" in result.stderr  # run, synth and serve refuse it
+    assert 'its name is "draft"' in result.stderr and "draft WARNING" in result.stderr
 
 
 def test_draft_notes_skipped_columns(tmp_path: Path) -> None:

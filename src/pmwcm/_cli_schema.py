@@ -1,20 +1,70 @@
-"""``pmwcm schema``: draft a schema from a CSV file, or check one against it."""
+"""``pmwcm schema``: draft a schema from a CSV file, or check one against it.
+
+A drafted schema carries two marks: the name ``"draft"`` and
+:data:`pmwcm.draft.DRAFT_WARNING` in its description. ``pmwcm run``,
+``pmwcm synth`` and the service refuse a schema with either mark
+(:func:`drafted_schema_error`) unless the user accepts it explicitly.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pmwcm.schema import Schema
 
 _DATA_HELP = "CSV file with a header row."
 _CHECK_HELP = "Schema JSON to validate (against --data when given)."
 _OUTPUT_HELP = "Write the drafted schema here (atomically) instead of stdout."
 
 
+#: The name :func:`pmwcm.draft.draft_schema` gives every draft.
+DRAFT_NAME = "draft"
+
+
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(1)
+
+
+def drafted_marks(schema: Schema) -> list[str]:
+    """The marks of a drafted schema that ``schema`` still carries (empty if none).
+
+    >>> from pmwcm.schema import Schema
+    >>> s = Schema.from_json({"name": "draft", "attributes": [{"name": "y", "values": ["0"]}]})
+    >>> drafted_marks(s)
+    ['its name is "draft"']
+    """
+    from pmwcm.draft import DRAFT_WARNING
+
+    marks = []
+    if schema.name == DRAFT_NAME:
+        marks.append(f'its name is "{DRAFT_NAME}"')
+    if DRAFT_WARNING in schema.description:
+        marks.append("its description carries the draft WARNING")
+    return marks
+
+
+def drafted_schema_error(schema: Schema, label: str, accept: str) -> str | None:
+    """Why a drafted schema is refused (one line), or ``None`` for a reviewed schema.
+
+    Args:
+        schema: the loaded schema.
+        label: how to name it in the message, e.g. ``"schema 'draft.json'"``.
+        accept: how the user accepts it anyway, e.g. ``"--accept-drafted-schema"``.
+    """
+    marks = drafted_marks(schema)
+    if not marks:
+        return None
+    return (
+        f"{label} was drafted from the data by 'pmwcm schema' ({' and '.join(marks)}): "
+        "value sets and bin edges read from the private data leak it, outside any privacy "
+        "budget. Replace them with public knowledge (a code book, fixed bin edges) and "
+        f"remove the draft marks, or pass {accept} to accept the leak."
+    )
 
 
 def schema_command(
@@ -38,6 +88,14 @@ def schema_command(
             schema = Schema.from_json(check)
             domain = schema.domain()
             label = f"schema {schema.name!r}" if schema.name else f"schema '{check}'"
+            marks = drafted_marks(schema)
+            if marks:
+                typer.echo(
+                    f"note: {label} is marked as drafted from the data ({' and '.join(marks)}); "
+                    "run, synth and serve refuse it until its value sets come from public "
+                    "knowledge and the marks are removed (or --accept-drafted-schema is given).",
+                    err=True,
+                )
             if data is None:
                 typer.echo(f"ok: {label}: {len(domain)} attributes, |X| = {domain.size:,}")
                 return
