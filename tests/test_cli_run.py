@@ -20,7 +20,8 @@ from pmwcm.queries import CMQuery
 from pmwcm.schema import Schema
 
 runner = CliRunner()
-OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta"}
+OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta", "noise"}
+ERROR_KEYS = {"id", "error", "noise"}
 SCHEMA = {
     "attributes": [
         {"name": "age", "bins": [0, 30, 45, 60, 120]},
@@ -105,7 +106,7 @@ def check_answer(record: dict, query: dict, sources: set[str]) -> None:
 
 
 def test_pmw_output_contract(files: dict[str, Path], seed: int) -> None:
-    result = runner.invoke(app, args(files, "--seed", str(seed)))
+    result = runner.invoke(app, args(files, "--insecure-seeded-noise", str(seed)))
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in files["output"].read_text().splitlines()]
     assert len(records) == len(QUERIES)
@@ -116,17 +117,44 @@ def test_pmw_output_contract(files: dict[str, Path], seed: int) -> None:
     spent = [r["epsilon_spent"] for r in records]
     assert spent == sorted(spent)  # running total
     assert f"numpy(seed={seed})" in result.stderr and "4 queries" in result.stderr
+    assert all(r["noise"] == f"numpy(seed={seed})" for r in records)
+    assert "warning: --insecure-seeded-noise" in result.stderr
+    assert "NOT differentially private" in result.stderr
 
 
 def test_seed_makes_runs_identical(files: dict[str, Path], seed: int) -> None:
-    first = run_ok(files, "--seed", str(seed))
-    assert run_ok(files, "--seed", str(seed)) == first
+    first = run_ok(files, "--insecure-seeded-noise", str(seed))
+    assert run_ok(files, "--insecure-seeded-noise", str(seed)) == first
 
 
 def test_default_noise_is_opendp(files: dict[str, Path]) -> None:
+    lines = [*QUERIES, {**QUERIES[0], "id": "bad", "radius": 0}]
+    files["queries"] = write_queries(files["data"].parent, lines, "with-error.jsonl")
     result = runner.invoke(app, args(files))
     assert result.exit_code == 0, result.output
-    assert "noise opendp" in result.stderr
+    assert "noise opendp" in result.stderr and "warning" not in result.stderr
+    records = [json.loads(line) for line in files["output"].read_text().splitlines()]
+    assert [r["noise"] for r in records] == ["opendp"] * 5  # the error line too
+    assert set(records[4]) == ERROR_KEYS
+
+
+def test_plain_seed_is_refused_with_the_new_flag(files: dict[str, Path]) -> None:
+    """--seed used to seed the privacy noise; it is refused before anything is read."""
+    result = runner.invoke(app, args(files, "--seed", "3"))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "--seed 3", "subtract", "--insecure-seeded-noise 3")
+    assert not files["output"].exists()
+    assert "--seed" not in runner.invoke(app, ["run", "--help"]).output
+
+
+def test_every_record_names_the_noise_of_its_method(files: dict[str, Path], seed: int) -> None:
+    lines = [QUERIES[0], {**QUERIES[0], "id": "bad", "radius": 0}]
+    files["queries"] = write_queries(files["data"].parent, lines, "two.jsonl")
+    noise = "--insecure-seeded-noise", str(seed)
+    comp = run_ok(files, "--method", "composition", *noise)
+    assert [r["noise"] for r in comp] == [f"numpy(seed={seed})"] * 2
+    exact = run_ok(files, "--method", "nonprivate", *noise)
+    assert [r["noise"] for r in exact] == ["none"] * 2  # exact answers draw no noise
 
 
 def test_refused_lines_get_an_error_and_the_run_goes_on(tmp_path: Path, seed: int) -> None:
@@ -147,16 +175,16 @@ def test_refused_lines_get_an_error_and_the_run_goes_on(tmp_path: Path, seed: in
     queries = write_queries(tmp_path, lines)
     out = tmp_path / "out.jsonl"
     files = {"data": data, "schema": schema, "queries": queries, "output": out}
-    records = run_ok(files, "--seed", str(seed))
+    records = run_ok(files, "--insecure-seeded-noise", str(seed))
     assert len(records) == 9
     errors = {r["id"]: r["error"] for r in records if "error" in r}
     assert "'height'" in errors["unknown"]
     assert "radius" in errors["radius"] and "radius" in errors["negative"]
     assert "intercept" in errors["typed"] and "magic" in errors["loss"]
     assert "weights" in errors["extra"] and "id" in errors[None]
-    assert all(set(r) == {"id", "error"} for r in records if "error" in r)
+    assert all(set(r) == ERROR_KEYS for r in records if "error" in r)
     check_answer(records[7], good, {"hypothesis", "oracle"})
-    assert records[8] == {"id": "q1", "error": records[8]["error"]}
+    assert records[8] == {"id": "q1", "error": records[8]["error"], "noise": f"numpy(seed={seed})"}
     assert "duplicate" in records[8]["error"]
 
 
@@ -237,14 +265,16 @@ def test_composition_splits_the_budget_over_distinct_valid_queries(
 ) -> None:
     lines = [*QUERIES, {**QUERIES[0], "id": "again"}, {**QUERIES[0], "id": "bad", "radius": 0}]
     files["queries"] = write_queries(files["data"].parent, lines, "comp.jsonl")
-    records = run_ok(files, "--method", "composition", "--seed", str(seed), epsilon="2")
+    records = run_ok(
+        files, "--method", "composition", "--insecure-seeded-noise", str(seed), epsilon="2"
+    )
     for record, query in zip(records[:5], lines, strict=False):
         check_answer(record, query, {"composition"})
         assert record["updates"] == 0
     assert records[4]["theta"] == records[0]["theta"]  # a repeat: no new noise, no cost
     assert 1.99 < records[3]["epsilon_spent"] <= 2.0  # all spent on the 4 distinct queries
     assert records[4]["epsilon_spent"] == records[3]["epsilon_spent"]
-    assert set(records[5]) == {"id", "error"}
+    assert set(records[5]) == ERROR_KEYS
 
 
 def test_nonprivate_gives_exact_answers_and_no_privacy_claim(files: dict[str, Path]) -> None:
@@ -322,10 +352,10 @@ def test_after_halt_refuse_and_synthetic(tmp_path: Path, seed: int) -> None:
     data, schema = write_data(tmp_path, rows=2000)
     files = {"data": data, "schema": schema, "output": tmp_path / "out.jsonl"}
     files["queries"] = _halting_queries(tmp_path)
-    common = ("--prior", "uniform", "--max-updates", "1", "--seed", str(seed))
+    common = ("--prior", "uniform", "--max-updates", "1", "--insecure-seeded-noise", str(seed))
     refused = run_ok(files, *common, "--after-halt", "refuse", epsilon="10")
     assert refused[0]["source"] == "oracle" and refused[0]["updates"] == 1
-    assert set(refused[1]) == {"id", "error"} and "--after-halt synthetic" in refused[1]["error"]
+    assert set(refused[1]) == ERROR_KEYS and "--after-halt synthetic" in refused[1]["error"]
     assert refused[2]["theta"] == refused[0]["theta"]  # a released answer is still served
     default = run_ok(files, *common, epsilon="10")
     assert [r["source"] for r in default] == ["oracle", "synthetic", "oracle"]
@@ -337,7 +367,7 @@ def test_installed_console_script_runs(files: dict[str, Path], seed: int) -> Non
     script = Path(sys.executable).with_name("pmwcm")
     assert script.exists(), f"{script} is missing: run `pip install -e .` (make test does)"
     proc = subprocess.run(
-        [str(script), *args(files, "--seed", str(seed))],
+        [str(script), *args(files, "--insecure-seeded-noise", str(seed))],
         capture_output=True,
         text=True,
         timeout=120,
@@ -364,8 +394,10 @@ def test_public_prior_is_free_and_spends_the_rest_on_the_stream(
     public_dir.mkdir()
     files_public = dict(files, output=tmp_path / "public.jsonl")
     public_csv, _ = write_data(public_dir, rows=300)  # another sample, same schema
-    paid = run_ok(files, "--seed", str(seed))
-    free = run_ok(files_public, "--seed", str(seed), "--public-prior", str(public_csv))
+    paid = run_ok(files, "--insecure-seeded-noise", str(seed))
+    free = run_ok(
+        files_public, "--insecure-seeded-noise", str(seed), "--public-prior", str(public_csv)
+    )
     assert len(free) == len(paid) == len(QUERIES)
     # The paid prior's 40% of epsilon is spent before the first answer; the public one costs 0.
     assert free[0]["epsilon_spent"] < paid[0]["epsilon_spent"]
@@ -387,4 +419,74 @@ def test_public_prior_misuse_is_one_error_line(
     result = runner.invoke(app, args(files, *extra))
     assert result.exit_code == 1
     one_error_line(result.stderr, needle)
+    assert not files["output"].exists()
+
+
+def _drafted_schema(files: dict[str, Path]) -> Path:
+    """The schema ``pmwcm schema --data`` drafts from the private CSV."""
+    drafted = files["data"].with_name("draft.json")
+    result = runner.invoke(app, ["schema", "--data", str(files["data"]), "-o", str(drafted)])
+    assert result.exit_code == 0, result.output
+    return drafted
+
+
+def test_a_drafted_schema_is_refused_unless_accepted(files: dict[str, Path], seed: int) -> None:
+    files["schema"] = _drafted_schema(files)
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "drafted from the data", "leak", "--accept-drafted-schema")
+    assert not files["output"].exists()
+    noise = ("--insecure-seeded-noise", str(seed))
+    result = runner.invoke(app, args(files, *noise, "--accept-drafted-schema"))
+    assert result.exit_code == 0, result.output
+    assert "warning: --schema" in result.stderr and "accepted by --accept-drafted-schema" in (
+        result.stderr
+    )
+    # Reviewed: the marks removed, the schema loads without the flag.
+    reviewed = json.loads(files["schema"].read_text())
+    reviewed["name"], reviewed["description"] = "reviewed", "value sets from the code book"
+    files["schema"].write_text(json.dumps(reviewed))
+    assert len(run_ok(files, *noise)) == len(QUERIES)
+
+
+def test_a_drafted_schema_mark_alone_is_refused(files: dict[str, Path]) -> None:
+    schema = {**SCHEMA, "name": "draft"}
+    files["schema"].write_text(json.dumps(schema))
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, 'its name is "draft"')
+
+
+def test_a_query_too_costly_to_solve_is_refused_before_anything_is_spent(
+    files: dict[str, Path], tmp_path: Path, seed: int
+) -> None:
+    """A radius whose objective range float64 cannot resolve is refused from its spec.
+
+    The refusal is decided before the data, the budget or the noise is touched:
+    the same run without the refused line gives the very same answers.
+    """
+    costly = {"id": "far", "loss": "logistic", "target": "income", "features": ["sex"],
+              "l2": 1.0, "radius": 1e10}  # fmt: skip
+    common = ("--prior", "uniform", "--insecure-seeded-noise", str(seed))
+    files["queries"] = write_queries(tmp_path, [costly, *QUERIES], "costly.jsonl")
+    with_costly = run_ok(files, *common)
+    assert set(with_costly[0]) == ERROR_KEYS
+    assert with_costly[0]["error"].startswith("refused: ") and "radius" in with_costly[0]["error"]
+    files["queries"] = write_queries(tmp_path, QUERIES, "plain.jsonl")
+    assert with_costly[1:] == run_ok(files, *common)
+
+
+def test_an_unexpected_error_on_the_data_side_never_prints_its_message(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pmwcm.engine import OnlinePMW
+
+    def leak(self: OnlinePMW, query: CMQuery) -> None:
+        raise ValueError("the data's loss at theta is 0.3141592")
+
+    monkeypatch.setattr(OnlinePMW, "answer", leak)
+    result = runner.invoke(app, args(files))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "internal error (ValueError)", "'q1'", "nothing was written")
+    assert "0.314" not in result.output
     assert not files["output"].exists()

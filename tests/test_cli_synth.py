@@ -33,7 +33,7 @@ def args(files: dict[str, Path], output: Path, *extra: str) -> list[str]:
 
 def test_writes_n_rows_readable_under_the_domain(files: dict[str, Path], seed: int) -> None:
     out = files["data"].with_name("synth.csv")
-    result = runner.invoke(app, args(files, out, "--seed", str(seed)))
+    result = runner.invoke(app, args(files, out, "--insecure-seeded-noise", str(seed)))
     assert result.exit_code == 0, result.output
     domain = Schema.from_json(files["schema"]).domain()
     synthetic = Dataset.from_csv(out, Schema.from_domain(domain))
@@ -45,7 +45,7 @@ def test_writes_n_rows_readable_under_the_domain(files: dict[str, Path], seed: i
 
 def test_rows_histogram_and_answers(files: dict[str, Path], tmp_path: Path, seed: int) -> None:
     out, hist, answers = tmp_path / "s.csv", tmp_path / "h.npy", tmp_path / "a.jsonl"
-    extra = ("--seed", str(seed), "--rows", "50", "--histogram", str(hist))
+    extra = ("--insecure-seeded-noise", str(seed), "--rows", "50", "--histogram", str(hist))
     result = runner.invoke(app, args(files, out, *extra, "--answers", str(answers)))
     assert result.exit_code == 0, result.output
     assert len(out.read_text().splitlines()) == 51
@@ -56,7 +56,7 @@ def test_rows_histogram_and_answers(files: dict[str, Path], tmp_path: Path, seed
     run_args = [
         "run", "--data", str(files["data"]), "--schema", str(files["schema"]),
         "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
-        "--seed", str(seed), "--output", str(ran),
+        "--insecure-seeded-noise", str(seed), "--output", str(ran),
     ]  # fmt: skip
     assert runner.invoke(app, run_args).exit_code == 0
     assert answers.read_text() == ran.read_text()  # the same engine run as `pmwcm run`
@@ -66,7 +66,10 @@ def test_rows_histogram_and_answers(files: dict[str, Path], tmp_path: Path, seed
 def test_seed_makes_the_synthetic_data_reproducible(files: dict[str, Path], seed: int) -> None:
     first, second = files["data"].with_name("1.csv"), files["data"].with_name("2.csv")
     for out in (first, second):
-        assert runner.invoke(app, args(files, out, "--seed", str(seed))).exit_code == 0
+        assert (
+            runner.invoke(app, args(files, out, "--insecure-seeded-noise", str(seed))).exit_code
+            == 0
+        )
     assert first.read_text() == second.read_text()
 
 
@@ -95,3 +98,20 @@ def test_bad_input_is_fatal_and_writes_nothing(files: dict[str, Path]) -> None:
     assert result.exit_code == 1
     one_error_line(result.stderr, "column 'income'", "'maybe'")
     assert not out.exists()
+
+
+def test_plain_seed_and_a_drafted_schema_are_refused(files: dict[str, Path]) -> None:
+    out = files["data"].with_name("synth.csv")
+    result = runner.invoke(app, args(files, out, "--seed", "5"))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "--seed 5", "--insecure-seeded-noise 5")
+    files["schema"].write_text(
+        json.dumps({**json.loads(files["schema"].read_text()), "name": "draft"})
+    )
+    result = runner.invoke(app, args(files, out))
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "drafted from the data", "--accept-drafted-schema")
+    assert not out.exists()
+    result = runner.invoke(app, args(files, out, "--accept-drafted-schema", "--rows", "10"))
+    assert result.exit_code == 0, result.output
+    assert "warning: --schema" in result.stderr and len(out.read_text().splitlines()) == 11

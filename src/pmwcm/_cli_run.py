@@ -4,11 +4,22 @@ The command line is a fixed contract (issue 3): scripts depend on it.
 
 Everything is validated before any privacy is spent: the budget, the schema,
 the CSV against the schema, the output path, and every line of the query
-file (parsed and compiled against the domain). A file that is not JSON Lines
+file (parsed and compiled against the domain). A schema drafted from the data
+(``pmwcm schema``) is refused unless ``--accept-drafted-schema`` is given, and
+the removed ``--seed`` is refused with a pointer to ``--insecure-seeded-noise``.
+A file that is not JSON Lines
 (a line that is not a JSON object) is fatal; a well-formed line whose query
 cannot be served (unknown attribute, radius <= 0, a duplicate id, ...) gets
 an ``{"id": ..., "error": ...}`` line and the run goes on. The output has one
-line per query line, in input order, and is written atomically at the end.
+line per query line, in input order, and is written atomically at the end;
+every line names the noise source (``"noise"``: ``"opendp"``, or
+``"numpy(seed=S)"`` under ``--insecure-seeded-noise S``).
+
+Refusals at answer time are decided from public inputs before the data or the
+budget is touched (:class:`~pmwcm.fixed_budget.SolveRefused`, a spent budget,
+the halt); their messages go into the output. Any other exception while the
+data is read would be a bug: the run stops with a one-line error that names
+only the exception's type, never its message, and writes nothing.
 
 The helpers here are shared with ``pmwcm synth``.
 """
@@ -33,6 +44,7 @@ if TYPE_CHECKING:
     from pmwcm.engine import OnlinePMW
     from pmwcm.noise import NoiseSource
     from pmwcm.queries import CMQuery
+    from pmwcm.schema import Schema
 
 METHODS = ("pmw", "composition", "nonprivate")
 AFTER_HALT = ("synthetic", "refuse")
@@ -42,9 +54,16 @@ SCHEMA_HELP = "Schema JSON: how the CSV's columns become attributes (see README)
 QUERIES_HELP = 'JSON Lines, one query per line: {"id": "q1", "loss": ..., "target": ..., ...}.'
 EPSILON_HELP = "Total privacy budget epsilon (> 0)."
 DELTA_HELP = "Total privacy budget delta, in (0, 1)."
-SEED_HELP = (
-    "Seed a NumPy noise generator (reproducible, NOT floating-point safe: for experiments "
-    "only). Without it, noise comes from OpenDP seeded by the OS CSPRNG."
+SEED_HELP = "Removed (it seeded the privacy noise): see --insecure-seeded-noise."
+INSECURE_NOISE_HELP = (
+    "INSECURE, for experiments on public data only: draw the privacy noise from a NumPy "
+    "generator seeded with SEED. Reproducible, but anyone who knows SEED can subtract the "
+    "noise from the answers, and it is not floating-point safe. Without it, noise comes "
+    "from OpenDP, seeded by the OS CSPRNG."
+)
+ACCEPT_DRAFTED_HELP = (
+    "Accept a schema drafted from the data by 'pmwcm schema' (its value sets and bin edges "
+    "leak the data outside the budget). Without it such a schema is refused."
 )
 MAX_UPDATES_HELP = (
     "Advanced: T, the number of private updates of online PMW (default: the library's, "
@@ -54,7 +73,7 @@ PRIOR_HELP = (
     "Advanced: the starting hypothesis of online PMW: marginals (noisy 2-way marginals, "
     "paid from the budget; the default), aim or mst (OpenDP's AIM or MST contingency "
     "table, paid from the budget; slower, needs pmwcm's mbi extra, not seeded by "
-    "--seed), public (set by --public-prior) or uniform (the paper's start)."
+    "--insecure-seeded-noise), public (set by --public-prior) or uniform (the paper's start)."
 )
 PUBLIC_PRIOR_HELP = (
     "Advanced: start online PMW from PUBLIC records (a CSV under the same schema, e.g. an "
@@ -149,13 +168,38 @@ def check_output(path: Path, option: str = "--output") -> None:
         raise fail(f"cannot write {option} '{path}': directory '{path.parent}' does not exist.")
 
 
-def load_data(data: Path, schema: Path) -> Dataset:
-    """The CSV encoded under the schema; one-line errors for either."""
-    from pmwcm.dataset import DataError, Dataset
+def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
+    """The schema at ``path``; refuses one drafted from the data unless ``accept_drafted``.
+
+    An accepted drafted schema gets a warning on stderr.
+    """
+    from pmwcm._cli_schema import drafted_schema_error
     from pmwcm.schema import Schema, SchemaError
 
     try:
-        return Dataset.from_csv(data, Schema.from_json(schema))
+        schema = Schema.from_json(path)
+    except SchemaError as exc:
+        raise fail(str(exc)) from None
+    problem = drafted_schema_error(schema, f"--schema '{path}'", "--accept-drafted-schema")
+    if problem is not None:
+        if not accept_drafted:
+            raise fail(problem)
+        typer.echo(
+            f"warning: --schema '{path}' was drafted from the data; its value sets and bin "
+            "edges leak the data outside the privacy budget (accepted by "
+            "--accept-drafted-schema).",
+            err=True,
+        )
+    return schema
+
+
+def load_data(data: Path, schema: Schema) -> Dataset:
+    """The CSV encoded under the schema; a one-line error if it does not fit."""
+    from pmwcm.dataset import DataError, Dataset
+    from pmwcm.schema import SchemaError
+
+    try:
+        return Dataset.from_csv(data, schema)
     except (SchemaError, DataError) as exc:
         raise fail(str(exc)) from None
 
@@ -233,11 +277,30 @@ def _query_line(
     return QueryLine(number, qid, query=query)
 
 
-def make_noise(seed: int | None) -> NoiseSource:
-    """OpenDP noise (CSPRNG) by default; a seeded NumPy generator with ``--seed``."""
+def check_seed(seed: int | None) -> None:
+    """Refuses the removed ``--seed``, pointing to ``--insecure-seeded-noise``."""
+    if seed is not None:
+        raise fail(
+            f"--seed {seed} is refused: it would seed the privacy noise, so anyone who knows "
+            "the seed could subtract the noise from the answers. For experiments on public "
+            f"data only, pass --insecure-seeded-noise {seed}."
+        )
+
+
+def make_noise(insecure_seed: int | None) -> NoiseSource:
+    """OpenDP noise (CSPRNG) by default; seeded NumPy noise, with a warning, if asked."""
     from pmwcm.noise import NumpyNoise, default_noise
 
-    return default_noise() if seed is None else NumpyNoise(seed=seed)
+    if insecure_seed is None:
+        return default_noise()
+    typer.echo(
+        f"warning: --insecure-seeded-noise {insecure_seed}: the noise comes from a NumPy "
+        "generator with a known seed, so these answers are NOT differentially private "
+        "(anyone who knows the seed can subtract the noise); use it only for experiments "
+        "on public data.",
+        err=True,
+    )
+    return NumpyNoise(seed=insecure_seed)
 
 
 def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
@@ -249,7 +312,7 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
     """Streams the valid queries through online PMW; per-line errors for refusals."""
-    return _answer_each(lines, engine.answer)
+    return _answer_each(lines, engine.answer, engine.noise.name)
 
 
 @dataclass(frozen=True)
@@ -290,32 +353,45 @@ def answer_with_baseline(
         spent = comp.ledger.spent_epsilon()
         return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
 
-    return _answer_each(lines, answer)
+    return _answer_each(lines, answer, "none" if comp is None else noise.name)
 
 
-def _answer_each(lines: list[QueryLine], answer: Callable[[CMQuery], Any]) -> list[dict[str, Any]]:
-    """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on)."""
+def _answer_each(
+    lines: list[QueryLine], answer: Callable[[CMQuery], Any], noise: str
+) -> list[dict[str, Any]]:
+    """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on).
+
+    Every record also carries ``"noise"``, the noise source's name. Only refusals
+    decided from public inputs become error lines; any other exception stops the
+    run without its message (it could carry a number computed from the data).
+    """
     from pmwcm.accounting import BudgetExceededError
     from pmwcm.engine import EngineHalted
-    from pmwcm.solvers import SolverError
+    from pmwcm.fixed_budget import SolveRefused
+    from pmwcm.queries import QueryError
 
     records: list[dict[str, Any]] = []
     for item in lines:
         if item.query is None:
-            records.append({"id": item.id, "error": item.error})
+            records.append({"id": item.id, "error": item.error, "noise": noise})
             continue
         try:
             a = answer(item.query)
         except EngineHalted:
-            records.append({"id": item.id, "error": HALTED})
+            records.append({"id": item.id, "error": HALTED, "noise": noise})
             continue
-        except (BudgetExceededError, SolverError, ValueError) as exc:
-            records.append({"id": item.id, "error": f"refused: {exc}"})
+        except (BudgetExceededError, SolveRefused, QueryError) as exc:
+            records.append({"id": item.id, "error": f"refused: {exc}", "noise": noise})
             continue
+        except Exception as exc:  # a bug: never echo its message, which may hold data
+            raise fail(
+                f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
+                f"(line {item.line}); nothing was written. Please report this bug."
+            ) from None
         theta = [float(v) for v in a.value]
         records.append(
             {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
-             "epsilon_spent": a.epsilon_spent, "delta": a.delta}
+             "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
         )  # fmt: skip
     return records
 
@@ -356,7 +432,7 @@ def run_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)],
     delta: Annotated[float, typer.Option("--delta", help=DELTA_HELP)],
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
-    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)] = None,
     method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "pmw",
     after_halt: Annotated[str, typer.Option("--after-halt", help=_AFTER_HALT_HELP)] = "synthetic",
     max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
@@ -364,12 +440,22 @@ def run_command(
     public_prior: Annotated[
         Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
     ] = None,
+    insecure_seeded_noise: Annotated[
+        int | None,
+        typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP),
+    ] = None,
+    accept_drafted_schema: Annotated[
+        bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+    ] = False,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
     Writes one JSON line per query, in input order: {"id", "theta", "source",
-    "updates", "epsilon_spent", "delta"}, or {"id", "error"} for a refused query.
+    "updates", "epsilon_spent", "delta", "noise"}, or {"id", "error", "noise"}
+    for a refused query. "noise" is "opendp" (the default), "numpy(seed=S)"
+    (--insecure-seeded-noise S) or "none" (--method nonprivate).
     """
+    check_seed(seed)
     if method not in METHODS:
         raise fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}.")
     if after_halt not in AFTER_HALT:
@@ -378,10 +464,11 @@ def run_command(
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     check_output(output)
-    dataset = load_data(data, schema)
-    public = None if public_prior is None else load_data(public_prior, schema).records
+    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    dataset = load_data(data, parsed)
+    public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries, dataset.domain)
-    noise = make_noise(seed)
+    noise = make_noise(insecure_seeded_noise)
     if method == "pmw":
         engine = build_run_engine(
             dataset, epsilon=epsilon, delta=delta, noise=noise,

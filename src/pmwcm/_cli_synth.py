@@ -11,8 +11,11 @@ and the answers (``--answers``, the JSON Lines ``pmwcm run`` writes).
 Privacy: the synthetic rows, the histogram and the answers are all
 post-processing of one engine run, so together they cost exactly what the
 run costs (at most ``(epsilon, delta)``). Sampling the rows needs no
-privacy, so it uses a plain NumPy generator (seeded with ``--seed``, else
-from OS entropy).
+privacy, so it uses a plain NumPy generator (from OS entropy, or derived from
+the seed of ``--insecure-seeded-noise``, which also seeds the privacy noise
+and makes the whole run reproducible and NOT private: experiments only). The
+removed ``--seed`` and a schema drafted from the data are refused as by
+``pmwcm run``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from typing import Annotated
 import typer
 
 from pmwcm._cli_run import (
+    ACCEPT_DRAFTED_HELP,
     DATA_HELP,
     DELTA_HELP,
     EPSILON_HELP,
+    INSECURE_NOISE_HELP,
     MAX_UPDATES_HELP,
     PRIOR_HELP,
     PUBLIC_PRIOR_HELP,
@@ -41,8 +46,10 @@ from pmwcm._cli_run import (
     check_budget,
     check_engine_options,
     check_output,
+    check_seed,
     fail,
     load_data,
+    load_schema,
     make_noise,
     read_queries,
     resolve_prior,
@@ -81,7 +88,7 @@ def synth_command(
     epsilon: Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)],
     delta: Annotated[float, typer.Option("--delta", help=DELTA_HELP)],
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
-    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)] = None,
     rows: Annotated[int | None, typer.Option("--rows", help=_ROWS_HELP)] = None,
     histogram: Annotated[Path | None, typer.Option("--histogram", help=_HISTOGRAM_HELP)] = None,
     answers: Annotated[Path | None, typer.Option("--answers", help=_ANSWERS_HELP)] = None,
@@ -90,6 +97,13 @@ def synth_command(
     public_prior: Annotated[
         Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
     ] = None,
+    insecure_seeded_noise: Annotated[
+        int | None,
+        typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP),
+    ] = None,
+    accept_drafted_schema: Annotated[
+        bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+    ] = False,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -100,6 +114,7 @@ def synth_command(
 
     from pmwcm.dataset import Dataset
 
+    check_seed(seed)
     if rows is not None and rows < 1:
         raise fail(f"--rows must be a positive integer, got {rows}.")
     start = resolve_prior(prior, public_prior)
@@ -112,16 +127,18 @@ def synth_command(
     resolved = [p.resolve() for p, _ in paths]
     if len(set(resolved)) != len(resolved):
         raise fail("--output, --histogram and --answers must be different files.")
-    dataset = load_data(data, schema)
-    public = None if public_prior is None else load_data(public_prior, schema).records
+    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    dataset = load_data(data, parsed)
+    public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries, dataset.domain)
-    noise = make_noise(seed)
+    noise = make_noise(insecure_seeded_noise)
     engine = build_run_engine(
         dataset, epsilon=epsilon, delta=delta, noise=noise,
         after_halt="synthetic", max_updates=max_updates, prior=start, public=public,
     )  # fmt: skip
     records = answer_with_engine(engine, lines)
-    rng = np.random.default_rng() if seed is None else np.random.default_rng([seed, 1])
+    seed_ = insecure_seeded_noise
+    rng = np.random.default_rng() if seed_ is None else np.random.default_rng([seed_, 1])
     n_rows = dataset.n if rows is None else rows
     synthetic = Dataset(domain=dataset.domain, records=engine.synthetic_records(n_rows, rng=rng))
     try:
