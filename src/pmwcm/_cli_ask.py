@@ -1,4 +1,7 @@
-"""``pmwcm ask``: send one CM query to a running ``pmwcm serve`` (:mod:`pmwcm.client`)."""
+"""``pmwcm ask``: send one CM query to a running ``pmwcm serve`` (:mod:`pmwcm.client`).
+
+It needs the ``service`` extra (httpx); without it the command says so in one line.
+"""
 
 from __future__ import annotations
 
@@ -31,9 +34,14 @@ def ask_command(
     ] = None,
 ) -> None:
     """Ask one query; print the released answer (theta, source, remaining budget) as JSON."""
-    import httpx
+    from pmwcm._cli_serve import missing_service_extra
 
-    from pmwcm.client import Client, ServiceError
+    try:
+        import httpx
+
+        from pmwcm.client import Client, ServiceError
+    except ModuleNotFoundError as err:
+        raise missing_service_extra(err, "ask") from None
 
     if not token:
         raise _fail("no token: set PMWCM_TOKEN or pass --token.")

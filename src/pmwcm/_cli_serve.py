@@ -1,4 +1,8 @@
-"""``pmwcm serve``: the durable, authenticated HTTP query service (:mod:`pmwcm.service`)."""
+"""``pmwcm serve``: the durable, authenticated HTTP query service (:mod:`pmwcm.service`).
+
+It needs the ``service`` extra; without it the command says so in one line
+(:func:`missing_service_extra`, shared with ``pmwcm ask``).
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,33 @@ _STATE_HELP = "State directory (SQLite in WAL mode; keep it private: it holds se
 _DATA_HELP = "CSV file for the session made at start (with --schema, --epsilon, --delta)."
 _PARAMS_HELP = "Session parameters as a JSON object, e.g. '{\"max_updates\": 20}'."
 _ROTATE_HELP = "Revoke every curator token and print a new one."
+_ACCEPT_DRAFTED_HELP = (
+    "Accept a --schema drafted from the data by 'pmwcm schema' (its value sets and bin "
+    "edges leak the data outside the budget). Without it such a schema is refused."
+)
+#: The top-level modules the ``service`` extra brings.
+SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic"})
 
 
 def _fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(1)
+
+
+def missing_service_extra(err: ModuleNotFoundError, command: str) -> typer.Exit:
+    """The one-line error for ``pmwcm <command>`` without the ``service`` extra.
+
+    Raises:
+        ModuleNotFoundError: ``err`` itself, when the missing module is not one
+            the extra provides (a broken install, not a missing extra).
+    """
+    root = (err.name or "").partition(".")[0]
+    if root not in SERVICE_MODULES:
+        raise err
+    return _fail(
+        f"pmwcm {command} needs the 'service' extra (module {root!r} is not installed): "
+        "pip install 'pmwcm[service]'"
+    )
 
 
 def _start_session(app: Any, name: str, config: dict[str, Any]) -> None:
@@ -46,6 +72,9 @@ def serve_command(
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     rotate_curator_token: Annotated[bool, typer.Option(help=_ROTATE_HELP)] = False,
+    accept_drafted_schema: Annotated[
+        bool, typer.Option("--accept-drafted-schema", help=_ACCEPT_DRAFTED_HELP)
+    ] = False,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
@@ -53,12 +82,15 @@ def serve_command(
     --schema, --epsilon and --delta a session (default name 'default') is
     created at first start and checked at every later one.
     """
-    import uvicorn
-    from pydantic import ValidationError
+    try:
+        import uvicorn
+        from pydantic import ValidationError
 
-    from pmwcm.service import SQLiteStore, StoreError, bootstrap_curator, create_app
-    from pmwcm.service.build import SessionUnavailable, session_config
-    from pmwcm.service.models import SessionCreate
+        from pmwcm.service import SQLiteStore, StoreError, bootstrap_curator, create_app
+        from pmwcm.service.build import SessionUnavailable, session_config
+        from pmwcm.service.models import SessionCreate
+    except ModuleNotFoundError as err:
+        raise missing_service_extra(err, "serve") from None
 
     wanted = (data, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
@@ -78,6 +110,7 @@ def serve_command(
                     "epsilon": epsilon,
                     "delta": delta,
                     "parameters": json.loads(params) if params else {},
+                    "accept_drafted_schema": accept_drafted_schema,
                 }
             )
             config = session_config(
@@ -86,6 +119,8 @@ def serve_command(
                 epsilon=body.epsilon,
                 delta=body.delta,
                 parameters=body.parameters.model_dump(exclude_unset=True),
+                accept_drafted_schema=body.accept_drafted_schema,
+                accept_hint="--accept-drafted-schema",
             )
             _start_session(app, session, config)
         token = bootstrap_curator(store, rotate=rotate_curator_token)

@@ -14,7 +14,16 @@ Raw data, true answers and errors, the sparse vector's noisy threshold and the
 hypothesis never leave the server. Repeats of a released query are served
 from the log. A crash at any instant loses no debit and re-draws no released
 answer (:mod:`pmwcm.service.durable`). Noise is OpenDP's, seeded by the OS
-CSPRNG.
+CSPRNG; a session's status names its noise source (``noise``).
+
+**Refusals.** A query is refused (422) only for reasons decided from public
+inputs before the data or the budget is touched: a spec that does not fit the
+schema (:class:`~pmwcm.queries.QueryError`) or constants too costly for the
+bounded real-data solve (:class:`~pmwcm.fixed_budget.SolveRefused`). Nothing
+that reads the data raises by design; should it, the analyst gets a bare 500
+and never the exception's text. A schema drafted from the data
+(``pmwcm schema``) is refused at session creation unless
+``accept_drafted_schema`` is true.
 
 **Roles.** Every ``/v1`` route needs ``Authorization: Bearer <token>``. The
 curator creates sessions, issues and revokes analyst tokens and reads ledgers
@@ -35,6 +44,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pmwcm.accounting import BudgetExceededError
 from pmwcm.engine import EngineHalted
+from pmwcm.fixed_budget import SolveRefused
 from pmwcm.noise import NoiseSource, default_noise
 from pmwcm.queries import CMQuery, QueryError
 from pmwcm.service import models as m
@@ -47,7 +57,6 @@ from pmwcm.service.sessions import (
     SessionUnavailable,
 )
 from pmwcm.service.store import StateStore, StoreError, TokenRecord
-from pmwcm.solvers import SolverError
 from pmwcm.sparse_vector import SparseVectorHalted
 
 _bearer = HTTPBearer(auto_error=False, description="A curator or analyst token.")
@@ -183,6 +192,7 @@ def create_app(
                 delta=body.delta,
                 parameters=body.parameters.model_dump(exclude_unset=True),
                 public_data_path=body.public_data_path,
+                accept_drafted_schema=body.accept_drafted_schema,
             )
             record = sessions.create(body.name, config)
         except StoreError as err:
@@ -223,10 +233,10 @@ def create_app(
             answer = session.ask(query, token_id=who.token_id)
         except QueryError as err:
             return _invalid(str(err))
+        except SolveRefused as err:  # decided from the spec, the domain and n only
+            return _invalid(f"Refused before any budget was spent: {err}")
         except (BudgetExceededError, EngineHalted, SparseVectorHalted) as err:
             raise _fail(409, f"Privacy budget exhausted: {err}") from None
-        except SolverError as err:
-            return _invalid(f"The query could not be solved to the certified tolerance: {err}")
         except StoreError as err:
             detail = f"The answer could not be committed, so it was not released: {err}"
             raise _fail(503, detail) from None
@@ -325,4 +335,10 @@ def create_app(
 
 def _session_out(name: str, created: float, config: dict[str, Any]) -> dict[str, Any]:
     keys = ("data_path", "schema_path", "public_data_path", "epsilon", "delta", "parameters")
-    return {"name": name, "created": created, **{k: config.get(k) for k in keys}}
+    accepted = bool(config.get("drafted_schema_accepted", False))
+    return {
+        "name": name,
+        "created": created,
+        **{k: config.get(k) for k in keys},
+        "drafted_schema_accepted": accepted,
+    }

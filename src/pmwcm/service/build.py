@@ -61,6 +61,8 @@ def session_config(
     delta: float,
     parameters: Mapping[str, Any],
     public_data_path: str | None = None,
+    accept_drafted_schema: bool = False,
+    accept_hint: str = '"accept_drafted_schema": true',
 ) -> dict[str, Any]:
     """The stored configuration: absolute paths, file digests, budget and parameters.
 
@@ -68,9 +70,19 @@ def session_config(
     which are written into the configuration. ``public_data_path`` (public
     records under the same schema) sets ``prior="public"``: the session
     starts from :func:`pmwcm.prior.public_prior` of that file, at no cost.
+    A schema drafted from the data (:func:`pmwcm._cli_schema.drafted_marks`)
+    is refused unless ``accept_drafted_schema``; an accepted one is recorded
+    as ``drafted_schema_accepted``.
+
+    Args:
+        data_path, schema_path, epsilon, delta, parameters, public_data_path:
+            the session's files, budget and parameters.
+        accept_drafted_schema: accept a schema still marked as drafted.
+        accept_hint: how the refusal tells the caller to accept it.
 
     Raises:
-        ValueError: a file is missing or the parameters are invalid.
+        ValueError: a file is missing, the schema is invalid or drafted, or the
+            parameters are invalid.
     """
     files = {"data_path": data_path, "schema_path": schema_path}
     if public_data_path is not None:
@@ -91,15 +103,34 @@ def session_config(
     if unknown:
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
+    drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
     config: dict[str, Any] = {}
     for label, path in resolved.items():
         config[label] = str(path)
         config[label.replace("_path", "_sha256")] = _sha256(path)
+    if drafted:
+        config["drafted_schema_accepted"] = True
     return config | {
         "epsilon": float(epsilon),
         "delta": float(delta),
         "parameters": {f: getattr(pmw, f) for f in PARAMETERS},
     }
+
+
+def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
+    """Whether the schema is a draft (accepted); refuses one that is not accepted.
+
+    Raises:
+        ValueError: the schema is invalid (:class:`~pmwcm.schema.SchemaError`),
+            or drafted from the data and not accepted.
+    """
+    from pmwcm._cli_schema import drafted_schema_error
+    from pmwcm.schema import Schema
+
+    problem = drafted_schema_error(Schema.from_json(path), f"schema_path '{path}'", hint)
+    if problem is not None and not accept:
+        raise ValueError(problem)
+    return problem is not None
 
 
 def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:

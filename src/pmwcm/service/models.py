@@ -91,6 +91,12 @@ class SessionCreate(_Request):
     epsilon: float = Field(gt=0, le=1e6)
     delta: float = Field(gt=0, lt=1)
     parameters: SessionParameters = Field(default_factory=SessionParameters)
+    accept_drafted_schema: bool = Field(
+        default=False,
+        description="Accept a schema drafted from the data by 'pmwcm schema' (still marked "
+        "as such): its value sets and bin edges leak the data outside the privacy budget. "
+        "Without it such a schema is refused.",
+    )
 
 
 class TokenCreate(_Request):
@@ -124,10 +130,15 @@ class SessionOut(BaseModel):
     epsilon: float
     delta: float
     parameters: dict[str, Any]
+    drafted_schema_accepted: bool = False
 
 
 class StatusOut(BaseModel):
-    """A session's budget and progress (curator and the session's analysts)."""
+    """A session's budget and progress (curator and the session's analysts).
+
+    ``noise`` names the noise source: ``"opendp"`` (OpenDP, seeded by the OS
+    CSPRNG) in production; anything else is a test or experiment.
+    """
 
     name: str
     epsilon: float
@@ -138,6 +149,7 @@ class StatusOut(BaseModel):
     max_updates: int
     answered: int
     halted: bool
+    noise: str
 
 
 class TokenOut(BaseModel):

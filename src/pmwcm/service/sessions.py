@@ -56,6 +56,7 @@ class SessionStatus:
     max_updates: int
     answered: int
     halted: bool
+    noise: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,10 +124,12 @@ class LiveSession:
 
         Raises:
             QueryError: the spec does not fit the session's domain (nothing spent).
+            SolveRefused: the query's constants are too costly to solve (nothing spent).
             EngineHalted, SparseVectorHalted, BudgetExceededError: the budget is spent.
             SessionUnavailable: the session cannot be loaded.
         """
         from pmwcm.engine import EngineHalted
+        from pmwcm.fixed_budget import SolveRefused
         from pmwcm.queries import QueryError
         from pmwcm.sparse_vector import SparseVectorHalted
 
@@ -144,7 +147,7 @@ class LiveSession:
                     ),
                     encode_snapshot(engine),
                 )
-            except (QueryError, EngineHalted, SparseVectorHalted):
+            except (QueryError, SolveRefused, EngineHalted, SparseVectorHalted):
                 raise  # raised before the engine changed anything
             except BaseException:
                 self._engine = None  # memory may be ahead of the store: reload from it
@@ -165,6 +168,7 @@ class LiveSession:
                 max_updates=engine.settings.max_updates,
                 answered=len(engine.answers),
                 halted=engine.halted or engine.sparse_vector.halted,
+                noise=engine.noise.name,
             )
 
     def ledger(self) -> list[LedgerLine]:
