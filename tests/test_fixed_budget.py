@@ -303,3 +303,28 @@ def test_the_repro_pair_is_answered_alike_on_both_neighbours(seed: int, seed_off
 def test_fixed_solve_is_a_plain_value() -> None:
     plan = FixedSolve(method="ellipsoid", iterations=3, gap=1.0)
     assert plan.smoothness is None and plan == FixedSolve(method="ellipsoid", iterations=3, gap=1.0)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_a_rounds_real_data_side_never_raises_and_stays_within_tau(loss: str, data: Any) -> None:
+    """``CMRound.error`` on adversarial marginals: a number in ``[err - tau, err]``, never a raise."""
+    records = np.zeros((10, 4), dtype=np.int64)
+    engine = build_engine(
+        PrivateData.from_records(DOMAIN, records),
+        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=1),
+        noise=NumpyNoise(seed=0),
+    )
+    target = "c" if loss in ("squared", "huber", "absolute", "quantile") else "y"
+    features = ("a", "b", "y") if target == "c" else ("a", "b", "c")
+    round_ = engine.cm_round(CMQuery(loss=loss, target=target, features=features, radius=3.0))
+    cells = round_.problem.features.shape[0]
+    weights = data.draw(degenerate_weights(cells))
+    hypothesis = data.draw(degenerate_weights(cells))
+    theta_hat = round_.hypothesis_answer(hypothesis)
+    q = round_.error(weights, theta_hat)
+    exact = round_.problem.objective(theta_hat, weights) - reference_minimum(
+        round_.problem, weights
+    )
+    assert exact - round_.tau <= q <= exact + 1e-7  # HiGHS solves to a 1e-7 tolerance
