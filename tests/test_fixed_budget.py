@@ -309,7 +309,7 @@ def test_fixed_solve_is_a_plain_value() -> None:
 @settings(max_examples=10, deadline=None)
 @given(data=st.data())
 def test_a_rounds_real_data_side_never_raises_and_stays_within_tau(loss: str, data: Any) -> None:
-    """``CMRound.error`` on adversarial marginals: a number in ``[err - tau, err]``, never a raise."""
+    """``CMRound.error`` on adversarial marginals: in ``[err - tau, err]``, never a raise."""
     records = np.zeros((10, 4), dtype=np.int64)
     engine = build_engine(
         PrivateData.from_records(DOMAIN, records),
