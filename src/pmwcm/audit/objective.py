@@ -1,20 +1,25 @@
-"""Auditing objective perturbation (a pure-DP oracle) on arrays of trials.
+"""Auditing objective perturbation (AMP: pure DP composed with a Gaussian step) on arrays.
 
-:class:`~pmwcm.oracles.ObjectivePerturbation` releases ``Proj(theta_b)``,
-``theta_b = argmin_{R^d} L_w(theta) + (mu/2)||theta||^2 + <b/n, theta>``, with
-``||b|| ~ Gamma(d, 4 zeta / eps)`` in a uniform direction, ``mu = lambda +
-Gamma/n`` and ``Gamma = beta / (e^{eps/2} - 1)``; it claims pure ``eps``-DP,
-``eps = 1 / noise_level`` (CMS11 Thm. 9). :class:`ObjectivePerturbationModel`
-draws ``b`` the same way for all trials at once and solves the ``trials``
-strongly convex problems by batched damped Newton steps; the noise scale is
-probed from the real oracle and :func:`crosscheck_objective` replays identical
-draws into it. Neighbours: :func:`~pmwcm.audit.oracles.worst_case_neighbours`
-on a logistic query (``y`` on ``a``, no intercept, ``n = 10``).
+:class:`~pmwcm.oracles.ObjectivePerturbation` releases ``Proj(theta_approx + N(0,
+sigma^2 I))``: ``theta_approx`` is a fixed-budget solve, from the centre ``c = -b /
+(n mu)``, of ``L_w(theta) + (mu/2)||theta - c||^2``, within an a-priori ``r`` of the
+exact ``theta_b = argmin_{R^d} L_w + (mu/2)||.||^2 + <b/n, .>``; ``||b|| ~ Gamma(d,
+4 zeta / eps)`` in a uniform direction, ``sigma = 2 r K m``. It claims the
+composition of pure ``eps = 1 / noise_level`` (CMS11 Thm. 9) with a ``(1/(K
+m))``-GDP Gaussian step (Iyengar et al. 2019, Thm. 1): its ``privacy_event``, whose
+PLD epsilon at ``delta`` is the claim. :class:`ObjectivePerturbationModel` reads
+every constant from the oracle's public :meth:`~pmwcm.oracles.ObjectivePerturbation.plan`
+(so a broken plan is audited as the oracle runs it), draws ``b`` and the output
+noise the same way for all trials at once and runs the *same* fixed-budget solve
+(:func:`~pmwcm.oracles.strongly_convex.run_distance_plan`) on all trials at once;
+:func:`crosscheck_objective` replays identical draws into the real oracle.
+Neighbours: :func:`~pmwcm.audit.oracles.worst_case_neighbours` on a logistic
+query (``y`` on ``a``, no intercept, ``n = 10``).
 """
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +33,7 @@ from pmwcm.audit.oracles import _project_rows, worst_case_neighbours
 from pmwcm.domain import Domain
 from pmwcm.oracles import OracleInput
 from pmwcm.oracles.objective_perturbation import ObjectivePerturbation
+from pmwcm.oracles.strongly_convex import run_distance_plan
 from pmwcm.queries import CMQuery, GLMProblem
 
 __all__ = ["ObjectivePerturbationModel", "crosscheck_objective", "objective_case"]
@@ -36,20 +42,25 @@ FloatArray = NDArray[np.float64]
 
 
 class _Draws:
-    """Replays (or zero-fills) the oracle's Laplace and Gaussian draws; records the scale."""
+    """Replays the oracle's draws: Laplace for ``|b|``, then Gaussians (direction, output).
 
-    def __init__(self, laplace: FloatArray | None = None, gauss: FloatArray | None = None) -> None:
-        self.scale = math.nan
-        self._laplace, self._gauss = laplace, gauss
+    Replayed values are unit draws, scaled by what the oracle asks for.
+    """
 
     name = "draws"
 
+    def __init__(self, laplace: FloatArray, *gaussians: FloatArray) -> None:
+        self._laplace = laplace
+        self._gaussians = deque(gaussians)
+
     def laplace(self, scale: float, size: int) -> FloatArray:
-        self.scale = float(scale)
-        return np.ones(size) if self._laplace is None else self._laplace * scale
+        assert self._laplace.size == size, f"replay holds {self._laplace.size}, asked {size}"
+        return self._laplace * scale
 
     def gaussian(self, sigma: float, size: int) -> FloatArray:
-        return np.ones(size) if self._gauss is None else self._gauss * sigma
+        draw = self._gaussians.popleft()
+        assert draw.size == size, f"replay holds {draw.size}, asked {size}"
+        return draw * sigma
 
     def uniform(self, size: int) -> FloatArray:
         raise AssertionError("unexpected uniform draw")
@@ -57,7 +68,7 @@ class _Draws:
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectivePerturbationModel:
-    """Objective perturbation for a GLM query, vectorised over trials."""
+    """Objective perturbation (AMP) for a GLM query, vectorised over trials."""
 
     oracle: ObjectivePerturbation
     problem: GLMProblem
@@ -68,29 +79,28 @@ class ObjectivePerturbationModel:
         """``trials`` released answers on the clique marginal ``weights``."""
         d = self.problem.dim
         lap = rng.laplace(0.0, 1.0, (trials, d))
-        return self.release(np.asarray(weights), lap, rng.standard_normal((trials, d)))
+        gauss = rng.standard_normal((trials, d))
+        out = rng.standard_normal((trials, d))
+        return self.release(np.asarray(weights), lap, gauss, out)
 
-    def release(self, weights: FloatArray, lap: FloatArray, gauss: FloatArray) -> FloatArray:
-        """Answers for unit Laplace draws ``lap`` and normal draws ``gauss`` (trials, d)."""
+    def release(
+        self, weights: FloatArray, lap: FloatArray, gauss: FloatArray, out: FloatArray
+    ) -> FloatArray:
+        """Answers for unit draws (trials, d): ``lap`` (Laplace), ``gauss``, ``out`` (normal)."""
         p, n = self.problem, self.n
-        probe = _Draws()
-        self.oracle.answer(OracleInput(problem=p, weights=weights, n=n),
-                           noise_level=self.noise_level, noise=probe)  # fmt: skip
-        norm = np.abs(lap * probe.scale).sum(axis=1, keepdims=True)
+        plan = self.oracle.plan(p, n, self.noise_level)
+        norm = np.abs(lap * plan.norm_scale).sum(axis=1, keepdims=True)
         b = norm * gauss / np.maximum(np.linalg.norm(gauss, axis=1, keepdims=True), 1e-300)
-        beta = (p.loss.smoothness or 0.0) * p.feature_bound**2
-        mu = p.l2 + beta / math.expm1(1.0 / self.noise_level / 2) / n
-        theta = np.zeros_like(b)
-        eye = np.eye(p.dim)
-        for _ in range(100):
-            z = theta @ p.features.T
-            grad = (p.loss.derivative(z, p.labels) * weights) @ p.features + mu * theta + b / n
-            curv = p.loss.second_derivative(z, p.labels) * weights
-            hess = np.einsum("tc,ci,cj->tij", curv, p.features, p.features) + mu * eye
-            theta = theta - np.linalg.solve(hess, grad[..., None])[..., 0]
-            if float(np.max((grad**2).sum(axis=1))) / (2 * mu) <= 1e-26:
-                break
-        return _project_rows(theta, p.radius)
+        mu = plan.strong_convexity
+        centre = -(b / n) / mu
+        w = np.asarray(weights, dtype=np.float64).ravel()
+
+        def gradient(theta: FloatArray) -> FloatArray:
+            slopes = p.loss.derivative(theta @ p.features.T, p.labels[None, :])
+            return (slopes * w) @ p.features + mu * (theta - centre)
+
+        theta = run_distance_plan(plan.solve, gradient, centre, radius=None)
+        return _project_rows(theta + plan.sigma * out, p.radius)
 
 
 def crosscheck_objective(
@@ -99,20 +109,30 @@ def crosscheck_objective(
     """Largest ``|model - real oracle|`` over ``trials`` answers on identical draws."""
     w, d = np.asarray(weights, dtype=np.float64), model.problem.dim
     lap, gauss = rng.laplace(0.0, 1.0, (trials, d)), rng.standard_normal((trials, d))
-    expected = model.release(w, lap, gauss)
+    out = rng.standard_normal((trials, d))
+    expected = model.release(w, lap, gauss, out)
     data = OracleInput(problem=model.problem, weights=w, n=model.n)
     worst = 0.0
     for i in range(trials):
         real = model.oracle.answer(data, noise_level=model.noise_level,
-                                   noise=_Draws(lap[i], gauss[i]))  # fmt: skip
+                                   noise=_Draws(lap[i], gauss[i], out[i]))  # fmt: skip
         worst = max(worst, float(np.max(np.abs(real - expected[i]))))
     return worst
 
 
 def objective_case(
-    oracle: ObjectivePerturbation, *, label: str, epsilon: float = 2.0, n: int = 10
+    oracle: ObjectivePerturbation,
+    *,
+    label: str,
+    epsilon: float = 2.0,
+    n: int = 10,
+    delta: float = 1e-6,
 ) -> AuditCase:
-    """The oracle at pure ``epsilon`` on a logistic query and its worst-case neighbour."""
+    """The oracle at noise level ``1 / epsilon`` on a logistic query and its worst-case neighbour.
+
+    The claim is the PLD epsilon of the oracle's composed event at ``delta``
+    (``epsilon`` of the pure part plus the Gaussian step's few percent).
+    """
     domain = Domain.from_sizes({"a": 2, "y": 2})
     query = CMQuery(loss="logistic", target="y", features=("a",), radius=5.0, intercept=False)
     problem = query.compile(domain)
@@ -120,12 +140,13 @@ def objective_case(
     event = oracle.privacy_event(1.0 / epsilon)
     return AuditCase(
         name=f"{label} oracle",
-        guarantee=f"pure DP, {event}",
+        guarantee=f"{event}; PLD epsilon at delta={delta:g}",
         mechanism=ObjectivePerturbationModel(
             oracle=oracle, problem=problem, n=n, noise_level=1.0 / epsilon
         ),
         dataset0=c0 / n,
         dataset1=c1 / n,
         events=ThresholdFamily(statistic=lambda o: np.asarray(o)[:, 0], name="theta"),
-        claimed_epsilon=claimed_epsilon(event, delta=0.0),
+        claimed_epsilon=claimed_epsilon(event, delta=delta),
+        delta=delta,
     )
