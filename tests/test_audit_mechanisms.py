@@ -4,20 +4,24 @@ Each audit uses ``alpha = 1e-6``: a correct mechanism is flagged with
 probability at most 1e-6 per test. Every broken variant is test-only; the
 margin by which it is caught (the smallest lower bound over seeds 0..99) is
 noted at its test. The vectorised models are cross-checked against the real
-oracles and the real engine on identical draws.
+oracles and the real engine on identical draws. A refusal (any exception the
+engine raises) is an output of the engine audit: one from public inputs is the
+same on both neighbours and is not flagged; a data-dependent one is caught.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
-from pmwcm.audit.engine import crosscheck_engine, engine_case
+from pmwcm.audit.engine import RAISED, EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.engine import OnlinePMW
 from pmwcm.noise import NoiseSource
 from pmwcm.oracles import (
     NoisyGradientDescent,
@@ -25,7 +29,11 @@ from pmwcm.oracles import (
     OracleInput,
     OutputPerturbation,
 )
+from pmwcm.private_data import PrivateData
 from pmwcm.problem import ConvexProblem, FloatArray
+from pmwcm.queries import CMQuery
+from pmwcm.rounds import CMRound
+from pmwcm.solvers import SolverError
 
 ALPHA = 1e-6
 
@@ -143,3 +151,77 @@ def test_objective_perturbation_model_and_audit(seed: int) -> None:
         assert crosscheck_objective(model, weights, trials=10, rng=rng) < 1e-5
     r = run(case, 20_000, seed)
     assert r.verdict == "consistent", r
+
+
+# --- Refusals are outputs: the engine audit compares them across neighbours. ---
+
+
+class RefusingRound(CMRound):
+    """Broken (test-only): the real-data side raises when the clique's last cell holds
+    more than 42.5% of the data -- a free, data-dependent refusal, like the pre-fix
+    certified solve's. On :func:`adversarial_pair` the "up" queries' cell ``(a=1, y=1)``
+    holds 9/20 of ``D0`` and 8/20 of ``D1``; the "down" queries' holds 8/20 of both."""
+
+    def error(self, data_marginal: Any, answer: Any) -> float:
+        if float(data_marginal.ravel()[-1]) > 0.425:
+            raise SolverError("could not certify the gap on this data")
+        return super().error(data_marginal, answer)
+
+
+class RefusingEngine(OnlinePMW):
+    def cm_round(self, query: CMQuery) -> CMRound:
+        r = super().cm_round(query)
+        return RefusingRound(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)})
+
+
+def with_engine_class(model: EngineModel, cls: type[OnlinePMW]) -> EngineModel:
+    def build(data: PrivateData, noise: NoiseSource) -> OnlinePMW:
+        engine = model.build(data, noise)
+        engine.__class__ = cls
+        return engine
+
+    return dataclasses.replace(model, build=build)
+
+
+@pytest.fixture(scope="module")
+def refusing(engines: dict[str, AuditCase]) -> dict[str, AuditCase]:
+    """The correct engine with a refusal from public inputs (a query on an unknown
+    attribute) inserted after the second query, and the data-dependent refusal."""
+    case = engines["correct"]
+    model: Any = case.mechanism
+    unknown = CMQuery(loss="hinge", target="y", features=("nope",), radius=0.5)
+    public = dataclasses.replace(model, queries=(*model.queries[:2], unknown, *model.queries[2:]))
+    return {
+        "public": dataclasses.replace(case, mechanism=public, name="public refusal"),
+        "data": dataclasses.replace(
+            case, mechanism=with_engine_class(model, RefusingEngine), name="refusing engine"
+        ),
+    }
+
+
+@pytest.mark.parametrize("which", ["public", "data"])
+def test_engine_model_counts_refusals_like_the_real_engine(
+    refusing: dict[str, AuditCase], which: str, seed: int
+) -> None:
+    case = refusing[which]
+    model: Any = case.mechanism
+    rng = np.random.default_rng(seed)
+    for data in (case.dataset0, case.dataset1):
+        assert crosscheck_engine(model, data, trials=25, rng=rng) == 0
+    codes = model(case.dataset0, 200, rng)
+    assert np.any(codes == RAISED)
+
+
+def test_a_refusal_from_public_inputs_is_not_flagged(
+    refusing: dict[str, AuditCase], seed: int
+) -> None:
+    # The unknown attribute is refused on every dataset alike: the same output code.
+    r = run(refusing["public"], 100_000, seed)
+    assert r.verdict == "consistent", r
+
+
+def test_a_data_dependent_refusal_is_caught(refusing: dict[str, AuditCase], seed: int) -> None:
+    # D0 refuses every "up" query, D1 none: code RAISED at position 0 has probability
+    # 1 vs 0. 1,000 trials give a bound of log(1000 / 14.5) = 4.2 > 2 for every seed.
+    r = run(refusing["data"], 1_000, seed)
+    assert r.violated and r.epsilon_lower_bound > 4.0, r

@@ -3,8 +3,14 @@
 **Output.** For each query of a fixed stream, the source of its answer
 (hypothesis, oracle, refused) and, for an oracle answer, the sign of
 ``theta[0]``: codes ``0`` hypothesis, ``1`` / ``2`` oracle with ``theta[0] <
-0`` / ``>= 0``, ``3`` refused. Hypothesis answers are computed from the public
-hypothesis, so they carry nothing beyond their source.
+0`` / ``>= 0``, ``3`` refused because the engine halted
+(:class:`~pmwcm.engine.EngineHalted`), ``4`` any other exception the engine
+raised (a :class:`~pmwcm.fixed_budget.SolveRefused`, a solver failure, ...).
+**A refusal is an output**: it is observable, so it is compared across the
+neighbours like any answer and never dropped; a refusal that depends on the
+data makes its code's probability differ between ``D0`` and ``D1``, which the
+Neyman-Pearson sets of the sequence pick up. Hypothesis answers are computed
+from the public hypothesis, so they carry nothing beyond their source.
 
 **Vectorised trials** (:class:`EngineModel`, for engines with ``T = 1`` and
 the output-perturbation oracle). Before the first update the hypothesis is
@@ -13,7 +19,11 @@ thresholds are deterministic: the model runs the *real* engine once with a
 recording sparse vector that always answers "below", then replays the real
 sparse vector's rule (:class:`~pmwcm.audit.sparse.SparseVectorModel`) and the
 oracle's noise (:func:`~pmwcm.audit.oracles.probe`) on arrays of trials; with
-``T = 1`` the engine halts after its only update. :func:`crosscheck_engine`
+``T = 1`` the engine halts after its only update. A query on which that run
+raises is recorded as raised: always, if compiling it or pricing its oracle
+call raised (the engine does both before its halt check), else only while the
+engine has not halted (after the halt it refuses first). Such a query never
+reaches the sparse vector, so it draws no noise. :func:`crosscheck_engine`
 runs the real engine end to end on the same draws and counts disagreements.
 
 **Neighbours** (:func:`adversarial_pair`). Attributes ``a, b, y`` (binary),
@@ -55,10 +65,14 @@ __all__ = [
     "engine_builder",
     "engine_case",
     "engine_family",
+    "outcome_code",
 ]
 
 FloatArray = NDArray[np.float64]
-HYPOTHESIS, ORACLE_NEG, ORACLE_POS, REFUSED = 0, 1, 2, 3
+HYPOTHESIS, ORACLE_NEG, ORACLE_POS, REFUSED, RAISED = 0, 1, 2, 3, 4
+#: How a query of the traced run ended: at the sparse vector, or raised before the
+#: engine's halt check ("public": compiling or pricing it) or after it ("data").
+SV, PUBLIC, DATA = "sv", "public", "data"
 Build = Callable[[PrivateData, NoiseSource], OnlinePMW]
 
 
@@ -90,14 +104,29 @@ class _Recorder:
         raise NotImplementedError("a recorder has no state to restore")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Trace:
     sv: SparseVectorModel
-    values: FloatArray
+    kinds: tuple[str, ...]  # per query: SV, PUBLIC or DATA
+    values: FloatArray  # per query reaching the sparse vector (in order)
     thresholds: FloatArray
-    centers: FloatArray  # (queries, d): noiseless oracle answers
-    sigmas: FloatArray  # (queries,)
-    radius: FloatArray  # (queries,)
+    centers: FloatArray  # (sv queries, d): noiseless oracle answers
+    sigmas: FloatArray  # (sv queries,)
+    radius: FloatArray  # (sv queries,)
+
+    @property
+    def sv_queries(self) -> int:
+        """How many queries reach the sparse vector."""
+        return self.values.size
+
+
+def _raises_before_halt_check(engine: OnlinePMW, query: CMQuery) -> bool:
+    """Whether the engine raises on ``query`` before it looks at its halt state."""
+    try:
+        engine.cm_round(query).privacy_event(engine.oracle_noise_level)
+    except Exception:
+        return True
+    return False
 
 
 class _Replay:
@@ -139,12 +168,25 @@ class EngineModel:
         engine = self.build(data, NumpyNoise(seed=0))
         if engine.settings.max_updates != 1 or not isinstance(engine.oracle, OutputPerturbation):
             raise ValueError("EngineModel needs T = 1 and the output-perturbation oracle.")
+        if engine.settings.after_halt != "refuse":
+            raise ValueError("EngineModel needs after_halt='refuse'.")
         sv = SparseVectorModel.of(engine.sparse_vector)  # type: ignore[arg-type]
         recorder = _Recorder(engine.sparse_vector)
         engine.sparse_vector = recorder
+        kinds: list[str] = []
         centers, sigmas, radii = [], [], []
         for q in self.queries:
-            engine.answer(q)
+            asked = len(recorder.calls)
+            try:
+                engine.answer(q)
+            except Exception:  # a refusal is an output: recorded, never dropped
+                if len(recorder.calls) != asked:
+                    raise ValueError("the engine raised after its sparse vector's test.") from None
+                kinds.append(PUBLIC if _raises_before_halt_check(engine, q) else DATA)
+                continue
+            if len(recorder.calls) != asked + 1:
+                raise ValueError("every query must reach the sparse vector (no repeats).")
+            kinds.append(SV)
             problem = engine.cm_round(q).problem
             inp = OracleInput(problem=problem, weights=data.marginal(problem.clique).ravel(),
                               n=data.n)  # fmt: skip
@@ -152,29 +194,62 @@ class EngineModel:
             centers.append(center)
             sigmas.append(sigma)
             radii.append(problem.radius)
-        if len(recorder.calls) != len(self.queries):
-            raise ValueError("every query must reach the sparse vector (no repeats).")
-        values, thresholds = np.array(recorder.calls).T
-        return _Trace(sv, values, thresholds, np.array(centers), np.array(sigmas), np.array(radii))
+        calls = np.array(recorder.calls, dtype=np.float64).reshape(-1, 2)
+        dim = centers[0].size if centers else 0
+        return _Trace(
+            sv=sv,
+            kinds=tuple(kinds),
+            values=calls[:, 0],
+            thresholds=calls[:, 1],
+            centers=np.array(centers).reshape(-1, dim),
+            sigmas=np.array(sigmas),
+            radius=np.array(radii),
+        )
 
     def codes(
         self, trace: _Trace, rho: FloatArray, nu: FloatArray, z: FloatArray
     ) -> NDArray[np.int8]:
         """Output codes for the draws ``rho``, ``nu`` (sparse vector) and ``z`` (oracle)."""
+        trials = rho.shape[0]
         answers = trace.sv.decide(trace.values, trace.thresholds, rho, nu)
-        codes = np.where(answers == 0, HYPOTHESIS, REFUSED).astype(np.int8)
+        at_sv = np.where(answers == 0, HYPOTHESIS, REFUSED).astype(np.int8)
         rows, cols = np.nonzero(answers == 1)
         theta = trace.centers[cols] + trace.sigmas[cols, None] * z[rows]
         norms = np.linalg.norm(theta, axis=1)
         theta0 = theta[:, 0] * np.minimum(1.0, trace.radius[cols] / np.maximum(norms, 1e-300))
-        codes[rows, cols] = np.where(theta0 < 0, ORACLE_NEG, ORACLE_POS)
+        at_sv[rows, cols] = np.where(theta0 < 0, ORACLE_NEG, ORACLE_POS)
+        positives = np.zeros(trials, dtype=np.int64)  # positives so far, per trial
+        codes = np.empty((trials, len(trace.kinds)), dtype=np.int8)
+        j = 0  # the next sparse-vector query
+        for i, kind in enumerate(trace.kinds):
+            if kind == SV:
+                codes[:, i] = at_sv[:, j]
+                positives += answers[:, j] == 1
+                j += 1
+            elif kind == PUBLIC:
+                codes[:, i] = RAISED
+            else:  # raised reading the data, unless the halt check refused it first
+                codes[:, i] = np.where(positives >= trace.sv.cutoff, REFUSED, RAISED)
         return codes
 
     def __call__(self, data: PrivateData, trials: int, rng: np.random.Generator, /) -> Any:
         """``trials`` independent interactions on ``data``."""
         trace = self.trace(data)
-        rho, nu = trace.sv.draw(trials, len(self.queries), rng)
+        rho, nu = trace.sv.draw(trials, trace.sv_queries, rng)
         return self.codes(trace, rho, nu, rng.standard_normal((trials, trace.centers.shape[1])))
+
+
+def outcome_code(engine: OnlinePMW, query: CMQuery) -> int:
+    """The real engine's output code for ``query`` (any exception is an output too)."""
+    try:
+        answer = engine.answer(query)
+    except EngineHalted:
+        return REFUSED
+    except Exception:  # a refusal is an output, never dropped
+        return RAISED
+    if answer.source == "oracle":
+        return ORACLE_NEG if float(answer.value[0]) < 0 else ORACLE_POS
+    return HYPOTHESIS if answer.source == "hypothesis" else REFUSED
 
 
 def crosscheck_engine(
@@ -182,7 +257,7 @@ def crosscheck_engine(
 ) -> int:
     """Trials on which the real engine's output differs from the model's, on identical draws."""
     trace = model.trace(data)
-    rho, nu = trace.sv.draw(trials, len(model.queries), rng)
+    rho, nu = trace.sv.draw(trials, trace.sv_queries, rng)
     z = rng.standard_normal((trials, trace.centers.shape[1]))
     expected = model.codes(trace, rho, nu, z)
     mismatches = 0
@@ -190,24 +265,14 @@ def crosscheck_engine(
         engine = model.build(
             data, _Replay({trace.sv.threshold_scale: rho[i], trace.sv.query_scale: nu[i]}, z[i])
         )
-        got = []
-        for q in model.queries:
-            try:
-                answer = engine.answer(q)
-            except EngineHalted:
-                got.append(REFUSED)
-                continue
-            if answer.source == "oracle":
-                got.append(ORACLE_NEG if float(answer.value[0]) < 0 else ORACLE_POS)
-            else:
-                got.append(HYPOTHESIS if answer.source == "hypothesis" else REFUSED)
+        got = [outcome_code(engine, q) for q in model.queries]
         mismatches += bool(np.any(np.array(got) != expected[i]))
     return mismatches
 
 
 def engine_family() -> CategoricalFamily:
     """Neyman-Pearson sets of the whole output sequence."""
-    return CategoricalFamily(key=lambda o: row_codes(o, low=0, high=3), name="output code")
+    return CategoricalFamily(key=lambda o: row_codes(o, low=0, high=RAISED), name="output code")
 
 
 def adversarial_pair(
