@@ -19,6 +19,7 @@ Three contracts (the soundness issue, item 1):
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 from pathlib import Path
@@ -44,7 +45,7 @@ from pmwcm.noise import NumpyNoise
 from pmwcm.practical import PMWConfig, build_engine
 from pmwcm.private_data import PrivateData
 from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.solvers import minimize
+from pmwcm.solvers import minimize, project_ball
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "y": 2})
 PIECEWISE_LINEAR = ("hinge", "absolute", "quantile")
@@ -113,9 +114,50 @@ def lp_lower_bound(problem: GLMProblem, weights: np.ndarray, rounds: int = 60) -
     return value
 
 
+def exact_minimum_2d(problem: GLMProblem, weights: np.ndarray) -> float:
+    """``min F`` exactly for a piecewise linear loss in two dimensions with ``l2 = 0``.
+
+    The minimum of a convex piecewise linear function over a disk is attained at a
+    candidate of one of three kinds: a crossing of two kink lines inside the disk; a
+    kink line meeting the circle; or, inside one linear piece's arc, the point
+    ``-R g / ||g||`` for that piece's gradient ``g`` (every piece's gradient is one of
+    the ``2^cells`` slope patterns). ``F`` at the best candidate is the minimum, to
+    float64's evaluation error: the tiny gaps at large ``n`` need that accuracy.
+    """
+    phi, y, radius, loss = problem.features, problem.labels, problem.radius, problem.loss
+    if loss.name == "hinge":  # kink where y <phi, theta> = 1; slopes of f in z: {-y, 0}
+        normals, offsets = y[:, None] * phi, np.ones(len(y))
+        slopes = [(-yc, 0.0) for yc in y]
+    else:  # kink where <phi, theta> = y
+        tau = getattr(loss, "tau", 0.5)
+        low, high = (-1.0, 1.0) if loss.name == "absolute" else (tau - 1.0, tau)
+        normals, offsets = phi, y
+        slopes = [(-high, -low)] * len(y)
+    candidates = [np.zeros(2)]
+    for (a1, b1), (a2, b2) in itertools.combinations(zip(normals, offsets, strict=True), 2):
+        matrix = np.array([a1, a2])
+        if abs(np.linalg.det(matrix)) > 1e-12:
+            candidates.append(np.linalg.solve(matrix, [b1, b2]))
+    for a, b in zip(normals, offsets, strict=True):
+        norm = float(np.linalg.norm(a))
+        foot = a * b / norm**2
+        if norm > 0 and float(np.linalg.norm(foot)) <= radius:
+            along = np.array([-a[1], a[0]]) / norm
+            half = math.sqrt(max(radius**2 - float(foot @ foot), 0.0))
+            candidates += [foot + half * along, foot - half * along]
+    for pattern in itertools.product(*slopes):
+        g = phi.T @ (weights * np.array(pattern))
+        if np.linalg.norm(g) > 0:
+            candidates.append(-radius * g / np.linalg.norm(g))
+    inside = [c for c in candidates if float(np.linalg.norm(c)) <= radius * (1 + 1e-15)]
+    return min(problem.objective(project_ball(c, radius), weights) for c in inside)
+
+
 def reference_minimum(problem: GLMProblem, weights: np.ndarray) -> float:
     """A lower bound on ``min F`` from a method independent of the one tested."""
     if problem.loss.name in PIECEWISE_LINEAR:
+        if problem.dim == 2 and problem.l2 == 0:
+            return exact_minimum_2d(problem, weights)
         return lp_lower_bound(problem, weights)
     solution = minimize(problem, weights, tol=1e-11, max_iter=5000)
     return solution.value - solution.gap
@@ -155,7 +197,9 @@ CASES = [(loss, *shape) for loss in LOSSES for shape in SHAPES] + [
 
 
 @pytest.mark.parametrize(("loss", "features", "radius", "l2"), CASES)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    derandomize=True, max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(data=st.data())
 def test_the_fixed_budget_solve_meets_its_a_priori_gap(
     loss: str, features: tuple[str, ...], radius: float, l2: float, data: Any
@@ -165,6 +209,24 @@ def test_the_fixed_budget_solve_meets_its_a_priori_gap(
     weights = data.draw(degenerate_weights(problem.features.shape[0]))
     theta = fixed_budget_minimize(problem, weights, plan)
     assert np.linalg.norm(theta) <= radius * (1 + 1e-12)
+    excess = problem.objective(theta, weights) - reference_minimum(problem, weights)
+    assert excess <= plan.gap, (plan, excess)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("n", [10**7, 10**9])
+@settings(derandomize=True, max_examples=8, deadline=None)
+@given(data=st.data())
+def test_the_gap_holds_at_large_n_where_widths_are_tiny(loss: str, n: int, data: Any) -> None:
+    """Gaps of ``1e-8 S`` and below, on one-cell (linear) objectives among others.
+
+    The textbook ellipsoid update stores squared widths, which cancelled to zero after
+    a few dozen cuts along one direction and stalled above the gap at ``n >= 3e5``.
+    """
+    problem = compiled(loss, ("a",), 0.5, 0.0)
+    plan = plan_solve(problem, gap=engine_gap(problem, n), max_iterations=10**6)
+    weights = data.draw(degenerate_weights(problem.features.shape[0]))
+    theta = fixed_budget_minimize(problem, weights, plan)
     excess = problem.objective(theta, weights) - reference_minimum(problem, weights)
     assert excess <= plan.gap, (plan, excess)
 
@@ -208,7 +270,7 @@ def counting(problem: GLMProblem) -> CountingProblem:
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@settings(max_examples=10, deadline=None)
+@settings(derandomize=True, max_examples=10, deadline=None)
 @given(data=st.data())
 def test_the_work_is_the_same_for_every_dataset(loss: str, data: Any) -> None:
     """The gradient count is fixed by the plan: no early exit, no data-driven branch."""
@@ -306,7 +368,7 @@ def test_fixed_solve_is_a_plain_value() -> None:
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-@settings(max_examples=10, deadline=None)
+@settings(derandomize=True, max_examples=10, deadline=None)
 @given(data=st.data())
 def test_a_rounds_real_data_side_never_raises_and_stays_within_tau(loss: str, data: Any) -> None:
     """``CMRound.error`` on adversarial marginals: in ``[err - tau, err]``, never a raise."""
@@ -327,4 +389,46 @@ def test_a_rounds_real_data_side_never_raises_and_stays_within_tau(loss: str, da
     exact = round_.problem.objective(theta_hat, weights) - reference_minimum(
         round_.problem, weights
     )
-    assert exact - round_.tau <= q <= exact + 1e-7  # HiGHS solves to a 1e-7 tolerance
+    # the upper side only checks the reference: HiGHS meets its constraints to ~1e-7
+    assert exact - round_.tau <= q <= exact + 1e-6
+
+
+def textbook_ellipsoid(problem: GLMProblem, weights: np.ndarray, iterations: int) -> np.ndarray:
+    """The update of ``H = B B'`` itself (squared widths): the broken variant."""
+    dim, radius = problem.dim, problem.radius
+    centre, shape = np.zeros(dim), np.eye(dim) * radius**2
+    best, best_value = centre, problem.objective(centre, weights)
+    for _ in range(iterations):
+        feasible = float(centre @ centre) <= radius**2
+        if feasible and problem.objective(centre, weights) < best_value:
+            best, best_value = centre, problem.objective(centre, weights)
+        cut = problem.gradient(centre, weights) if feasible else centre
+        shaped = shape @ cut
+        width = float(cut @ shaped)
+        if not width > 0.0:
+            continue
+        step = shaped / math.sqrt(width)
+        centre = centre - step / (dim + 1.0)
+        shape = dim**2 / (dim**2 - 1.0) * (shape - 2.0 / (dim + 1.0) * np.outer(step, step))
+        shape = 0.5 * (shape + shape.T)
+    return best
+
+
+def test_the_large_n_check_catches_the_textbook_update() -> None:
+    """On a linear piece at n = 10^9 the squared-width update stalls above its gap.
+
+    Measured: the textbook update ends 3,455 times over the gap on one-cell data, the
+    square-root update 3e-6 times under it.
+    """
+    problem = compiled("hinge", ("a",), 0.5, 0.0)
+    plan = plan_solve(problem, gap=engine_gap(problem, 10**9), max_iterations=10**6)
+    worst_ours, worst_textbook = 0.0, 0.0
+    for cell in range(problem.features.shape[0]):
+        weights = np.zeros(problem.features.shape[0])
+        weights[cell] = 1.0
+        minimum = exact_minimum_2d(problem, weights)
+        ours = fixed_budget_minimize(problem, weights, plan)
+        textbook = textbook_ellipsoid(problem, weights, plan.iterations)
+        worst_ours = max(worst_ours, problem.objective(ours, weights) - minimum)
+        worst_textbook = max(worst_textbook, problem.objective(textbook, weights) - minimum)
+    assert worst_ours <= plan.gap < worst_textbook

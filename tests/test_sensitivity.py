@@ -212,12 +212,6 @@ def test_two_s_over_n_is_tight() -> None:
     assert round_.sensitivity(n) - change <= 2 * tau
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pmwcm.fixed_budget's ellipsoid degenerates on a linear objective: its shape "
-    "matrix loses the gradient direction (width underflows after ~35 cuts in 2-D) and it "
-    "stops at F - min F = 1.38e-6, above the planned gap tau = 1.3e-6",
-)
 def test_the_a_priori_gap_holds_for_a_small_tau() -> None:
     # The same example with rho = 1e-6 (tau = 1.3e-6, i.e. rho = 0.1 at n = 3 * 10^5):
     # q(D) = 2 - (L_D(theta_D) - min L_D) must be >= 2 - tau.

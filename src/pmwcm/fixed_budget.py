@@ -33,9 +33,9 @@ requested gap:
 
 Both bounds are for exact arithmetic. In float64 the iterates carry rounding
 errors of order ``1e-16`` relative, many orders below the gaps planned here
-(``plan_solve`` refuses ``V / tau > 1e12``), and the ellipsoid count gets one
+(``plan_solve`` refuses ``V / tau > 1e10``), and the ellipsoid count gets one
 extra ``e``-fold margin (``ln(V / tau) + 1``) against the slow drift of its
-shape matrix. ``tests/test_fixed_budget.py`` checks the bound against a
+shape. ``tests/test_fixed_budget.py`` checks the bound against a
 high-accuracy reference on hypothesis-generated, near-degenerate weights.
 """
 
@@ -54,7 +54,7 @@ __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
 
 #: The largest ``V / tau`` planned: beyond it float64 objective values cannot
 #: resolve the gap the privacy argument charges.
-MAX_RESOLUTION = 1e12
+MAX_RESOLUTION = 1e10
 
 Method = Literal["fista", "ellipsoid"]
 
@@ -211,17 +211,25 @@ def _fista(
 def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
     """Central-cut ellipsoid method on the ball; returns the best feasible centre.
 
-    The ellipsoid is ``{x : (x - c)' H^-1 (x - c) <= 1}``, starting as the ball.
-    A feasible centre is cut by the objective's (sub)gradient, an infeasible one
-    by the ball's normal ``c``; both keep every point that could beat the best
-    feasible centre seen so far.
+    The ellipsoid is ``{c + B v : ||v|| <= 1}``, starting as the ball (``B = R I``).
+    A feasible centre is cut by the objective's (sub)gradient ``g``, an infeasible
+    one by the ball's normal ``c``; both keep every point that could beat the best
+    feasible centre seen so far. With ``a = B' g`` and ``p = a / ||a||`` the update
+    is ``c <- c - B p / (d + 1)`` and ``B <- d / sqrt(d^2 - 1) (B - (1 - sqrt((d - 1)
+    / (d + 1))) (B p) p')``, which is the textbook update of ``H = B B'`` written
+    for its square root (Grötschel, Lovász, Schrijver 1988, section 3.2). The
+    square-root form matters: the textbook form stores squared widths, which
+    cancel to zero after a few dozen cuts along one direction (a linear piece of
+    a hinge loss) and stall the method above its planned gap; ``B`` stores the
+    widths themselves, which the planned gap (``V / tau <= 1e10``) keeps far
+    above float64's resolution.
     """
     dim, radius = problem.dim, problem.radius
     centre = np.zeros(dim)
-    shape = np.eye(dim) * radius * radius
+    root = np.eye(dim) * radius
     best, best_value = centre, problem.objective(centre, weights)
-    grow = dim * dim / (dim * dim - 1.0)
-    shrink = 2.0 / (dim + 1.0)
+    dilation = dim / math.sqrt(dim * dim - 1.0)
+    squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
     for _ in range(iterations):
         value = problem.objective(centre, weights)
         feasible = float(centre @ centre) <= radius * radius
@@ -231,15 +239,15 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
         # work per iteration does not depend on the (data-driven) trajectory.
         gradient = problem.gradient(centre, weights)
         cut = gradient if feasible else centre
-        shaped = shape @ cut
-        width = float(cut @ shaped)
+        along = root.T @ cut
+        width = float(np.linalg.norm(along))
         if not width > 0.0:
             # A zero subgradient at a feasible centre: it is a minimiser, already kept.
             continue
-        step = shaped / math.sqrt(width)
+        direction = along / width
+        step = root @ direction
         centre = centre - step / (dim + 1.0)
-        shape = grow * (shape - shrink * np.outer(step, step))
-        shape = 0.5 * (shape + shape.T)
+        root = dilation * (root - squeeze * np.outer(step, direction))
     return best
 
 
