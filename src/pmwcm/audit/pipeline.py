@@ -1,0 +1,351 @@
+"""Auditing the shipped default pipeline end to end, refusals included.
+
+**What is audited.** The real :func:`pmwcm.practical.build_engine` with
+:class:`~pmwcm.practical.PMWConfig` defaults -- the paid noisy 2-way-marginal
+prior (40% of the budget), the Lyu-Su-Li sparse vector (30%), ``T = 10``
+noisy-gradient-descent oracle calls (the rest, calibrated by the PLD
+accountant), learning rate 4, two post-processing sweeps, ``after_halt =
+"refuse"`` -- built afresh for every trial with ``NumpyNoise`` drawing from the
+audit's generator, then asked a fixed stream of CM queries. Nothing is
+modelled: every trial is one run of the library's code. The claim is the
+config's ``(epsilon, delta)``, the guarantee :func:`build_engine` states for the
+whole interaction.
+
+**Output.** The whole transcript, one row per trial: a code for the build
+(``0``, or ``4`` if :func:`build_engine` raised), then per query the source of
+its answer (``0`` hypothesis, ``1`` oracle, ``2`` synthetic), ``3`` if the
+engine refused it because it halted, ``4`` if it raised anything else; then
+every released ``theta`` (``nan`` where none was released). **A refusal is an
+output**: an exception is observable, so it is coded and compared across the
+neighbours like any answer, never dropped.
+
+**Events** (:func:`pipeline_family`): the Neyman-Pearson sets of the code
+sequence (sources and refusals), and thresholds on ``<theta, v>``, the released
+values (``nan`` as 0) projected on the difference ``v`` of the two noiseless
+transcripts (every noise draw replaced by 0, :func:`noiseless`): a discretised
+statistic of the released values along the direction the neighbours move them.
+
+**Neighbours** (:func:`parity_pair`). Four binary attributes, ``x2 = x0 XOR
+x1``: every 2-way marginal is uniform, so the prior cannot see the parity and a
+parity query's error crosses the sparse vector's threshold, which spends an
+oracle call and an update with its sweeps. ``D1`` replaces one record by its
+complement, which moves every 2-way marginal (the prior's worst case: the L2
+distance ``sqrt(2K) / n`` is attained, :func:`~pmwcm.audit.prior.complement_pair`)
+and breaks the parity of one record.
+
+**Speed.** A trial costs ~30 ms, of which the PLD calibration of the budget
+split would be ~200 ms: its inputs are the config alone, identical in every
+trial. :func:`memoised_pld` memoises :meth:`PLDAccountant.epsilon` on ``(h,
+repr(event), delta)`` while the trials run (a pure function of them), and
+:func:`crosscheck_pipeline` confirms that memoised and plain runs release the
+same transcripts on identical draws.
+
+**Negative controls** (:data:`BROKEN`), deliberately broken pipelines the audit
+must flag: the pre-fix real-data solve, which certified its gap on the data and
+raised when it could not (a free, data-dependent refusal); and, to measure what
+a whole-pipeline audit can and cannot see, the sparse vector fed a sensitivity
+10 times too small and the prior measured at the add/remove calibration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import dp_accounting
+import numpy as np
+from numpy.typing import NDArray
+
+from pmwcm.accounting import PLDAccountant, PrivacyLedger, calibrate_gaussian_multiplier
+from pmwcm.audit.cases import AuditCase
+from pmwcm.audit.events import CategoricalFamily, EventFamily, ThresholdFamily, combine, row_codes
+from pmwcm.audit.oracles import _Tape
+from pmwcm.domain import Domain
+from pmwcm.engine import EngineHalted, OnlinePMW
+from pmwcm.noise import NoiseSource, NumpyNoise
+from pmwcm.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.prior import marginal_prior, measurement_event
+from pmwcm.private_data import PrivateData
+from pmwcm.queries import CMQuery
+from pmwcm.rounds import CMRound
+from pmwcm.solvers import SolverError, minimize
+
+__all__ = [
+    "BROKEN",
+    "Build",
+    "PipelineMechanism",
+    "crosscheck_pipeline",
+    "default_stream",
+    "memoised_pld",
+    "noiseless",
+    "parity_pair",
+    "pipeline_case",
+    "pipeline_family",
+]
+
+FloatArray = NDArray[np.float64]
+SOURCES = {"hypothesis": 0, "oracle": 1, "synthetic": 2}
+HALTED, RAISED = 3, 4
+
+Build = Callable[[PrivateData, PMWConfig, NoiseSource], OnlinePMW]
+"""``build(data, config, noise) -> OnlinePMW``: the pipeline under audit."""
+
+
+def shipped(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """The shipped pipeline: :func:`~pmwcm.practical.build_engine` as a user calls it."""
+    return build_engine(data, config, noise=noise)
+
+
+_PLD_MEMO: dict[tuple[float, str, float], float] = {}
+
+
+@contextlib.contextmanager
+def memoised_pld() -> Iterator[None]:
+    """Memoises :meth:`PLDAccountant.epsilon` on ``(h, repr(event), delta)`` meanwhile.
+
+    The method is a pure function of those (``repr`` of a ``dp_accounting``
+    event spells out every field, floats exactly), so results are unchanged.
+    """
+    plain = PLDAccountant.epsilon
+
+    def epsilon(self: PLDAccountant, event: dp_accounting.DpEvent, *, delta: float) -> float:
+        key = (self.h, repr(event), float(delta))
+        if key not in _PLD_MEMO:
+            _PLD_MEMO[key] = plain(self, event, delta=delta)
+        return _PLD_MEMO[key]
+
+    PLDAccountant.epsilon = epsilon  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PLDAccountant.epsilon = plain  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineMechanism:
+    """``mechanism(data, trials, rng)``: transcripts of ``trials`` fresh pipelines.
+
+    Attributes:
+        config: the pipeline's configuration (the claim is its ``(epsilon, delta)``).
+        queries: the stream, asked in order.
+        dims: ``theta``'s length per query.
+        build: ``build(data, config, noise)`` (default: the shipped :func:`build_engine`).
+    """
+
+    config: PMWConfig
+    queries: tuple[CMQuery, ...]
+    dims: tuple[int, ...]
+    build: Build = shipped
+
+    @property
+    def codes(self) -> int:
+        """Columns of codes: the build, then one per query."""
+        return 1 + len(self.queries)
+
+    def transcript(self, data: PrivateData, noise: NoiseSource) -> FloatArray:
+        """One run: build the pipeline, ask every query, record everything released."""
+        row = np.full(self.codes + sum(self.dims), math.nan)
+        try:
+            engine = self.build(data, self.config, noise)
+        except Exception:  # a refusal is an output, never dropped
+            row[: self.codes] = RAISED
+            return row
+        row[0] = 0
+        offset = self.codes
+        for j, (query, dim) in enumerate(zip(self.queries, self.dims, strict=True)):
+            try:
+                answer = engine.answer(query)
+            except EngineHalted:
+                row[1 + j] = HALTED
+            except Exception:  # a refusal is an output, never dropped
+                row[1 + j] = RAISED
+            else:
+                row[1 + j] = SOURCES[answer.source]
+                row[offset : offset + dim] = np.asarray(answer.value, dtype=np.float64)
+            offset += dim
+        return row
+
+    def __call__(self, data: PrivateData, trials: int, rng: np.random.Generator, /) -> Any:
+        """``trials`` independent interactions on ``data`` (rows)."""
+        noise = NumpyNoise(generator=rng)
+        with memoised_pld():
+            return np.array([self.transcript(data, noise) for _ in range(trials)])
+
+
+def noiseless(mechanism: PipelineMechanism, data: PrivateData) -> FloatArray:
+    """The transcript with every noise draw replaced by 0 (a public function of ``data``)."""
+    with memoised_pld():
+        return mechanism.transcript(data, _Tape())
+
+
+def crosscheck_pipeline(
+    mechanism: PipelineMechanism, data: PrivateData, *, trials: int, seed: int
+) -> int:
+    """Trials whose transcript differs between memoised and plain accounting, same draws."""
+    memo = mechanism(data, trials, np.random.default_rng(seed))
+    noise = NumpyNoise(generator=np.random.default_rng(seed))
+    plain = np.array([mechanism.transcript(data, noise) for _ in range(trials)])
+    return int(np.sum(~np.all((memo == plain) | (np.isnan(memo) & np.isnan(plain)), axis=1)))
+
+
+def pipeline_family(mechanism: PipelineMechanism, direction: FloatArray) -> EventFamily:
+    """Code sequences (Neyman-Pearson sets) and thresholds on ``<theta, direction>``."""
+    k = mechanism.codes
+
+    def project(out: Any) -> FloatArray:
+        return np.asarray(np.nan_to_num(np.asarray(out)[:, k:]) @ direction, dtype=np.float64)
+
+    return combine(
+        CategoricalFamily(
+            key=lambda o: row_codes(np.asarray(o)[:, :k].astype(np.int64), low=0, high=RAISED),
+            name="codes (build, sources; 3 halted, 4 raised)",
+        ),
+        ThresholdFamily(statistic=project, name="<theta, v>"),
+    )
+
+
+def parity_pair(n: int = 4000) -> tuple[PrivateData, PrivateData]:
+    """``(D0, D1)``: ``x0, x1, x3`` cycle through their values, ``x2 = x0 XOR x1``;
+    ``D1`` replaces record 0 (all zeros) by its complement (all ones)."""
+    if n < 8:
+        raise ValueError(f"need n >= 8, got n={n}.")
+    domain = Domain.from_sizes({f"x{j}": 2 for j in range(4)})
+    i = np.arange(n)
+    x0, x1, x3 = i % 2, (i // 2) % 2, (i // 4) % 2
+    records = np.column_stack([x0, x1, x0 ^ x1, x3])
+    flipped = records.copy()
+    flipped[0] = 1 - flipped[0]
+    return PrivateData.from_records(domain, records), PrivateData.from_records(domain, flipped)
+
+
+def default_stream() -> tuple[CMQuery, ...]:
+    """Six queries: 2-way ones the prior answers, parity ones it cannot, smooth and not.
+
+    The hinge parity query crosses the threshold in most trials (the prior's
+    ``theta_hat`` is a noise-driven point of the sphere), which spends an oracle
+    call and an update with its sweeps; the queries after it are answered from
+    the updated hypothesis. Mostly smooth losses: the certified hypothesis solves
+    of non-smooth ones are the cost of a trial.
+    """
+    parity = {"features": ("x0", "x1"), "interactions": (("x0", "x1"),), "radius": 2.0}
+    return (
+        CMQuery(loss="logistic", target="x3", features=("x0",)),
+        CMQuery(loss="hinge", target="x2", **parity),  # type: ignore[arg-type]
+        CMQuery(loss="smoothed_hinge", target="x2", **parity),  # type: ignore[arg-type]
+        CMQuery(loss="huber", target="x3", features=("x0", "x1"), loss_param=0.5, radius=2.0),
+        CMQuery(loss="squared", target="x1", features=("x2", "x3")),
+        CMQuery(loss="logistic", target="x0", features=("x3",), radius=0.5, intercept=False),
+    )
+
+
+# --- Negative controls: deliberately broken pipelines the audit must flag. ---
+
+
+class _CertifiedDataRound(CMRound):
+    """The pre-fix real-data side: a certified solve that raises when it cannot certify.
+
+    The pre-fix code allowed 1000 Newton steps; this one allows
+    :data:`CERTIFY_BUDGET` (counting the FISTA steps its fallback takes), so the
+    refusal shows on a small worst-case pair. Any budget that some datasets exceed
+    is the same bug: whether the solve succeeds depends on the data.
+    """
+
+    def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:
+        weights = data_marginal.ravel()
+        tol = self.hypothesis_tol  # the pre-fix tolerance (1e-5 non-smooth, 1e-8 smooth)
+        solution = minimize(self.problem, weights, tol=tol, max_iter=1000)
+        if not solution.converged or solution.iterations > CERTIFY_BUDGET:
+            raise SolverError(
+                f"Solver could not certify gap {tol} in {CERTIFY_BUDGET} iterations "
+                f"(reached {solution.gap:.3g})."
+            )
+        p = self.problem
+        return p.objective(answer, weights) - p.objective(solution.theta, weights)
+
+
+#: Iterations the broken certified solve may take (on :func:`parity_pair`, ``D0``'s
+#: tables certify within 1 and ``D1``'s hinge and Huber tables need 10 and 3).
+CERTIFY_BUDGET = 2
+
+
+class _CertifyingEngine(OnlinePMW):
+    def cm_round(self, query: CMQuery) -> CMRound:
+        r = super().cm_round(query)
+        fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+        return _CertifiedDataRound(**fields)
+
+
+def refusing_solve(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """Broken: the real-data solve certifies its gap on the data within
+    :data:`CERTIFY_BUDGET` iterations and raises :class:`~pmwcm.solvers.SolverError` when
+    it cannot (the pre-fix code, whose budget was 1000 steps)."""
+    engine = build_engine(data, config, noise=noise)
+    engine.__class__ = _CertifyingEngine
+    return engine
+
+
+def small_sv_sensitivity(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """Broken: the sparse vector's query divided by a sensitivity 10 times too small
+    (``c = 0.2`` instead of 2 in ``c S / n + tau``)."""
+    engine = build_engine(data, config, noise=noise)
+    engine.settings = dataclasses.replace(engine.settings, sensitivity_factor=0.2)
+    return engine
+
+
+def add_remove_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """Broken: the prior charged for ``sigma = m sqrt(2K) / n`` but measured with the
+    add/remove ``sigma = m sqrt(K) / n`` (as in ``tests/test_audit_prior.py``)."""
+    ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta,
+                           accountant=make_accountant(config.accountant))  # fmt: skip
+    multiplier = calibrate_gaussian_multiplier(
+        fixed=None,
+        gaussian_count=1,
+        epsilon=config.prior_fraction * config.epsilon,
+        delta=config.prior_fraction * config.delta,
+        accountant=ledger.accountant,
+    )
+    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
+    prior = marginal_prior(data, noise_multiplier=multiplier / math.sqrt(2), noise=noise)
+    return build_engine(data, config, noise=noise, prior=prior, ledger=ledger)
+
+
+#: The negative controls by label.
+BROKEN: dict[str, Build] = {
+    "refusing real-data solve": refusing_solve,
+    "sparse vector sensitivity / 10": small_sv_sensitivity,
+    "prior at add/remove sigma": add_remove_prior,
+}
+
+
+def pipeline_case(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-6,
+    n: int = 4000,
+    build: Build = shipped,
+    label: str = "default pipeline",
+) -> AuditCase:
+    """The pipeline ``build`` at ``PMWConfig(epsilon, delta)`` on :func:`parity_pair`."""
+    d0, d1 = parity_pair(n)
+    queries = default_stream()
+    config = PMWConfig(epsilon=epsilon, delta=delta)
+    dims = tuple(q.compile(d0.domain).dim for q in queries)
+    mechanism = PipelineMechanism(config=config, queries=queries, dims=dims, build=build)
+    gap = np.nan_to_num(noiseless(mechanism, d1) - noiseless(mechanism, d0))[mechanism.codes :]
+    norm = float(np.linalg.norm(gap))
+    direction = gap / norm if norm > 0 else np.ones_like(gap)
+    return AuditCase(
+        name=f"{label}: build_engine(PMWConfig({epsilon:g}, {delta:g})), {len(queries)} queries",
+        guarantee=f"({epsilon:g}, {delta:g})-DP: marginal prior, LSL sparse vector, "
+        f"T={config.max_updates} noisy GD, {config.sweeps} sweeps (PLD)",
+        mechanism=mechanism,
+        dataset0=d0,
+        dataset1=d1,
+        events=pipeline_family(mechanism, direction),
+        claimed_epsilon=epsilon,
+        delta=delta,
+    )
