@@ -1,25 +1,41 @@
 """``pmwcm audit``: the report's shape and exit status (the heavy parts are stubbed).
 
-The long run itself (10^6 trials per mechanism) is recorded in docs/audit.md.
+The long run itself (10^6 trials per vectorised mechanism, the end-to-end pipeline
+and its negative controls) is recorded in docs/audit.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 import pmwcm.audit.suite as suite
+from pmwcm.audit.cases import AuditCase, LaplaceMechanism, laplace_case, numpy_source
 from pmwcm.cli import app
 
 
+def stub(label: str, *, scale: float = 1.0) -> AuditCase:
+    """A cheap Laplace case standing in for a pipeline row (``scale < 1`` is broken)."""
+    case = laplace_case(numpy_source, label=label)
+    return dataclasses.replace(case, mechanism=LaplaceMechanism(scale=scale, source=numpy_source))
+
+
 @pytest.fixture
-def light(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, bool]]:
-    checks = [("sparse vector", "0 of 2 trials differ", True)]
-    monkeypatch.setattr(suite, "standard_crosschecks", lambda **kw: checks)
+def light(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    state: dict[str, Any] = {
+        "checks": [("sparse vector", "0 of 2 trials differ", True)],
+        "controls": [(stub("BROKEN half scale", scale=0.5), True)],
+    }
+    monkeypatch.setattr(suite, "standard_crosschecks", lambda **kw: state["checks"])
     monkeypatch.setattr(suite, "standard_sensitivity", lambda **kw: [])
-    return checks
+    monkeypatch.setattr(suite, "pipeline_cases", lambda: [stub("default pipeline")])
+    memo = [("pipeline, memoised PLD", "0 of 6 differ", True)]
+    monkeypatch.setattr(suite, "pipeline_crosschecks", lambda **kw: memo)
+    monkeypatch.setattr(suite, "negative_controls", lambda: state["controls"])
+    return state
 
 
 def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
@@ -29,13 +45,32 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
     assert "| mechanism | guarantee | delta | claimed eps | eps lower bound |" in result.stdout
     assert "Lyu-Su-Li eps=2 c=1" in result.stdout and "engine: T=1" in result.stdout
     assert "prior marginals (K=6, n=12)" in result.stdout
-    assert "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp" in result.stdout
-    assert result.stdout.count("| consistent |") == 10
+    assert "Laplace mechanism (default pipeline)" in result.stdout
+    assert "| pipeline, memoised PLD | 0 of 6 differ | yes |" in result.stdout
+    assert (
+        "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp --pipeline-trials 2000"
+        in result.stdout
+    )
+    assert result.stdout.count("| consistent |") == 11
+    assert "Negative controls" not in result.stdout
     assert out.read_text() == result.stdout
 
 
 def test_audit_fails_when_a_crosscheck_disagrees(light: Any) -> None:
-    light[0] = ("sparse vector", "1 of 2 trials differ", False)
+    light["checks"][0] = ("sparse vector", "1 of 2 trials differ", False)
     result = CliRunner().invoke(app, ["audit", "--trials", "1000", "--no-opendp"])
     assert result.exit_code == 1
     assert "| sparse vector | 1 of 2 trials differ | NO |" in result.stdout
+
+
+def test_negative_controls_must_be_caught(light: Any) -> None:
+    args = ["audit", "--no-suite", "--negative-controls", "--pipeline-trials", "20000"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "## Negative controls: deliberately broken pipelines" in result.stdout
+    assert "| violation | yes |" in result.stdout
+    assert "Lyu-Su-Li" not in result.stdout and "Sensitivity search" not in result.stdout
+    light["controls"][0] = (stub("BROKEN but correct"), True)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert "| consistent | yes |" in result.stdout

@@ -2,14 +2,19 @@
 
 Runs :func:`pmwcm.audit.suite.standard_cases` (``--trials`` final trials per
 input and mechanism, plus a quarter as many for the event search), the
-cross-checks of the vectorised models against the real code, and the
-sensitivity search; prints a Markdown report to stdout (progress on stderr)
-and exits 1 if any claim is refuted, any cross-check disagrees or any
-sensitivity bound is exceeded.
+shipped default pipeline end to end (:func:`~pmwcm.audit.suite.pipeline_cases`,
+``--pipeline-trials``: real code at ~40 ms a trial), the cross-checks of the
+vectorised models against the real code, and the sensitivity search; with
+``--negative-controls`` also the deliberately broken pipelines. Prints a
+Markdown report to stdout (progress on stderr) and exits 1 if any claim is
+refuted, any cross-check disagrees, any sensitivity bound is exceeded or a
+must-catch negative control is not flagged. ``--no-suite`` runs the pipeline
+rows only.
 
 The error probability ``--alpha`` is family-wise: each of the ``r`` audited
-mechanisms gets ``alpha / r`` (Bonferroni), so with probability at least
-``1 - alpha`` no correct mechanism is reported as a violation.
+rows (negative controls included) gets ``alpha / r`` (Bonferroni), so with
+probability at least ``1 - alpha`` no correct mechanism is reported as a
+violation.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,6 +33,9 @@ _TRIALS_HELP = "Final trials per input and mechanism (the search uses a quarter 
 _ALPHA_HELP = "Family-wise probability of a false violation (split evenly over mechanisms)."
 _OPENDP_HELP = "Include the OpenDP noise rows (~50-100 us per draw: several minutes at 10^6)."
 _OUTPUT_HELP = "Also write the report here (atomically)."
+_PIPELINE_HELP = "Final trials per input for the end-to-end pipeline rows (0: skip them)."
+_CONTROLS_HELP = "Also audit the deliberately broken pipelines (negative controls)."
+_SUITE_HELP = "Run the vectorised cases, cross-checks and sensitivity search (else pipeline only)."
 
 
 def _machine() -> str:
@@ -51,28 +59,43 @@ def audit_command(
     alpha: Annotated[float, typer.Option("--alpha", min=1e-12, max=0.5, help=_ALPHA_HELP)] = 0.01,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the audit's NumPy draws.")] = 0,
     opendp: Annotated[bool, typer.Option("--opendp/--no-opendp", help=_OPENDP_HELP)] = True,
+    pipeline_trials: Annotated[
+        int, typer.Option("--pipeline-trials", min=0, help=_PIPELINE_HELP)
+    ] = 2000,
+    negative_controls: Annotated[
+        bool, typer.Option("--negative-controls/--no-negative-controls", help=_CONTROLS_HELP)
+    ] = False,
+    suite: Annotated[bool, typer.Option("--suite/--no-suite", help=_SUITE_HELP)] = True,
     output: Annotated[Path | None, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = None,
 ) -> None:
     """Audit every mechanism statistically: lower bounds on epsilon vs the claims."""
     import numpy as np
 
     from pmwcm._atomic import atomic_open
-    from pmwcm.audit.suite import standard_cases, standard_crosschecks, standard_sensitivity
+    from pmwcm.audit import suite as standard
 
     began = time.perf_counter()
     rng = np.random.default_rng(seed)
-    cases = standard_cases(opendp=opendp)
-    per_case = alpha / len(cases)
-    flag = "--opendp" if opendp else "--no-opendp"
-    command = f"pmwcm audit --trials {trials} --alpha {alpha:g} --seed {seed} {flag}"
+    cases = [(c, trials) for c in standard.standard_cases(opendp=opendp)] if suite else []
+    if pipeline_trials:
+        cases += [(c, pipeline_trials) for c in standard.pipeline_cases()]
+    controls = standard.negative_controls() if negative_controls and pipeline_trials else []
+    per_case = alpha / max(len(cases) + len(controls), 1)
+    flags = [
+        "--opendp" if opendp else "--no-opendp",
+        f"--pipeline-trials {pipeline_trials}",
+        *(["--negative-controls"] if negative_controls else []),
+        *([] if suite else ["--no-suite"]),
+    ]
+    command = f"pmwcm audit --trials {trials} --alpha {alpha:g} --seed {seed} {' '.join(flags)}"
     lines = [
         "# pmwcm privacy audit",
         "",
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- command: `{command}`",
         f"- machine: {_machine()}",
-        f"- trials: {trials:,} final per input and mechanism (+ {trials // 4:,} for the "
-        f"event search); seed {seed}",
+        f"- trials: {trials:,} final per input and vectorised mechanism, {pipeline_trials:,} "
+        f"for the end-to-end pipeline (+ a quarter as many for the event search); seed {seed}",
         f"- confidence: {1 - alpha:g} family-wise ({1 - per_case:.6g} per row, Bonferroni)",
         "",
         "| mechanism | guarantee | delta | claimed eps | eps lower bound | event | verdict |"
@@ -80,31 +103,47 @@ def audit_command(
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     failed = False
-    for case in cases:
+    for case, n in cases:
         typer.echo(f"auditing {case.name} ...", err=True)
         start = time.perf_counter()
-        r = case.run(trials=trials, rng=rng, alpha=per_case, batch_size=50_000)
+        r = case.run(trials=n, rng=rng, alpha=per_case, batch_size=50_000)
         failed |= r.violated
         lines.append(
             f"| {r.name} | {case.guarantee} | {r.delta:g} | {_fmt(r.claimed_epsilon)} | "
             f"{_fmt(r.epsilon_lower_bound)} | `{r.event}` ({r.count0:,} vs {r.count1:,}) | "
             f"{r.verdict} | {time.perf_counter() - start:.0f} |"
         )
-    typer.echo("cross-checking the models against the real code ...", err=True)
-    lines += ["", "## Vectorised models vs the real code (identical draws)", ""]
-    lines += ["| model | result | ok |", "| --- | --- | --- |"]
-    for what, result, ok in standard_crosschecks(trials=1000, rng=rng):
-        failed |= not ok
-        lines.append(f"| {what} | {result} | {'yes' if ok else 'NO'} |")
-    typer.echo("searching for sensitivity violations ...", err=True)
-    lines += ["", "## Sensitivity search: max |err(D) - err(D')| vs 2S/n + tau (n = 10)", ""]
-    lines += ["| loss | R | l2 | pairs | max change / bound | ok |", "| --- | --- | --- | --- |"
-              " --- | --- |"]  # fmt: skip
-    for rep in standard_sensitivity(rng=rng):
-        failed |= not rep.within_bound
-        q = rep.query
-        lines.append(f"| {q.loss} | {q.radius:g} | {q.l2:g} | {rep.pairs:,} | {rep.ratio:.6f} | "
-                     f"{'yes' if rep.within_bound else 'NO'} |")  # fmt: skip
+    if controls:
+        lines += ["", "## Negative controls: deliberately broken pipelines", ""]
+        lines += ["| broken pipeline | claimed eps | eps lower bound | event | verdict | must "
+                  "catch | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for case, must in controls:
+        typer.echo(f"auditing {case.name} ...", err=True)
+        start = time.perf_counter()
+        r = case.run(trials=pipeline_trials, rng=rng, alpha=per_case, batch_size=50_000)
+        failed |= must and not r.violated
+        lines.append(
+            f"| {r.name} | {_fmt(r.claimed_epsilon)} | {_fmt(r.epsilon_lower_bound)} | "
+            f"`{r.event}` ({r.count0:,} vs {r.count1:,}) | {r.verdict} | "
+            f"{'yes' if must else 'no'} | {time.perf_counter() - start:.0f} |"
+        )
+    if suite:
+        typer.echo("cross-checking the models against the real code ...", err=True)
+        lines += ["", "## Vectorised models vs the real code (identical draws)", ""]
+        lines += ["| model | result | ok |", "| --- | --- | --- |"]
+        checks = standard.standard_crosschecks(trials=1000, rng=rng)
+        if pipeline_trials:
+            checks += standard.pipeline_crosschecks(trials=3, seed=seed)
+        for what, result, ok in checks:
+            failed |= not ok
+            lines.append(f"| {what} | {result} | {'yes' if ok else 'NO'} |")
+        typer.echo("searching for sensitivity violations ...", err=True)
+        lines += ["", "## Sensitivity search: max |q(D) - q(D')| vs c S/n + tau", ""]
+        lines += ["| loss | features | R | l2 | n | pairs | refusals | max change / bound | ok |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        for rep in standard.standard_sensitivity(rng=rng):
+            failed |= not rep.within_bound
+            lines.append(_sensitivity_row(rep))
     lines += ["", f"Total time: {time.perf_counter() - began:.0f} s."]
     report = "\n".join(lines) + "\n"
     typer.echo(report, nl=False)
@@ -113,3 +152,14 @@ def audit_command(
             fh.write(report)
     if failed:
         raise typer.Exit(1)
+
+
+def _sensitivity_row(rep: Any) -> str:
+    """One row of the sensitivity table (features, then interactions and encodings)."""
+    q = rep.query
+    extras = ["*".join(g) for g in q.interactions] + [f"{a} {e}" for a, e in q.encodings.items()]
+    shown = ", ".join(q.features) + (f" ({'; '.join(extras)})" if extras else "")
+    return (
+        f"| {q.loss} | {shown} | {q.radius:g} | {q.l2:g} | {rep.n:,} | {rep.pairs:,} | "
+        f"{rep.refusals:,} | {rep.ratio:.6f} | {'yes' if rep.within_bound else 'NO'} |"
+    )

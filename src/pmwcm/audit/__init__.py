@@ -13,7 +13,8 @@ Modules: :mod:`~pmwcm.audit.bounds` (the confidence bounds),
 (mechanism + claim + neighbours), :mod:`~pmwcm.audit.sparse`,
 :mod:`~pmwcm.audit.oracles`, :mod:`~pmwcm.audit.engine`,
 :mod:`~pmwcm.audit.prior` (vectorised models of pmwcm's mechanisms,
-cross-checked against the real code),
+cross-checked against the real code), :mod:`~pmwcm.audit.pipeline` (the
+shipped default pipeline end to end, real code, refusals as outputs),
 :mod:`~pmwcm.audit.sensitivity` and :mod:`~pmwcm.audit.suite` (what
 ``pmwcm audit`` runs).
 

@@ -7,7 +7,12 @@
 * :func:`standard_crosschecks`: the vectorised models against the real
   classes, oracles and engine, on identical draws (all must agree).
 * :func:`standard_sensitivity`: :func:`~pmwcm.audit.sensitivity.max_sensitivity_search`
-  for every catalogue loss.
+  for every catalogue loss, at radii up to 32, with an interaction, an ordinal
+  encoding, and at ``n = 10^7`` (where ``tau`` is tiny).
+* :func:`pipeline_cases`: the shipped default pipeline end to end
+  (:mod:`pmwcm.audit.pipeline`; real code, ~40 ms a trial, so it runs far fewer
+  trials than the vectorised cases), and :func:`negative_controls`, the
+  deliberately broken pipelines.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_sour
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.audit.pipeline import BROKEN, crosscheck_pipeline, pipeline_case
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
 from pmwcm.audit.sparse import crosscheck, opposite_shifts, sparse_vector_case
@@ -32,7 +38,17 @@ from pmwcm.oracles import NoisyGradientDescent, ObjectivePerturbation, OutputPer
 from pmwcm.queries import CMQuery
 from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse
 
-__all__ = ["standard_cases", "standard_crosschecks", "standard_sensitivity"]
+__all__ = [
+    "MUST_CATCH",
+    "SensitivityQuery",
+    "negative_controls",
+    "pipeline_cases",
+    "pipeline_crosschecks",
+    "sensitivity_queries",
+    "standard_cases",
+    "standard_crosschecks",
+    "standard_sensitivity",
+]
 
 _BINARY_TARGET = {"logistic", "hinge", "smoothed_hinge"}
 
@@ -102,18 +118,68 @@ def standard_crosschecks(*, trials: int, rng: np.random.Generator) -> list[tuple
     return out
 
 
+SensitivityQuery = tuple[CMQuery, int]
+"""A query and the ``n`` it is searched at."""
+
+
+def sensitivity_queries() -> list[SensitivityQuery]:
+    """Per catalogue loss, on ``a`` (binary) and ``b`` (ternary) with target ``y`` or ``t``:
+
+    * ``(R, l2)`` in (1/2, 0), (1, 0.1), (2, 0), (32, 0), (32, 0.1), ``n = 10``;
+    * the interaction ``a x b`` at ``R = 1`` and ``b`` ordinal at ``R = 4, l2 = 0.05``;
+    * ``a`` alone at ``R = 1/2`` (linear on the ball for hinge and absolute) at
+      ``n = 10^7``, where ``tau = 0.2 S / n`` asks the real-data solve for ~1e-8 S.
+    """
+    out: list[SensitivityQuery] = []
+    for loss in sorted(LOSSES):
+        target = "y" if loss in _BINARY_TARGET else "t"
+
+        def ab(*, loss: str = loss, target: str = target, **spec: Any) -> CMQuery:
+            return CMQuery(loss=loss, target=target, features=("a", "b"), **spec)
+
+        for radius, l2 in ((0.5, 0.0), (1.0, 0.1), (2.0, 0.0), (32.0, 0.0), (32.0, 0.1)):
+            out.append((ab(radius=radius, l2=l2), 10))
+        out.append((ab(radius=1.0, interactions=(("a", "b"),)), 10))
+        out.append((ab(radius=4.0, l2=0.05, encodings={"b": "ordinal"}), 10))
+        out.append((CMQuery(loss=loss, target=target, features=("a",), radius=0.5), 10**7))
+    return out
+
+
 def standard_sensitivity(
     *, rng: np.random.Generator, datasets: int = 6, hypotheses: int = 4
 ) -> list[SensitivityReport]:
-    """The search for every catalogue loss, ``(R, l2)`` in (1/2, 0), (1, 0.1), (2, 0), n = 10."""
+    """The search for every query of :func:`sensitivity_queries`."""
     domain = Domain.from_sizes({"a": 2, "b": 3, "y": 2, "t": 3})
-    reports = []
-    for loss in sorted(LOSSES):
-        target = "y" if loss in _BINARY_TARGET else "t"
-        for radius, l2 in ((0.5, 0.0), (1.0, 0.1), (2.0, 0.0)):
-            query = CMQuery(loss=loss, target=target, features=("a", "b"), radius=radius, l2=l2)
-            report = max_sensitivity_search(
-                query, domain, n=10, rng=rng, datasets=datasets, hypotheses=hypotheses
-            )
-            reports.append(report)
-    return reports
+    return [
+        max_sensitivity_search(
+            query, domain, n=n, rng=rng, datasets=datasets, hypotheses=hypotheses
+        )
+        for query, n in sensitivity_queries()
+    ]
+
+
+def pipeline_cases() -> list[AuditCase]:
+    """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`)."""
+    return [pipeline_case()]
+
+
+#: Negative controls the audit must flag at any trial count it runs (the others measure
+#: what a whole-pipeline audit can see; see docs/audit.md).
+MUST_CATCH = frozenset({"refusing real-data solve"})
+
+
+def negative_controls() -> list[tuple[AuditCase, bool]]:
+    """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN``."""
+    return [
+        (pipeline_case(build=build, label=f"BROKEN {label}"), label in MUST_CATCH)
+        for label, build in BROKEN.items()
+    ]
+
+
+def pipeline_crosschecks(*, trials: int, seed: int) -> list[tuple[str, str, bool]]:
+    """Memoised against plain accounting in the pipeline audit, same draws (must agree)."""
+    case = pipeline_case()
+    model: Any = case.mechanism
+    bad = sum(crosscheck_pipeline(model, d, trials=trials, seed=seed)
+              for d in (case.dataset0, case.dataset1))  # fmt: skip
+    return [("pipeline, memoised PLD", f"{bad} of {2 * trials} transcripts differ", bad == 0)]
