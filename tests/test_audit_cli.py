@@ -70,6 +70,8 @@ def test_negative_controls_must_be_caught(light: Any) -> None:
     assert "## Negative controls: deliberately broken pipelines" in result.stdout
     assert "| violation | yes |" in result.stdout
     assert "Lyu-Su-Li" not in result.stdout and "Sensitivity search" not in result.stdout
+    assert "| pipeline, memoised PLD | 0 of 6 differ | yes |" in result.stdout
+    assert "| sparse vector |" not in result.stdout
     light["controls"][0] = (stub("BROKEN but correct"), True)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
