@@ -19,8 +19,9 @@ every released ``theta`` (``nan`` where none was released). **A refusal is an
 output**: an exception is observable, so it is coded and compared across the
 neighbours like any answer, never dropped.
 
-**Events** (:func:`pipeline_family`): the Neyman-Pearson sets of the code
-sequence (sources and refusals), and thresholds on ``<theta, v>``, the released
+**Events** (:func:`pipeline_family`): "the build or some query raised", the
+Neyman-Pearson sets of the code sequence (sources and refusals), and
+thresholds on ``<theta, v>``, the released
 values (``nan`` as 0) projected on the difference ``v`` of the two noiseless
 transcripts (every noise draw replaced by 0, :func:`noiseless`): a discretised
 statistic of the released values along the direction the neighbours move them.
@@ -62,7 +63,14 @@ from numpy.typing import NDArray
 
 from pmwcm.accounting import PLDAccountant, PrivacyLedger, calibrate_gaussian_multiplier
 from pmwcm.audit.cases import AuditCase
-from pmwcm.audit.events import CategoricalFamily, EventFamily, ThresholdFamily, combine, row_codes
+from pmwcm.audit.events import (
+    CategoricalFamily,
+    EventFamily,
+    FixedFamily,
+    ThresholdFamily,
+    combine,
+    row_codes,
+)
 from pmwcm.audit.oracles import _Tape
 from pmwcm.domain import Domain
 from pmwcm.engine import EngineHalted, OnlinePMW
@@ -193,13 +201,17 @@ def crosscheck_pipeline(
 
 
 def pipeline_family(mechanism: PipelineMechanism, direction: FloatArray) -> EventFamily:
-    """Code sequences (Neyman-Pearson sets) and thresholds on ``<theta, direction>``."""
+    """ "Something raised", code sequences (Neyman-Pearson sets), thresholds on ``<theta, v>``."""
     k = mechanism.codes
 
     def project(out: Any) -> FloatArray:
         return np.asarray(np.nan_to_num(np.asarray(out)[:, k:]) @ direction, dtype=np.float64)
 
+    def raised(out: Any) -> NDArray[np.bool_]:
+        return np.asarray(np.any(np.asarray(out)[:, :k] == RAISED, axis=1))
+
     return combine(
+        FixedFamily(events=(("something raised", raised),)),
         CategoricalFamily(
             key=lambda o: row_codes(np.asarray(o)[:, :k].astype(np.int64), low=0, high=RAISED),
             name="codes (build, sources; 3 halted, 4 raised)",
