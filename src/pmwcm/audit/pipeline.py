@@ -34,9 +34,9 @@ complement, which moves every 2-way marginal (the prior's worst case: the L2
 distance ``sqrt(2K) / n`` is attained, :func:`~pmwcm.audit.prior.complement_pair`)
 and breaks the parity of one record.
 
-**Speed.** A trial costs ~30 ms, of which the PLD calibration of the budget
-split would be ~200 ms: its inputs are the config alone, identical in every
-trial. :func:`memoised_pld` memoises :meth:`PLDAccountant.epsilon` on ``(h,
+**Speed.** A trial costs ~40 ms on one core; the PLD calibration of the
+budget split would add ~200 ms to each, though its inputs are the config
+alone, identical in every trial. :func:`memoised_pld` memoises :meth:`PLDAccountant.epsilon` on ``(h,
 repr(event), delta)`` while the trials run (a pure function of them), and
 :func:`crosscheck_pipeline` confirms that memoised and plain runs release the
 same transcripts on identical draws.
