@@ -36,8 +36,9 @@ and breaks the parity of one record.
 
 **Speed.** A trial costs ~40 ms on one core; the PLD calibration of the
 budget split would add ~200 ms to each, though its inputs are the config
-alone, identical in every trial. :func:`memoised_pld` memoises :meth:`PLDAccountant.epsilon` on ``(h,
-repr(event), delta)`` while the trials run (a pure function of them), and
+alone, identical in every trial. :func:`memoised_pld` memoises
+:meth:`PLDAccountant.epsilon` on ``(h, repr(event), delta)`` while the trials
+run (a pure function of them), and
 :func:`crosscheck_pipeline` confirms that memoised and plain runs release the
 same transcripts on identical draws.
 
