@@ -3,8 +3,7 @@
 ordinal encodings and radii up to 32; refusals are compared like values, never skipped.
 
 (The engine's own sensitivity contract is tested in ``test_sensitivity.py``.)
-Deterministic apart from the seed (checked for seeds 0..99); no statistical failure
-probability.
+Deterministic apart from the seed; no statistical failure probability.
 """
 
 from __future__ import annotations
