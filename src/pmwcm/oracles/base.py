@@ -19,8 +19,14 @@ from typing import Protocol, runtime_checkable
 import dp_accounting
 import numpy as np
 
-from pmwcm.noise import NoiseSource
+from pmwcm.noise import NoiseSource, add_gaussian
+from pmwcm.oracles.strongly_convex import project_rows
 from pmwcm.problem import ConvexProblem, FloatArray
+
+#: The largest Gaussian ``sigma`` an oracle releases with (public; OpenDP's samplers
+#: return infinities near the float64 limit). Beyond it :func:`release_in_ball`
+#: returns the ``sigma -> infinity`` limit of its release, which reads no data.
+MAX_NOISE_SCALE = 1e250
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,3 +74,30 @@ def check_noise_level(noise_level: float) -> None:
     """Rejects a non-positive or non-finite noise multiplier."""
     if not (np.isfinite(noise_level) and noise_level > 0):
         raise ValueError(f"noise_level must be positive and finite, got noise_level={noise_level}.")
+
+
+def data_free_answer(dim: int, radius: float, noise: NoiseSource) -> FloatArray:
+    """``R Z / ||Z||``, ``Z ~ N(0, I)``: the limit of ``Proj(v + sigma Z)`` as ``sigma -> inf``.
+
+    It reads no data, so it is 0-DP: the answer of an oracle whose public
+    constants call for more noise than float64 carries.
+    """
+    z = noise.gaussian(1.0, dim)
+    norm = float(np.linalg.norm(z))
+    if not norm > 0:
+        return np.zeros(dim)
+    return np.asarray(z * (radius / norm), dtype=np.float64)
+
+
+def release_in_ball(
+    values: FloatArray, sigma: float, *, radius: float, noise: NoiseSource
+) -> FloatArray:
+    """``Proj_Theta(values + N(0, sigma^2 I))`` by :func:`~pmwcm.noise.add_gaussian`; never raises.
+
+    ``sigma`` is public: above :data:`MAX_NOISE_SCALE` (or not finite) the
+    release is :func:`data_free_answer`, decided before ``values`` is read.
+    """
+    if not sigma <= MAX_NOISE_SCALE:
+        return data_free_answer(values.size, radius, noise)
+    # add_gaussian, not values + noise.gaussian(...): the float sum leaks (Mironov 2012).
+    return project_rows(add_gaussian(values, sigma, noise=noise), radius)

@@ -32,6 +32,12 @@ batched draw against 109-111 ms step by step at ``d = 17`` (300 cells), 33 again
 is not floating-point safe (``add_gaussian`` itself falls back to the float64
 sum for it), so there the noise of all steps is drawn in one batch of ``N d``
 values and added by the same float64 sum, one draw instead of ``N``.
+
+**Never raising.** :meth:`NoisyGradientDescent.check` refuses, from the spec,
+constants that overflow float64; a public noise scale beyond float64's reach
+releases the data-free limit of the mechanism
+(:func:`~pmwcm.oracles.base.data_free_answer`); projections take the norm of
+``x / max|x|``, so huge noisy iterates never overflow.
 """
 
 from __future__ import annotations
@@ -44,9 +50,9 @@ import dp_accounting
 import numpy as np
 
 from pmwcm.noise import NoiseSource, OpenDPNoise, add_gaussian
-from pmwcm.oracles.base import OracleInput, check_noise_level
+from pmwcm.oracles.base import MAX_NOISE_SCALE, OracleInput, check_noise_level, data_free_answer
+from pmwcm.oracles.strongly_convex import project_rows
 from pmwcm.problem import ConvexProblem, FloatArray
-from pmwcm.solvers import project_ball
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,6 +84,18 @@ class NoisyGradientDescent:
     def check(self, problem: ConvexProblem) -> None:
         if not problem.lipschitz > 0:
             raise ValueError(f"noisy_gd needs a positive gradient bound, got {problem.lipschitz}.")
+        constants = {
+            "G B": problem.lipschitz,
+            "lambda R": problem.l2 * problem.radius,
+            "S": problem.scale,
+            "beta + lambda": (problem.smoothness or 0.0) + problem.l2,
+        }
+        for label, value in constants.items():
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"noisy_gd needs finite constants, got {label} = {value} (radius "
+                    f"{problem.radius:g}, l2 {problem.l2:g}); use a smaller radius or l2."
+                )
 
     def _step_size(self, problem: ConvexProblem) -> float:
         if self.step_size is not None:
@@ -93,17 +111,20 @@ class NoisyGradientDescent:
         self.check(problem)
         sensitivity = 2.0 * problem.lipschitz / data.n
         sigma = sensitivity * noise_level * math.sqrt(self.steps)
-        noisy = _noisy_gradients(noise, sigma, self.steps, problem.dim)
         h = self._step_size(problem)
+        if not (sigma <= MAX_NOISE_SCALE and h * sigma <= MAX_NOISE_SCALE):
+            # Public: more noise than float64 carries; decided before the data is read.
+            return data_free_answer(problem.dim, problem.radius, noise)
+        noisy = _noisy_gradients(noise, sigma, self.steps, problem.dim)
         theta = np.zeros(problem.dim)
         tail = np.zeros(problem.dim)
         start = self.steps // 2
         for step in range(self.steps):
             grad = noisy(step, problem.gradient(theta, data.weights))
-            theta = project_ball(theta - h * grad, problem.radius)
+            theta = project_rows(theta - h * grad, problem.radius)
             if step >= start:
                 tail += theta
-        return project_ball(tail / (self.steps - start), problem.radius)
+        return project_rows(tail / (self.steps - start), problem.radius)
 
 
 def _noisy_gradients(

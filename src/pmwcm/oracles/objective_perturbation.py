@@ -55,7 +55,26 @@ raises. The count grows like ``sqrt(kappa)``, ``kappa = 1 + beta / mu ~ n (e^{ep
 search) until it fits: a larger ``Gamma`` only lowers ``log(1 + beta / Gamma)``, so
 the part stays ``eps``-DP, and the price is a slightly stronger ridge ``Gamma / n``
 (on Adult, ``n = 48,842``, ``d = 17``, ``lambda = 0``: ``eps = 1`` needs 12,050
-iterations and keeps ``Gamma``; ``eps = 10`` raises it).
+iterations and keeps ``Gamma``; ``eps = 10`` raises it). Extreme levels stay in
+float64: the exponent of ``e^{eps/2}`` is capped (again a larger ``Gamma``), plans
+are computed in log space, and noise scales beyond float64's reach (public)
+release the data-free limit of the mechanism
+(:func:`~pmwcm.oracles.base.data_free_answer`), so no accepted call raises.
+
+**Rounding.** ``r`` is an exact-arithmetic bound, charged twice over
+(:mod:`pmwcm.oracles.strongly_convex`). In float64 the computed point can only
+be as close to ``theta_b`` as ``delta_g / mu``, ``delta_g`` the rounding of one
+gradient (``~1e-15`` relative to ``zeta + beta ||theta||``); since ``mu ~ Gamma /
+n``, this floor grows with ``n`` while ``r`` shrinks, and the iteration budget,
+by raising ``Gamma`` when ``sqrt(kappa)`` gets too large, also bounds it.
+Measured against a Newton reference on Adult logistic queries (``lambda = 0``,
+``eps`` = 0.1 and 1): errors ``<= 7e-11`` for ``n`` up to ``10^7``, where ``r >=
+4e-10`` (``8e-8`` at ``n = 48,842``); ``tests/test_objective_perturbation.py`` and
+``tests/test_oracle_budgets.py`` check ``r`` on near-degenerate weights, with
+``||b||`` up to five times its mean. The floor grows with ``||theta_b||``, hence
+with ``||b||``: it would reach ``r / 2`` only for ``||b||`` some hundreds of times
+its mean ``d norm_scale`` (a ``Gamma(d)`` tail, probability far below
+``1e-100``), an event this event does not account for.
 
 **The split of the one noise level** ``m`` (what the engine calibrates; larger is
 more private, as :func:`pmwcm.practical.calibrate_noise_level` needs): the
@@ -76,27 +95,40 @@ Huber, smoothed hinge), not the squared loss. The mechanism minimises over
 ``Theta`` the projected answer is biased (measured on Adult at eps = 10:
 excess risk ~5e-4 for unit-ball logistic queries, where noisy gradient descent
 reaches the constrained optimum); prefer it for queries whose optimum is inside
-the ball (small ``||theta*||`` or ``l2 > 0``).
+the ball (small ``||theta*||`` or ``l2 > 0``). AMP changes the accuracy by nothing
+measurable: on 8 random unit-ball logistic queries on binary Adult, 5 seeds,
+mean excess risk 0.0183 before and after at ``eps = 1`` (0.0185 at ``eps =
+0.1``, 0.0181 at ``eps = 10``), all of it the projection's bias.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
 
 from pmwcm.accounting import EpsilonDeltaDpEvent
-from pmwcm.noise import NoiseSource, add_gaussian
-from pmwcm.oracles.base import OracleInput, check_noise_level
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles.base import (
+    MAX_NOISE_SCALE,
+    OracleInput,
+    check_noise_level,
+    data_free_answer,
+    release_in_ball,
+)
 from pmwcm.oracles.strongly_convex import DistancePlan, plan_distance, run_distance_plan
 from pmwcm.problem import ConvexProblem, FloatArray
 from pmwcm.queries import GLMProblem
-from pmwcm.solvers import project_ball
 
-#: Doublings and bisection steps of the search for a Gamma that fits the budget.
+#: Jumps and bisection steps of the search for a Gamma that fits the budget.
 _MAX_SEARCH = 200
+_JUMP = 1e3
+#: ``Gamma >= beta / (e^x - 1)`` with ``x = min(eps / 2, _MAX_EXPONENT)``: no overflow.
+_MAX_EXPONENT = 300.0
+_TINY = sys.float_info.min
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,16 +226,19 @@ class ObjectivePerturbation:
         epsilon = 1.0 / noise_level
         zeta = problem.loss.derivative_bound(math.inf) * problem.feature_bound
         beta = problem.loss.smoothness * problem.feature_bound**2  # type: ignore[operator]
-        least = beta / math.expm1(epsilon / 2)
+        # beta / (e^{eps/2} - 1), its exponent capped and Gamma / n kept a normal float
+        # (a larger Gamma is still eps-DP).
+        least = max(beta / math.expm1(min(epsilon / 2, _MAX_EXPONENT)), 2.0 * n * _TINY)
         gamma, solve, target = least, *self._solve_plan(problem, n, zeta, beta, least)
         if solve.distance > target:
             # Over budget: raise Gamma (public) until the wanted distance fits; a larger
             # Gamma only lowers log(1 + beta / Gamma), so eps-DP still holds.
-            low, high = least, 2.0 * least
+            low, high = least, _JUMP * least
             for _ in range(_MAX_SEARCH):
-                if self._solve_plan(problem, n, zeta, beta, high)[0].distance <= target:
+                fits = self._solve_plan(problem, n, zeta, beta, high)
+                if fits[0].distance <= fits[1]:
                     break
-                low, high = high, 2.0 * high
+                low, high = high, _JUMP * high
             for _ in range(_MAX_SEARCH):
                 if high <= low * (1.0 + 1e-6):
                     break
@@ -236,14 +271,15 @@ class ObjectivePerturbation:
         smooth = beta + mu
         target = self.distance_fraction * zeta / (self.gaussian_factor * n * smooth)
         start = zeta / mu
-        if not (target > 0 and start > 0):
-            # zeta = 0: every dataset has the same minimiser; nothing to solve for.
-            target = start = 1.0
+        if not (start > 0 and math.isfinite(start)):
+            # zeta = 0 (every dataset has the same minimiser) or mu below float64's range.
+            start = 1.0 if start == 0 else sys.float_info.max
+        target = min(max(target, _TINY), start)
         solve = plan_distance(
             smoothness=smooth,
             strong_convexity=mu,
             start_distance=start,
-            start_gap=0.5 * smooth * start * start,
+            start_gap=None,  # unconstrained: L D_0^2 / 2
             distance=target,
             max_iterations=self.max_iterations,
         )
@@ -254,14 +290,15 @@ class ObjectivePerturbation:
         problem = data.problem
         plan = self.plan(problem, data.n, noise_level)
         d = problem.dim
+        if not (plan.sigma <= MAX_NOISE_SCALE and plan.norm_scale <= MAX_NOISE_SCALE):
+            # Public: more noise than float64 carries; decided before the data is read.
+            return data_free_answer(d, problem.radius, noise)
         # |b| ~ Gamma(d, 2 zeta / eps_b): a sum of d exponentials, each |Laplace|.
         norm = float(np.abs(noise.laplace(plan.norm_scale, d)).sum())
         direction = noise.gaussian(1.0, d)
         b = norm * direction / max(float(np.linalg.norm(direction)), 1e-300)
         theta = solve_perturbed(problem, data.weights, plan, b / data.n)
-        # add_gaussian, not theta + noise.gaussian(...): the float sum leaks (Mironov 2012).
-        noisy = add_gaussian(theta, plan.sigma, noise=noise)
-        return project_ball(noisy, problem.radius)
+        return release_in_ball(theta, plan.sigma, radius=problem.radius, noise=noise)
 
 
 def solve_perturbed(

@@ -35,14 +35,19 @@ decide how long to run, never stops early and never raises:
   inputs, before anything is spent).
 
 The only refusals are of the query itself, by :meth:`OutputPerturbation.check`
-(``lambda = 0``; a non-smooth query too large for any bounded solve within
-``max_iterations``): they depend on the spec alone, so the engine hears them
-before the ledger is debited.
+(``lambda = 0``; constants that overflow float64; a non-smooth query too large
+for any bounded solve within ``max_iterations``): they depend on the spec alone,
+so the engine hears them before the ledger is debited. Plans are computed in log
+space, and a ``sigma`` beyond float64's reach (public: ``Delta m >
+MAX_NOISE_SCALE``) releases the ``sigma -> infinity`` limit of the mechanism,
+which reads no data (:func:`~pmwcm.oracles.base.release_in_ball`), so no
+accepted call raises.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
 import dp_accounting
@@ -56,11 +61,16 @@ from pmwcm.fixed_budget import (
     oscillation_bound,
     plan_solve,
 )
-from pmwcm.noise import NoiseSource, add_gaussian
-from pmwcm.oracles.base import OracleInput, check_noise_level
+from pmwcm.noise import NoiseSource
+from pmwcm.oracles.base import (
+    MAX_NOISE_SCALE,
+    OracleInput,
+    check_noise_level,
+    data_free_answer,
+    release_in_ball,
+)
 from pmwcm.oracles.strongly_convex import DistancePlan, plan_distance, run_distance_plan
 from pmwcm.problem import ConvexProblem, FloatArray
-from pmwcm.solvers import project_ball
 
 #: Gap doublings tried when a plan at the wanted gap is refused (public constants only).
 _MAX_DOUBLINGS = 200
@@ -128,6 +138,17 @@ class OutputPerturbation:
             raise ValueError(
                 f"output_perturbation needs a strongly convex query (l2 > 0), got l2={problem.l2}."
             )
+        constants = {
+            "G B": problem.lipschitz,
+            "S + lambda R^2 / 2": oscillation_bound(problem),
+            "beta + lambda": (problem.smoothness or 0.0) + problem.l2,
+        }
+        for label, value in constants.items():
+            if not math.isfinite(value):
+                raise ValueError(
+                    f"output_perturbation needs finite constants, got {label} = {value} "
+                    f"(radius {problem.radius:g}, l2 {problem.l2:g}); use a smaller radius."
+                )
         if problem.smoothness is None:
             try:
                 plan_solve(
@@ -148,10 +169,10 @@ class OutputPerturbation:
         if not (isinstance(n, int | np.integer) and n >= 1):
             raise ValueError(f"n must be a positive number of records, got n={n!r}.")
         lam = problem.l2
-        target = self.distance_fraction * problem.lipschitz / (n * lam)
-        if not target > 0:
-            # A zero gradient bound: every dataset has the same minimiser, any distance is free.
-            target = self.distance_fraction * problem.radius
+        # Both points lie in the ball, so no distance above R is worth planning; and a
+        # zero (or underflowing) G B / (n lambda) still gets a positive target.
+        wanted = self.distance_fraction * problem.lipschitz / (n * lam)
+        target = min(max(wanted, sys.float_info.min), problem.radius)
         options: list[OutputPlan] = []
         beta = problem.smoothness
         if beta is not None:
@@ -200,11 +221,11 @@ class OutputPerturbation:
         check_noise_level(noise_level)
         problem = data.problem
         plan = self.plan(problem, data.n)
-        delta = self.sensitivity(problem, data.n)
+        sigma = self.sensitivity(problem, data.n) * noise_level
+        if not sigma <= MAX_NOISE_SCALE:  # public: decided before the data is read
+            return data_free_answer(problem.dim, problem.radius, noise)
         theta = solve_output(problem, data.weights, plan)
-        # add_gaussian, not theta + noise.gaussian(...): the float sum leaks (Mironov 2012).
-        noisy = add_gaussian(theta, delta * noise_level, noise=noise)
-        return project_ball(noisy, problem.radius)
+        return release_in_ball(theta, sigma, radius=problem.radius, noise=noise)
 
 
 def solve_output(problem: ConvexProblem, weights: FloatArray, plan: OutputPlan) -> FloatArray:

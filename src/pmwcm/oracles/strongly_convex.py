@@ -46,6 +46,7 @@ only accuracy does.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,27 +85,13 @@ def _check_positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be positive and finite, got {name}={value}.")
 
 
-def _gradient_bound(contraction: float, start: float, iterations: int) -> float:
-    """``q^k D_0``."""
-    if contraction == 0.0:
-        return 0.0 if iterations >= 1 else start
-    return start * math.exp(iterations * math.log(contraction))
-
-
-def _accelerated_bound(rate: float, spread: float, iterations: int) -> float:
-    """``sqrt(spread (1 - 1/sqrt(kappa))^k)`` with ``rate = -ln(1 - 1/sqrt(kappa))``."""
-    if math.isinf(rate):
-        return 0.0 if iterations >= 1 else math.sqrt(spread)
-    return math.sqrt(spread) * math.exp(-0.5 * iterations * rate)
-
-
-def _iterations_for(ratio: float, per_step: float) -> int:
-    """The smallest ``k >= 0`` with ``exp(-k per_step) <= 1 / ratio``."""
-    if ratio <= 1.0:
+def _steps(need: float, max_iterations: int) -> int | None:
+    """``ceil(need)`` (at least 0), or ``None`` if it exceeds ``max_iterations`` (or is inf/nan)."""
+    if need <= 0.0:
         return 0
-    if math.isinf(per_step):
-        return 1
-    return max(1, math.ceil(math.log(ratio) / per_step))
+    if not need <= max_iterations:
+        return None
+    return max(1, math.ceil(need))
 
 
 def plan_distance(
@@ -112,24 +99,28 @@ def plan_distance(
     smoothness: float,
     strong_convexity: float,
     start_distance: float,
-    start_gap: float,
+    start_gap: float | None,
     distance: float,
     max_iterations: int,
 ) -> DistancePlan:
     """The cheaper method whose charged distance is at most ``distance``, within the budget.
 
+    Computed in log space, so no finite positive input overflows.
+
     Args:
         smoothness: ``L``, a Lipschitz constant of ``grad F`` on ``R^d``.
-        strong_convexity: ``mu > 0`` (``mu <= L``).
+        strong_convexity: ``mu > 0`` (``L`` is raised to ``mu`` if below).
         start_distance: ``D_0 >= ||x_0 - x*||``.
-        start_gap: ``V_0 >= F(x_0) - F*``.
+        start_gap: ``V_0 >= F(x_0) - F*``; ``None`` for an unconstrained problem,
+            where ``V_0 = L D_0^2 / 2`` (smoothness and ``grad F(x*) = 0``).
         distance: the charged distance wanted (the exact-arithmetic bound is half of it).
         max_iterations: the most gradient evaluations allowed.
 
     Returns:
         The plan with fewer iterations reaching ``distance``; if neither fits in
         ``max_iterations``, the one with the smaller distance after
-        ``max_iterations`` (its ``distance`` then exceeds the one wanted).
+        ``max_iterations`` (its ``distance`` then exceeds the one wanted, and is at
+        most ``2 D_0``).
 
     Raises:
         ValueError: for a non-positive or non-finite constant (public inputs only).
@@ -146,65 +137,87 @@ def plan_distance(
         ("distance", distance),
     ):
         _check_positive(name, value)
-    if not (math.isfinite(start_gap) and start_gap >= 0):
+    if start_gap is not None and not (math.isfinite(start_gap) and start_gap >= 0):
         raise ValueError(f"start_gap must be non-negative and finite, got start_gap={start_gap}.")
     if not (isinstance(max_iterations, int) and max_iterations >= 1):
         raise ValueError(f"max_iterations must be a positive integer, got {max_iterations!r}.")
     mu = strong_convexity
     lipschitz = max(smoothness, mu)
-    kappa = lipschitz / mu
-    exact = distance / 2.0
-    # Projected gradient descent: q^k D_0 <= exact.
-    contraction = (kappa - 1.0) / (kappa + 1.0)
-    per_gd = math.inf if contraction == 0.0 else -math.log(contraction)
-    gd_steps = _iterations_for(start_distance / exact, per_gd)
-    # V-FISTA: spread (1 - 1/sqrt(kappa))^k <= exact^2.
-    spread = 2.0 * start_gap / mu + start_distance**2
-    inv_sqrt = 1.0 / math.sqrt(kappa)
-    per_acc = math.inf if inv_sqrt >= 1.0 else -math.log1p(-inv_sqrt)
-    acc_steps = _iterations_for(spread / (exact * exact), per_acc)
+    log_start = math.log(start_distance)
+    log_exact = math.log(distance) - math.log(2.0)
+    # Projected gradient descent: q^k D_0 <= exact, -ln q = ln(1 + 2 mu / (L - mu)).
+    per_gd = math.inf if lipschitz == mu else math.log1p(2.0 * mu / (lipschitz - mu))
+    # V-FISTA: spread (1 - 1/sqrt(kappa))^k <= exact^2, spread = 2 V_0 / mu + D_0^2.
+    root = math.sqrt(mu / lipschitz)
+    per_acc = math.inf if root >= 1.0 else -math.log1p(-root)
+    log_spread = 2.0 * log_start
+    if start_gap is None:  # 2 V_0 / mu + D_0^2 = (kappa + 1) D_0^2
+        log_spread += (
+            math.log1p(lipschitz / mu)
+            if lipschitz / mu < math.inf
+            else math.log(lipschitz) - math.log(mu)
+        )
+    elif start_gap > 0:
+        log_spread = float(np.logaddexp(math.log(2.0 * start_gap) - math.log(mu), log_spread))
     gd = DistancePlan(
         method="gradient",
-        iterations=gd_steps,
+        iterations=0,
         step=2.0 / (lipschitz + mu),
         momentum=0.0,
         distance=distance,
     )
     acc = DistancePlan(
         method="accelerated",
-        iterations=acc_steps,
+        iterations=0,
         step=1.0 / lipschitz,
-        momentum=(1.0 - inv_sqrt) / (1.0 + inv_sqrt),
+        momentum=(1.0 - root) / (1.0 + root),
         distance=distance,
     )
-    best = gd if gd.iterations <= acc.iterations else acc
-    if best.iterations <= max_iterations:
-        return best
+    fits: list[DistancePlan] = []
+    gd_steps = _steps(_need(log_start - log_exact, per_gd), max_iterations)
+    if gd_steps is not None:
+        fits.append(dataclasses.replace(gd, iterations=gd_steps))
+    acc_steps = _steps(_need(log_spread - 2.0 * log_exact, per_acc), max_iterations)
+    if acc_steps is not None:
+        fits.append(dataclasses.replace(acc, iterations=acc_steps))
+    if fits:
+        return min(fits, key=lambda plan: plan.iterations)
     k = max_iterations
-    capped_gd = 2.0 * _gradient_bound(contraction, start_distance, k)
-    capped_acc = 2.0 * _accelerated_bound(per_acc, spread, k)
+    capped_gd = 2.0 * math.exp(log_start - k * per_gd)
+    capped_acc = 2.0 * math.exp(0.5 * (log_spread - k * per_acc))
+    if min(capped_gd, capped_acc) >= 2.0 * start_distance * (1.0 - 1e-9):
+        # The budget buys nothing over the start itself (within D_0 of x*): do not run.
+        return dataclasses.replace(gd, distance=2.0 * start_distance)
     if capped_gd <= capped_acc:
-        return DistancePlan(
-            method="gradient", iterations=k, step=gd.step, momentum=0.0, distance=capped_gd
-        )
-    return DistancePlan(
-        method="accelerated",
-        iterations=k,
-        step=acc.step,
-        momentum=acc.momentum,
-        distance=capped_acc,
-    )
+        return dataclasses.replace(gd, iterations=k, distance=capped_gd)
+    return dataclasses.replace(acc, iterations=k, distance=capped_acc)
+
+
+def _need(log_ratio: float, per_step: float) -> float:
+    """Real-valued iterations for a ratio ``exp(log_ratio)`` at ``per_step`` per iteration."""
+    if log_ratio <= 0.0:
+        return 0.0
+    if math.isinf(per_step):
+        return 1.0
+    if per_step <= 0.0:
+        return math.inf
+    return log_ratio / per_step
 
 
 def project_rows(x: FloatArray, radius: float | None) -> FloatArray:
     """Projects ``x`` (one point, or one per row) onto ``||.|| <= radius``; ``None``: identity.
 
-    Branch-free: every row is scaled by ``min(1, radius / ||row||)``.
+    Branch-free, and safe for entries near the float64 limit: the norm is taken
+    of ``x / max|x|`` and scaled back, so its square never overflows.
     """
     if radius is None:
         return x
-    norms = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x * np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+    with np.errstate(over="ignore", under="ignore"):
+        scale = np.max(np.abs(x), axis=-1, keepdims=True)
+        unit = np.divide(x, scale, out=np.zeros_like(x), where=scale > 0)
+        norms = scale * np.linalg.norm(unit, axis=-1, keepdims=True)
+        factor = np.divide(radius, norms, out=np.ones_like(norms), where=norms > radius)
+    return np.asarray(x * factor, dtype=np.float64)
 
 
 def run_distance_plan(
