@@ -2,11 +2,12 @@
 
 * the event composes pure ``1/m``-DP with a ``(1/(K m))``-GDP Gaussian step;
 * the fixed-budget solve lands within the charged ``r`` of the exact minimiser
-  ``theta_b`` (a damped Newton reference certified by strong convexity), for noise
-  vectors ``b`` of every size, including far in the tail;
+  ``theta_b`` (a trust-region Newton reference certified by strong convexity), for
+  ``b = 0``, a typical ``b`` and one five times its mean norm, up to ``n = 48,842``;
 * the audit (pmwcm.audit.objective) passes the oracle and catches broken variants
-  (``||b||`` ten times too small; no objective noise at all): seeds 0..99 give
-  lower bounds 4.1-4.6 and 7.2 against the claimed 2.07.
+  (``||b||`` ten times too small; no objective noise at all): over seeds 0..99 the
+  correct oracle's lower bounds are 0.08-0.44, the broken ones' 3.6-4.5 and 7.2,
+  against the claimed 2.07.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import dp_accounting
 import numpy as np
 import pytest
+from scipy.optimize import minimize as scipy_minimize
 
 from pmwcm.accounting import EpsilonDeltaDpEvent, PLDAccountant
 from pmwcm.audit.objective import objective_case
@@ -116,9 +118,11 @@ def test_noise_shrinks_with_epsilon(seed: int) -> None:
 def exact_minimiser(
     problem: GLMProblem, weights: np.ndarray, linear: np.ndarray, mu: float
 ) -> tuple[np.ndarray, float]:
-    """``argmin L_w + (mu/2)||.||^2 + <linear, .>`` by damped Newton, and its certified error.
+    """``argmin L_w + (mu/2)||.||^2 + <linear, .>`` and its certified error (a reference).
 
-    Strong convexity: ``||theta - theta_b|| <= ||grad J(theta)|| / mu``.
+    Scipy's trust-region Newton method (``trust-exact``), then plain Newton steps
+    for the last digits, keeping the best point by its certificate: strong
+    convexity gives ``||theta - theta_b|| <= ||grad J(theta)|| / mu``.
     """
     eye = np.eye(problem.dim)
 
@@ -126,26 +130,43 @@ def exact_minimiser(
         losses = weights @ problem.cell_losses(theta)
         return float(losses + 0.5 * mu * theta @ theta + linear @ theta)
 
-    theta = -linear / mu
-    best = (theta, math.inf)
-    for _ in range(500):
-        grad = problem.data_gradient(theta, weights) + mu * theta + linear
-        error = float(np.linalg.norm(grad)) / mu
-        if error < best[1]:
-            best = (theta, error)
+    def gradient(theta: np.ndarray) -> np.ndarray:
+        return problem.data_gradient(theta, weights) + mu * theta + linear
+
+    def hessian(theta: np.ndarray) -> np.ndarray:
         hess = problem.data_hessian(theta, weights)
         assert hess is not None
-        step = -np.linalg.solve(hess + mu * eye, grad)
-        t, current = 1.0, value(theta)
-        while t > 1e-20 and value(theta + t * step) > current + 1e-4 * t * float(grad @ step):
-            t *= 0.5
-        theta = theta + t * step
+        return hess + mu * eye
+
+    result = scipy_minimize(
+        value,
+        np.zeros(problem.dim),
+        jac=gradient,
+        hess=hessian,
+        method="trust-exact",
+        options={"gtol": 1e-14, "maxiter": 5000},
+    )
+    theta = result.x
+    best = (theta, math.inf)
+    for _ in range(20):
+        grad = gradient(theta)
+        certified = float(np.linalg.norm(grad)) / mu
+        if certified < best[1]:
+            best = (theta, certified)
+        theta = theta - np.linalg.solve(hessian(theta), grad)
     return best
 
 
 @pytest.mark.parametrize("loss", ["logistic", "huber", "smoothed_hinge"])
 @pytest.mark.parametrize(
-    ("l2", "n", "level"), [(0.0, 1000, 1.0), (0.0, 50, 0.2), (0.05, 10_000, 5.0)]
+    ("l2", "n", "level"),
+    [
+        (0.0, 1000, 1.0),
+        (0.0, 50, 0.2),
+        (0.05, 10_000, 5.0),
+        (0.0, 48_842, 1.0),
+        (0.0, 48_842, 10.0),
+    ],
 )
 def test_the_solve_lands_within_r_of_the_exact_minimiser(
     loss: str, l2: float, n: int, level: float, seed: int
@@ -156,14 +177,14 @@ def test_the_solve_lands_within_r_of_the_exact_minimiser(
     oracle = ObjectivePerturbation()
     plan = oracle.plan(problem, n, level)
     assert plan.distance <= plan.target
-    for norm_factor in (0.0, 1.0, 30.0):  # b = 0, a typical b, one far in the tail
+    for norm_factor in (0.0, 1.0, 5.0):  # b = 0, a typical b, one in the tail
         weights = rng.dirichlet(np.full(problem.features.shape[0], 0.3))
         direction = rng.standard_normal(problem.dim)
         norm = norm_factor * problem.dim * plan.norm_scale
         linear = norm * direction / np.linalg.norm(direction) / n
         theta = solve_perturbed(problem, weights, plan, linear)
         reference, certified = exact_minimiser(problem, weights, linear, plan.strong_convexity)
-        assert certified < 1e-3 * plan.distance, certified
+        assert certified < 0.1 * plan.distance, certified
         assert np.linalg.norm(theta - reference) <= plan.distance - certified
 
 
@@ -195,7 +216,7 @@ def broken(factor: float) -> ObjectivePerturbation:
 
 @pytest.mark.parametrize("factor", [0.1, 0.0])
 def test_audit_catches_a_broken_objective_perturbation(factor: float, seed: int) -> None:
-    # Claims eps = 2.07 at delta = 1e-6; seeds 0..99 give lower bounds >= 4.1 (0.1) and 7.2 (0).
+    # Claims eps = 2.07 at delta = 1e-6; seeds 0..99: lower bounds >= 3.6 (0.1), 7.2 (0).
     case = objective_case(broken(factor), label="broken objective_perturbation")
     result = case.run(trials=20_000, rng=np.random.default_rng(seed), alpha=1e-6)
     assert result.violated, result
