@@ -25,10 +25,10 @@ average is released, so the iterates' rounding cannot leak" does not hold: with
 ``N = 1`` the answer is ``Proj(-h fl(grad + Z))``, a scaled float release of
 ``grad + Z``, which is exactly the case of Mironov's (2012) attack, and nothing
 shows that averaging more iterates erases the pattern of low bits. The cost is
-small because OpenDP's cost is per value drawn (~60 us), not per call (~50 us of
-overhead): measured on Adult queries (``N = 100``), 95-102 ms per answer with one
-batched draw against 109-111 ms step by step at ``d = 17`` (300 cells), 33 against
-40 ms at ``d = 5``; NumPy noise takes ~1 ms either way. Any other source
+small because OpenDP's cost is per value drawn (~40 us), not per call (~50 us of
+overhead): measured on Adult queries (``N = 100``, same process), 66 ms per answer
+with one batched draw against 73 ms step by step at ``d = 17`` (300 cells), 21
+against 26 ms at ``d = 5``; NumPy noise takes ~1 ms either way. Any other source
 is not floating-point safe (``add_gaussian`` itself falls back to the float64
 sum for it), so there the noise of all steps is drawn in one batch of ``N d``
 values and added by the same float64 sum, one draw instead of ``N``.
@@ -36,8 +36,9 @@ values and added by the same float64 sum, one draw instead of ``N``.
 **Never raising.** :meth:`NoisyGradientDescent.check` refuses, from the spec,
 constants that overflow float64; a public noise scale beyond float64's reach
 releases the data-free limit of the mechanism
-(:func:`~pmwcm.oracles.base.data_free_answer`); projections take the norm of
-``x / max|x|``, so huge noisy iterates never overflow.
+(:func:`~pmwcm.oracles.base.data_free_answer`); projections
+(:func:`~pmwcm.oracles.strongly_convex.project_rows`) take norms without
+overflow, so huge noisy iterates stay finite.
 """
 
 from __future__ import annotations

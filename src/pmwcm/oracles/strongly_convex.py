@@ -207,16 +207,19 @@ def _need(log_ratio: float, per_step: float) -> float:
 def project_rows(x: FloatArray, radius: float | None) -> FloatArray:
     """Projects ``x`` (one point, or one per row) onto ``||.|| <= radius``; ``None``: identity.
 
-    Branch-free, and safe for entries near the float64 limit: the norm is taken
-    of ``x / max|x|`` and scaled back, so its square never overflows.
+    Branch-free (the factor is ``radius / max(||x||, radius)``), and safe for
+    entries near the float64 limit: one point's norm is :func:`math.hypot`'s,
+    which scales internally; rows are normalised by ``max|x|`` first.
     """
     if radius is None:
         return x
+    if x.ndim == 1:
+        return np.asarray(x * (radius / max(math.hypot(*x.tolist()), radius)), dtype=np.float64)
     with np.errstate(over="ignore", under="ignore"):
         scale = np.max(np.abs(x), axis=-1, keepdims=True)
         unit = np.divide(x, scale, out=np.zeros_like(x), where=scale > 0)
         norms = scale * np.linalg.norm(unit, axis=-1, keepdims=True)
-        factor = np.divide(radius, norms, out=np.ones_like(norms), where=norms > radius)
+        factor = radius / np.maximum(norms, radius)
     return np.asarray(x * factor, dtype=np.float64)
 
 
