@@ -133,7 +133,7 @@ def test_update_moves_hypothesis_against_u_and_lowers_the_error() -> None:
             problem=problem,
             oracle=NoisyGradientDescent(),
             hypothesis_tol=1e-10,
-            data_solve=plan_solve(problem, gap=1e-10, max_iterations=10**6),
+            data_solve=plan_solve(problem, gap=1e-8, max_iterations=10**6),
             sensitivity_factor=2.0,
             learning_rate=learning_rate,
         )
