@@ -22,7 +22,7 @@ asked; every cycle checks:
 ``--mode exec`` (the default) starts a real ``pmwcm serve`` process each cycle
 (slow start-up: imports). ``--mode fork`` (the test suite's) forks each server
 from a pre-imported ``multiprocessing`` forkserver and runs the same
-``pmwcm._cli_serve.serve_command``; the killed process is just as dead and the
+``pmwcm.cli.serve.serve_command``; the killed process is just as dead and the
 new one reads only the disk.
 
 Usage: ``python benchmarks/crash.py --cycles 120 [--mode fork --failpoint-rate 0.05]``;
@@ -52,15 +52,15 @@ from typing import Any
 import httpx
 import numpy as np
 
-from pmwcm.client import BudgetExhausted, Client, ServiceError
+from pmwcm.service.client import BudgetExhausted, Client, ServiceError
 
 SESSION_PARAMS = {"max_updates": 30, "threshold": 0.0, "expected_queries": 100}
 PRELOAD = [
-    "pmwcm._cli_serve",
+    "pmwcm.cli.serve",
     "pmwcm.service",
-    "pmwcm.dataset",
-    "pmwcm.schema",
-    "pmwcm.prior",
+    "pmwcm.data.table",
+    "pmwcm.data.schema",
+    "pmwcm.mechanisms.priors.marginals",
     "uvicorn",
     "uvicorn.server",
     "uvicorn.lifespan.on",
@@ -161,7 +161,7 @@ def _install_failpoints(rate: float, seed: int) -> None:
 
 def serve_child(state: Path, port: int, failpoint_rate: float, seed: int) -> None:
     """The forked server: ``pmwcm serve --state STATE --port PORT``, with failpoints if asked."""
-    from pmwcm._cli_serve import serve_command
+    from pmwcm.cli.serve import serve_command
 
     if failpoint_rate > 0:
         _install_failpoints(failpoint_rate, seed)
@@ -332,9 +332,9 @@ class Harness:
 
     def check_disk(self) -> None:
         """Invariants on the state directory while no server runs."""
-        from pmwcm.accounting import BudgetExceededError, PrivacyLedger
-        from pmwcm.event_codec import event_from_dict
-        from pmwcm.practical import make_accountant
+        from pmwcm.engine.practical import make_accountant
+        from pmwcm.mechanisms.accounting import BudgetExceededError, PrivacyLedger
+        from pmwcm.mechanisms.accounting.codec import event_from_dict
         from pmwcm.service import SQLiteStore
 
         store = SQLiteStore(self.state)

@@ -41,8 +41,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
 
 FloatArray = NDArray[np.float64]
 

@@ -45,17 +45,17 @@ from typing import Any
 
 import numpy as np
 
-from pmwcm.datasets import load_adult
-from pmwcm.domain import Domain
-from pmwcm.engine import OnlinePMW
-from pmwcm.histogram import DenseHistogram, FloatArray, Histogram
-from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise
-from pmwcm.oracles import NoisyGradientDescent, OracleInput
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.problem import ConvexProblem
-from pmwcm.queries import CMQuery
-from pmwcm.workload import random_queries
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
+from pmwcm.kernels.problem import ConvexProblem
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise, OpenDPNoise
+from pmwcm.mechanisms.oracles import NoisyGradientDescent, OracleInput
+from pmwcm.mechanisms.private_data import PrivateData
 
 ALWAYS, NEVER = -1e12, 1e12
 PARTS = ("hyp marginal", "reweight", "data marginal", "oracle", "ledger", "rest")
@@ -79,7 +79,7 @@ class Clock:
 
 
 class TimedHistogram:
-    """A :class:`~pmwcm.histogram.Histogram` that times its marginal and reweight passes."""
+    """A :class:`~pmwcm.kernels.histogram.Histogram` that times its marginal and reweight passes."""
 
     def __init__(self, inner: Histogram, clock: Clock) -> None:
         self.inner, self.clock, self.domain = inner, clock, inner.domain

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from pmwcm.domain import Domain
-from pmwcm.noise import NumpyNoise
-from pmwcm.private_data import PrivateData
+from pmwcm.kernels.domain import Domain
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 DEFAULT_SEED = 42
 
@@ -64,7 +64,7 @@ class Draw:
 
 
 class RecordingNoise:
-    """A :class:`~pmwcm.noise.NoiseSource` double: seeded NumPy draws, every call recorded.
+    """A :class:`~pmwcm.mechanisms.noise.NoiseSource` double: seeded draws, every call recorded.
 
     Set ``probe`` to a callable to snapshot some state (say, the ledger) at each draw.
     """

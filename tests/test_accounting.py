@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from pmwcm.accounting import (
+from pmwcm.mechanisms.accounting import (
     Accountant,
     BudgetExceededError,
     DRVAccountant,

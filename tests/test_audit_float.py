@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from pmwcm.audit import FixedFamily, audit
-from pmwcm.linear import LinearRound
-from pmwcm.noise import OpenDPNoise, add_gaussian, add_laplace
+from pmwcm.engine.rounds import LinearRound
+from pmwcm.mechanisms.noise import OpenDPNoise, add_gaussian, add_laplace
 
 ALPHA = 1e-6
 LOW_BITS = FixedFamily(

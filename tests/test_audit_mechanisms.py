@@ -21,19 +21,19 @@ from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_sour
 from pmwcm.audit.engine import RAISED, EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
-from pmwcm.engine import OnlinePMW
-from pmwcm.noise import NoiseSource
-from pmwcm.oracles import (
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.rounds import CMRound
+from pmwcm.kernels.problem import ConvexProblem, FloatArray
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.solvers import SolverError
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.oracles import (
     NoisyGradientDescent,
     ObjectivePerturbation,
     OracleInput,
     OutputPerturbation,
 )
-from pmwcm.private_data import PrivateData
-from pmwcm.problem import ConvexProblem, FloatArray
-from pmwcm.queries import CMQuery
-from pmwcm.rounds import CMRound
-from pmwcm.solvers import SolverError
+from pmwcm.mechanisms.private_data import PrivateData
 
 ALPHA = 1e-6
 

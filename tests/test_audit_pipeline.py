@@ -34,11 +34,11 @@ from pmwcm.audit.pipeline import (
     refusing_solve,
     shipped,
 )
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import NoisyGradientDescent
-from pmwcm.practical import PMWConfig
-from pmwcm.prior import pairwise_cliques
-from pmwcm.sparse_vector import LyuSuLiSparse
+from pmwcm.engine.practical import PMWConfig
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import NoisyGradientDescent
+from pmwcm.mechanisms.priors.marginals import pairwise_cliques
+from pmwcm.mechanisms.sparse_vector import LyuSuLiSparse
 
 ALPHA = 1e-6
 TRIALS = 100

@@ -1,4 +1,5 @@
-"""Privacy audit of the private prior's measurement (:func:`pmwcm.prior.measure_marginals`).
+"""Privacy audit of the private prior's measurement
+(:func:`pmwcm.mechanisms.priors.marginals.measure_marginals`).
 
 All 2-way marginals of 4 binary attributes (K = 6), n = 12, one record replaced
 by its complement (every marginal moves: the sensitivity sqrt(2K)/n is met).
@@ -18,9 +19,9 @@ import pytest
 from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
-from pmwcm.noise import NoiseSource
-from pmwcm.prior import Measurement, measure_marginals
-from pmwcm.private_data import PrivateData
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.priors.marginals import Measurement, measure_marginals
+from pmwcm.mechanisms.private_data import PrivateData
 
 ALPHA = 1e-6
 TRIALS = 100_000

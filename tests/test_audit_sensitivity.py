@@ -19,14 +19,15 @@ from pmwcm.audit.sensitivity import (
     max_sensitivity_search,
     search_engine,
 )
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineSettings, OnlinePMW
-from pmwcm.fixed_budget import SolveRefused
-from pmwcm.losses import LOSSES
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.rounds import CMRound
-from pmwcm.solvers import SolverError, minimize
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fixed_budget import SolveRefused
+from pmwcm.kernels.losses import LOSSES
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.solvers import SolverError, minimize
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "y": 2, "t": 3})
 BINARY = {"logistic", "hinge", "smoothed_hinge"}

@@ -26,8 +26,8 @@ from pmwcm.audit.sparse import (
     opposite_shifts,
     sparse_vector_case,
 )
-from pmwcm.noise import NoiseSource
-from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse
 
 ALPHA = 1e-6
 TRIALS = 200_000
@@ -150,6 +150,6 @@ def test_releasing_the_noisy_value_is_caught(seed: int) -> None:
 
 
 def _unused() -> NoiseSource:
-    from pmwcm.noise import NumpyNoise
+    from pmwcm.mechanisms.noise import NumpyNoise
 
     return NumpyNoise(seed=0)

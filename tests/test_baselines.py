@@ -1,4 +1,4 @@
-"""Contract tests for the baselines (``pmwcm.baselines``).
+"""Contract tests for the baselines (``pmwcm.engine.baselines``).
 
 * :class:`CompositionBaseline` calibrates its noise so that exactly the ``k``
   declared oracle calls compose to ``(epsilon, delta)`` under its accountant (and
@@ -19,18 +19,23 @@ import numpy as np
 import pytest
 
 from conftest import TOY_DOMAIN, RecordingNoise
-from pmwcm.accounting import BudgetExceededError, PLDAccountant, ZCDPAccountant
-from pmwcm.baselines import CompositionBaseline, NonPrivateBaseline, exact_minimum, excess_risk
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import (
+from pmwcm.engine.baselines import (
+    CompositionBaseline,
+    NonPrivateBaseline,
+    exact_minimum,
+    excess_risk,
+)
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.solvers import minimize
+from pmwcm.mechanisms.accounting import BudgetExceededError, PLDAccountant, ZCDPAccountant
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import (
     NoisyGradientDescent,
     ObjectivePerturbation,
     OracleInput,
     OutputPerturbation,
 )
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.solvers import minimize
+from pmwcm.mechanisms.private_data import PrivateData
 
 QUERIES = [
     CMQuery(loss="logistic", target="y", features=pair)

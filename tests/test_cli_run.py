@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from pmwcm.baselines import NonPrivateBaseline
 from pmwcm.cli import app
-from pmwcm.dataset import Dataset
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.schema import Schema
+from pmwcm.data.schema import Schema
+from pmwcm.data.table import Dataset
+from pmwcm.engine.baselines import NonPrivateBaseline
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.private_data import PrivateData
 
 runner = CliRunner()
 OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta", "noise"}
@@ -479,7 +479,7 @@ def test_a_query_too_costly_to_solve_is_refused_before_anything_is_spent(
 def test_an_unexpected_error_on_the_data_side_never_prints_its_message(
     files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pmwcm.engine import OnlinePMW
+    from pmwcm.engine.online import OnlinePMW
 
     def leak(self: OnlinePMW, query: CMQuery) -> None:
         raise ValueError("the data's loss at theta is 0.3141592")

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.draft import DRAFT_WARNING
-from pmwcm.schema import Schema
+from pmwcm.data.schema import Schema
+from pmwcm.data.schema_draft import DRAFT_WARNING
 
 runner = CliRunner()
-DATA = resources.files("pmwcm.datasets").joinpath("data")
+DATA = resources.files("pmwcm.data.bundled").joinpath("files")
 CSV = "y,count,city\n" + "".join(f"{i % 2},{i},{'ab'[i % 2]}\n" for i in range(100))
 
 

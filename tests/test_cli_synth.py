@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.dataset import Dataset
-from pmwcm.schema import Schema
+from pmwcm.data.schema import Schema
+from pmwcm.data.table import Dataset
 from test_cli_run import QUERIES, one_error_line, write_data, write_queries
 
 runner = CliRunner()

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pmwcm.dataset import DataError, Dataset
-from pmwcm.domain import Domain
-from pmwcm.draft import DRAFT_WARNING, draft_schema
-from pmwcm.schema import Attribute, Schema
+from pmwcm.data.schema import Attribute, Schema
+from pmwcm.data.schema_draft import DRAFT_WARNING, draft_schema
+from pmwcm.data.table import DataError, Dataset
+from pmwcm.kernels.domain import Domain
 
 SCHEMA = Schema.from_json(
     {

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pmwcm.dataset import Dataset
-from pmwcm.datasets import adult_schema, list_schemas, load_adult
-from pmwcm.schema import Schema, SchemaError
+from pmwcm.data.bundled import adult_schema, list_schemas, load_adult
+from pmwcm.data.schema import Schema, SchemaError
+from pmwcm.data.table import Dataset
 
-DATA = resources.files("pmwcm.datasets").joinpath("data")
+DATA = resources.files("pmwcm.data.bundled").joinpath("files")
 
 
 def _raw_domain() -> dict[str, int]:

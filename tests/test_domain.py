@@ -1,4 +1,4 @@
-"""Contract tests for the frozen :class:`~pmwcm.domain.Domain` value type."""
+"""Contract tests for the frozen :class:`~pmwcm.kernels.domain.Domain` value type."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmwcm.domain import Domain
+from pmwcm.kernels.domain import Domain
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=60)
 

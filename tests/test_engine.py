@@ -1,4 +1,4 @@
-"""Contract tests for the online PMW engine (``pmwcm.engine``) and its CM rounds.
+"""Contract tests for the online PMW engine (``pmwcm.engine.online``) and its CM rounds.
 
 What is pinned here (DESIGN.md section 3, the issue's "what must be shown"):
 
@@ -19,7 +19,7 @@ What is pinned here (DESIGN.md section 3, the issue's "what must be shown"):
   ledger and the update history; the hypothesis stays on the simplex; the prior
   and the sparse vector's cutoff must match the engine.
 
-Engines are built through :func:`pmwcm.practical.build_engine` on the toy data
+Engines are built through :func:`pmwcm.engine.practical.build_engine` on the toy data
 of ``conftest.py`` with the uniform prior. ``ALWAYS`` / ``NEVER`` thresholds
 (``-1e12`` / ``1e12`` sensitivities) make the sparse vector's answer certain
 whatever its Laplace noise, so these tests are deterministic for every seed.
@@ -37,21 +37,22 @@ import numpy as np
 import pytest
 
 from conftest import TOY_DOMAIN, RecordingNoise, toy_records
-from pmwcm.accounting import PLDAccountant, PrivacyLedger
-from pmwcm.baselines import excess_risk
-from pmwcm.domain import Domain
-from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW, query_key
-from pmwcm.fixed_budget import plan_solve
-from pmwcm.histogram import DenseHistogram, Histogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import NoisyGradientDescent, OracleInput, OutputPerturbation
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.problem import ConvexProblem, FloatArray
-from pmwcm.queries import CMQuery, QueryError
-from pmwcm.rounds import CMRound
-from pmwcm.solvers import minimize
-from pmwcm.sparse_vector import LyuSuLiSparse
+from pmwcm.engine.baselines import excess_risk
+from pmwcm.engine.online import Answer, EngineHalted, OnlinePMW, query_key
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fixed_budget import plan_solve
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.problem import ConvexProblem, FloatArray
+from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.solvers import minimize
+from pmwcm.mechanisms.accounting import PLDAccountant, PrivacyLedger
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import NoisyGradientDescent, OracleInput, OutputPerturbation
+from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.mechanisms.sparse_vector import LyuSuLiSparse
 
 ALWAYS = -1e12  # threshold (in sensitivities) every query crosses
 NEVER = 1e12  # threshold no query crosses
@@ -697,7 +698,7 @@ def test_a_failed_sweep_leaves_the_hypothesis_and_updates_as_they_were(
     def broken_replay(hypothesis: Histogram, past: Any) -> None:
         raise RuntimeError("sweep failed")
 
-    monkeypatch.setattr("pmwcm.engine._replay", broken_replay)
+    monkeypatch.setattr("pmwcm.engine.online._replay", broken_replay)
     with pytest.raises(RuntimeError, match="sweep failed"):
         engine.answer(QUERIES[1])
     assert engine.updates == updates

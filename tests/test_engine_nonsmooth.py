@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmwcm.domain import Domain
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "y": 2})
 

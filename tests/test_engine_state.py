@@ -9,15 +9,15 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.domain import Domain
-from pmwcm.engine import OnlinePMW
-from pmwcm.engine_state import restore, snapshot
-from pmwcm.event_codec import event_from_dict, event_to_dict
-from pmwcm.linear import LinearQuery
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.snapshot import restore, snapshot
+from pmwcm.kernels.counting import LinearQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 2, "y": 2})
 
@@ -102,7 +102,7 @@ def test_linear_updates_survive_a_snapshot(seed: int) -> None:
 
 
 def test_event_codec_round_trips_every_kind_the_ledger_records() -> None:
-    from pmwcm.accounting import EpsilonDeltaDpEvent
+    from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent
 
     events = [
         dp_accounting.GaussianDpEvent(2.5),

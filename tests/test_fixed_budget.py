@@ -31,21 +31,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineSettings
-from pmwcm.fixed_budget import (
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fixed_budget import (
     FixedSolve,
     SolveRefused,
     fixed_budget_minimize,
     oscillation_bound,
     plan_solve,
 )
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.solvers import minimize, project_ball
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.solvers import minimize, project_ball
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "y": 2})
 PIECEWISE_LINEAR = ("hinge", "absolute", "quantile")
@@ -381,14 +381,14 @@ def test_a_rounds_real_data_side_never_raises_and_stays_within_tau(loss: str, da
     target = "c" if loss in ("squared", "huber", "absolute", "quantile") else "y"
     features = ("a", "b", "y") if target == "c" else ("a", "b", "c")
     round_ = engine.cm_round(CMQuery(loss=loss, target=target, features=features, radius=3.0))
-    cells = round_.problem.features.shape[0]
+    problem = round_.problem
+    assert isinstance(problem, GLMProblem)
+    cells = problem.features.shape[0]
     weights = data.draw(degenerate_weights(cells))
     hypothesis = data.draw(degenerate_weights(cells))
     theta_hat = round_.hypothesis_answer(hypothesis)
     q = round_.error(weights, theta_hat)
-    exact = round_.problem.objective(theta_hat, weights) - reference_minimum(
-        round_.problem, weights
-    )
+    exact = problem.objective(theta_hat, weights) - reference_minimum(problem, weights)
     # the upper side only checks the reference: HiGHS meets its constraints to ~1e-7
     assert exact - round_.tau <= q <= exact + 1e-6
 

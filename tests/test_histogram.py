@@ -17,8 +17,8 @@ from hypothesis.extra import numpy as hnp
 from numpy.typing import NDArray
 from scipy import stats
 
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram, Histogram, broadcast_factor, dense_marginal
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram, Histogram, broadcast_factor, dense_marginal
 
 FloatArray = NDArray[np.float64]
 

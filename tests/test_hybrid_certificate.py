@@ -22,14 +22,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmwcm.baselines import excess_risk
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.prior import Measurement, fit_histogram, pairwise_cliques
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
+from pmwcm.engine.baselines import excess_risk
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 2, "y": 2})
 N = 1_000_000

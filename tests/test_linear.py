@@ -1,4 +1,4 @@
-"""Linear (counting) queries through the engine: Hardt-Rothblum PMW (``pmwcm.linear``).
+"""Linear (counting) queries through the engine: Hardt-Rothblum PMW (``pmwcm.kernels.counting``).
 
 * :class:`LinearQuery` builds and validates its table; keys identify repeats.
 * :class:`LinearRound`: hypothesis answer ``<q, Dhat>``, error ``|<q, D> - a_hat|``
@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 from conftest import RecordingNoise
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram, Histogram
-from pmwcm.linear import LinearQuery, LinearRound
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import QueryError
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.rounds import LinearRound
+from pmwcm.kernels.counting import LinearQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.queries import QueryError
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 BITS = Domain.from_sizes({name: 2 for name in "abcde"})
 

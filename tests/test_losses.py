@@ -18,7 +18,7 @@ import pytest
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
-from pmwcm.losses import (
+from pmwcm.kernels.losses import (
     LOSSES,
     Absolute,
     GLMLoss,

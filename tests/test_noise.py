@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
 
 P_REJECT = 1e-9
 N_DRAWS = 20_000

@@ -20,15 +20,15 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize as scipy_minimize
 
-from pmwcm.accounting import EpsilonDeltaDpEvent, PLDAccountant
 from pmwcm.audit.objective import objective_case
-from pmwcm.baselines import excess_risk
-from pmwcm.domain import Domain
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import ObjectivePerturbation, OracleInput
-from pmwcm.oracles.objective_perturbation import ObjectivePlan, solve_perturbed
-from pmwcm.problem import ConvexProblem
-from pmwcm.queries import CMQuery, GLMProblem
+from pmwcm.engine.baselines import excess_risk
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.problem import ConvexProblem
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import ObjectivePerturbation, OracleInput
+from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePlan, solve_perturbed
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "y": 2})
 

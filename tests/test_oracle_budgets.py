@@ -11,7 +11,7 @@ must complete whatever the data. For every oracle and every loss it serves:
   ``1e+-300``, ``n = 10^15``) either ``check`` refuses the spec up front or
   ``answer`` completes;
 * output perturbation's pre-noise point lies within the planned distance ``r``
-  of the minimiser: against :func:`pmwcm.solvers.minimize` at a gap of ``1e-14``
+  of the minimiser: against :func:`pmwcm.kernels.solvers.minimize` at a gap of ``1e-14``
   (smooth losses; the exact minimiser lies within ``sqrt(2 g / lambda)`` of its
   answer) and against the dual box QP, solved independently and certified by
   its duality gap (piecewise linear losses, for which ``minimize`` certifies
@@ -33,20 +33,20 @@ from hypothesis import strategies as st
 from scipy.optimize import lsq_linear
 from scipy.optimize import minimize as scipy_minimize
 
-from pmwcm.domain import Domain
-from pmwcm.noise import NumpyNoise, OpenDPNoise
-from pmwcm.oracles import (
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.problem import FloatArray
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.solvers import minimize
+from pmwcm.mechanisms.noise import NumpyNoise, OpenDPNoise
+from pmwcm.mechanisms.oracles import (
     NoisyGradientDescent,
     ObjectivePerturbation,
     OracleInput,
     OutputPerturbation,
 )
-from pmwcm.oracles.objective_perturbation import solve_perturbed
-from pmwcm.oracles.output_perturbation import solve_output
-from pmwcm.oracles.strongly_convex import project_rows
-from pmwcm.problem import FloatArray
-from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.solvers import minimize
+from pmwcm.mechanisms.oracles.objective_perturbation import solve_perturbed
+from pmwcm.mechanisms.oracles.output_perturbation import solve_output
+from pmwcm.mechanisms.oracles.strongly_convex import project_rows
 from test_objective_perturbation import exact_minimiser
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "y": 2})
@@ -180,7 +180,7 @@ def test_extreme_public_constants_are_refused_up_front_or_answered(name: str, lo
 def reference(problem: GLMProblem, weights: FloatArray) -> tuple[FloatArray, float]:
     """A high-accuracy minimiser and a certified bound on its distance to the exact one.
 
-    Smooth losses: :func:`pmwcm.solvers.minimize` to a gap ``g`` of ``1e-14``, and
+    Smooth losses: :func:`pmwcm.kernels.solvers.minimize` to a gap ``g`` of ``1e-14``, and
     ``sqrt(2 g / lambda)``. Piecewise linear ones: the dual, solved independently.
     """
     if problem.smoothness is None:

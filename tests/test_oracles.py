@@ -1,4 +1,4 @@
-"""Contract tests every single-query oracle ``M'`` must pass (``pmwcm.oracles``).
+"""Contract tests every single-query oracle ``M'`` must pass (``pmwcm.mechanisms.oracles``).
 
 One registry of catalogue losses is parametrized across the oracles:
 
@@ -33,19 +33,19 @@ import pytest
 from scipy import stats
 
 from conftest import RecordingNoise
-from pmwcm.domain import Domain
-from pmwcm.noise import NumpyNoise, OpenDPNoise
-from pmwcm.oracles import (
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.problem import CallableProblem, ConvexProblem, FloatArray
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.solvers import minimize
+from pmwcm.mechanisms.noise import NumpyNoise, OpenDPNoise
+from pmwcm.mechanisms.oracles import (
     NoisyGradientDescent,
     ObjectivePerturbation,
     Oracle,
     OracleInput,
     OutputPerturbation,
 )
-from pmwcm.oracles.output_perturbation import solve_output
-from pmwcm.problem import CallableProblem, ConvexProblem, FloatArray
-from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.solvers import minimize
+from pmwcm.mechanisms.oracles.output_perturbation import solve_output
 
 BINARY = Domain.from_sizes({"a": 2, "b": 3, "y": 2})
 REAL = Domain.from_sizes({"a": 2, "b": 3, "y": 3})
@@ -182,8 +182,8 @@ def test_output_perturbation_draws_the_stated_sigma(
 def test_noisy_gd_releases_each_step_through_add_gaussian_with_opendp(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With OpenDP, every noisy gradient is a floating-point-safe release (pmwcm.noise)."""
-    import pmwcm.oracles.noisy_gd as module
+    """With OpenDP, every noisy gradient is a floating-point-safe release (mechanisms.noise)."""
+    import pmwcm.mechanisms.oracles.noisy_gd as module
 
     calls: list[tuple[int, float]] = []
 

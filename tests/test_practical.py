@@ -1,4 +1,6 @@
-"""Contract tests for practical mode (``pmwcm.practical``): configuration, budget split, accuracy.
+"""Contract tests for practical mode (``pmwcm.engine.practical``).
+
+Configuration, budget split, accuracy:
 
 * :class:`PMWConfig` validates every field with a message naming it, and fills
   the prior-dependent defaults (``T``, ``k``).
@@ -35,12 +37,9 @@ import numpy as np
 import pytest
 
 from conftest import TOY_DOMAIN, RecordingNoise
-from pmwcm.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger, ZCDPAccountant
-from pmwcm.baselines import CompositionBaseline, exact_minimum
-from pmwcm.datasets import load_adult
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import OutputPerturbation
-from pmwcm.practical import (
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.baselines import CompositionBaseline, exact_minimum
+from pmwcm.engine.practical import (
     PMWConfig,
     build_engine,
     calibrate_noise_level,
@@ -48,10 +47,18 @@ from pmwcm.practical import (
     dwork_roth_epsilon_per_run,
     make_accountant,
 )
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse
-from pmwcm.workload import random_queries
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.accounting import (
+    EpsilonDeltaDpEvent,
+    PLDAccountant,
+    PrivacyLedger,
+    ZCDPAccountant,
+)
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import OutputPerturbation
+from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse
 
 
 def total_epsilon(engine: Any, config: PMWConfig, *, kind: str = "cm") -> float:

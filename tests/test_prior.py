@@ -6,11 +6,11 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.prior import (
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors.marginals import (
     Measurement,
     default_iterations,
     fit_histogram,
@@ -19,7 +19,7 @@ from pmwcm.prior import (
     pairwise_cliques,
     public_prior,
 )
-from pmwcm.private_data import PrivateData
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 2})
 

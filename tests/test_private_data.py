@@ -1,4 +1,6 @@
-"""Contract tests for :class:`pmwcm.private_data.PrivateData`, the one door to the real data.
+"""Contract tests for :class:`pmwcm.mechanisms.private_data.PrivateData`.
+
+It is the one door to the real data.
 
 Both backings (records, or a histogram with a stated ``n``) must give the same
 clique marginals -- equal to a brute-force count, axes in the order asked,
@@ -14,9 +16,9 @@ import numpy as np
 import pytest
 
 from conftest import TOY_DOMAIN, toy_records
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.private_data import PrivateData
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.mechanisms.private_data import PrivateData
 
 CLIQUES = [
     (),

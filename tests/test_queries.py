@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.losses import LOSSES, make_loss
-from pmwcm.queries import CMQuery, GLMProblem, QueryError
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.losses import LOSSES, make_loss
+from pmwcm.kernels.queries import CMQuery, GLMProblem, QueryError
 
 FloatArray = NDArray[np.float64]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pmwcm.queries import CMQuery, QueryError
+from pmwcm.kernels.queries import CMQuery, QueryError
 
 BASE: dict[str, Any] = {"loss": "logistic", "target": "y", "features": ["a", "b"]}
 

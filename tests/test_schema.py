@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pmwcm.domain import Domain
-from pmwcm.schema import Attribute, Schema, SchemaError, canonical_value, format_number
+from pmwcm.data.schema import Attribute, Schema, SchemaError, canonical_value, format_number
+from pmwcm.kernels.domain import Domain
 
 EXAMPLE = {
     "name": "example",

@@ -11,9 +11,9 @@ err(D) = (1/n) [g(theta_hat) - g(theta*)]`` for ``g = l_x' - l_x`` and
 ``S`` between two points of ``Theta``, so ``2 S / n``; ``q`` lies in
 ``[err - tau, err]``, hence ``+ tau``.
 
-Rounds are built as the engine builds them: an :class:`~pmwcm.engine.OnlinePMW`
+Rounds are built as the engine builds them: an :class:`~pmwcm.engine.online.OnlinePMW`
 on the dataset (settings from the ``EngineSettings`` defaults) compiles the
-query with :meth:`~pmwcm.engine.OnlinePMW.cm_round`, which plans the
+query with :meth:`~pmwcm.engine.online.OnlinePMW.cm_round`, which plans the
 real-data solve for the engine's ``tau``. For every loss of the catalogue at
 several radii (up to 32) and L2 strengths, with interactions and an ordinal
 encoding, on small domains with a few records, we compute ``q`` exactly as the
@@ -42,12 +42,12 @@ import numpy as np
 import pytest
 
 from pmwcm.audit.sensitivity import engine_settings, search_engine
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineSettings
-from pmwcm.histogram import DenseHistogram
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.rounds import CMRound
+from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.private_data import PrivateData
 
 BINARY = Domain.from_sizes({"a": 2, "b": 3, "y": 2})  # 12 cells, d = 5
 REAL = Domain.from_sizes({"a": 2, "b": 3, "y": 3})  # 18 cells, d = 5

@@ -1,4 +1,4 @@
-"""Contract tests for the certified ball solver :func:`pmwcm.solvers.minimize`.
+"""Contract tests for the certified ball solver :func:`pmwcm.kernels.solvers.minimize`.
 
 The reference optimum comes from ``scipy.optimize`` (SLSQP with the ball
 constraint ``||theta||^2 <= R^2``, several starts, ``ftol = 1e-14``). Smooth
@@ -19,10 +19,10 @@ import pytest
 from numpy.typing import NDArray
 from scipy.optimize import minimize as scipy_minimize
 
-from pmwcm.losses import Absolute, Hinge, Quantile
-from pmwcm.problem import CallableProblem, ConvexProblem
-from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.solvers import Solution, frank_wolfe_gap, minimize, project_ball
+from pmwcm.kernels.losses import Absolute, Hinge, Quantile
+from pmwcm.kernels.problem import CallableProblem, ConvexProblem
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.solvers import Solution, frank_wolfe_gap, minimize, project_ball
 from test_queries import DOMAIN, SPECS
 
 FloatArray = NDArray[np.float64]

@@ -23,9 +23,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from pmwcm.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger
-from pmwcm.noise import NoiseSource, NumpyNoise
-from pmwcm.sparse_vector import (
+from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
+from pmwcm.mechanisms.sparse_vector import (
     DworkRothSparse,
     LyuSuLiSparse,
     SparseVector,

@@ -1,4 +1,6 @@
-"""Tests of the AIM/MST prior backend (``pmwcm.synthetic_prior``) and its practical-mode wiring.
+"""Tests of the AIM/MST prior backend (``pmwcm.mechanisms.priors.synthetic``).
+
+And its practical-mode wiring.
 
 Two groups:
 
@@ -32,18 +34,18 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm import synthetic_prior as sp
-from pmwcm.accounting import (
+from pmwcm.engine.practical import PRIORS, PMWConfig, build_engine, make_accountant
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.mechanisms.accounting import (
     EpsilonDeltaDpEvent,
     PLDAccountant,
     PrivacyLedger,
     ZCDPAccountant,
 )
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PRIORS, PMWConfig, build_engine, make_accountant
-from pmwcm.private_data import PrivateData
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors import synthetic as sp
+from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 2, "d": 2})
 PAIRS = list(itertools.combinations(DOMAIN.names, 2))
@@ -231,7 +233,7 @@ def test_service_accepts_synthetic_priors_under_either_accountant() -> None:
     from pmwcm.service.models import SessionParameters
 
     assert SessionParameters(prior="aim").prior == "aim"
-    # The zCDP debit (a ZCDpEvent) has a JSON form in pmwcm.event_codec.
+    # The zCDP debit (a ZCDpEvent) has a JSON form in pmwcm.mechanisms.accounting.codec.
     assert SessionParameters(prior="mst", accountant="zcdp").accountant == "zcdp"
 
 

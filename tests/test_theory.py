@@ -1,4 +1,6 @@
-"""Theory mode (``pmwcm.theory``): the paper's constants and accuracy theorem on a tiny universe.
+"""Theory mode (``pmwcm.engine.theory``).
+
+The paper's constants and accuracy theorem on a tiny universe.
 
 * :class:`TheoryParameters` against hand-computed values of the figure's
   ``T, eta, eps0, delta0, alpha0, beta0`` and Theorem "putittogetheronline"'s
@@ -26,16 +28,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmwcm.accounting import EpsilonDeltaDpEvent, PLDAccountant
-from pmwcm.baselines import excess_risk
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineHalted
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.sparse_vector import DworkRothSparse
-from pmwcm.theory import TheoryParameters, build_theory_engine, theory_oracle_event
+from pmwcm.engine.baselines import excess_risk
+from pmwcm.engine.online import EngineHalted
+from pmwcm.engine.theory import TheoryParameters, build_theory_engine, theory_oracle_event
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse
 
 TINY = Domain.from_sizes({"a": 2, "b": 2, "c": 2})
 RUNS, MAX_FAILURES, BETA = 16, 6, 0.1

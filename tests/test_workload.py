@@ -5,18 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmwcm.baselines import NonPrivateBaseline
-from pmwcm.domain import Domain
-from pmwcm.losses import make_loss
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.workload import (
+from pmwcm.engine.baselines import NonPrivateBaseline
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.losses import make_loss
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.workload import (
     DEFAULT_LOSSES,
     MixedStream,
     StepwiseAnalyst,
     random_queries,
     random_query,
 )
+from pmwcm.mechanisms.private_data import PrivateData
 
 MIXED = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 4, "y": 2})
 BINARY = Domain.from_sizes({"a": 2, "b": 2, "c": 2, "y": 2})

@@ -7,7 +7,7 @@ answers a stream of CM queries one at a time (so adaptive analysts can use it):
 * ``pmw-paper``  -- practical mode from the uniform start (the paper's algorithm,
                     tight accounting, defaults for ``prior="uniform"``);
 * ``pmw-mst``    -- practical mode with OpenDP's MST as the paid prior
-                    (``prior="mst"``, :mod:`pmwcm.synthetic_prior`);
+                    (``prior="mst"``, :mod:`pmwcm.mechanisms.priors.synthetic`);
 * ``composition``-- every query through noisy gradient descent, budget split k ways;
 * ``mst`` / ``aim`` -- OpenDP's ``extras.mbi`` synthetic data, each query then
                     fitted non-privately on the synthetic records;
@@ -35,12 +35,14 @@ from typing import Protocol
 
 import numpy as np
 
-from pmwcm.baselines import CompositionBaseline, NonPrivateBaseline
-from pmwcm.noise import NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.synthetic_prior import records_of  # a histogram-backed population, as records
+from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors.synthetic import (
+    records_of,  # a histogram-backed population, as records
+)
+from pmwcm.mechanisms.private_data import PrivateData
 
 SYNTHETIC_CACHE = Path(__file__).parent / "results" / "synthetic"
 METHODS = (

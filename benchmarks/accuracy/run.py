@@ -31,13 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pmwcm.baselines import exact_minimum
-from pmwcm.datasets import load_adult
-from pmwcm.domain import Domain
-from pmwcm.histogram import DenseHistogram
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery, GLMProblem
-from pmwcm.workload import StepwiseAnalyst, random_queries
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.baselines import exact_minimum
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.workload import StepwiseAnalyst, random_queries
+from pmwcm.mechanisms.private_data import PrivateData
 
 sys.path.insert(0, str(Path(__file__).parent))
 from methods import build

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from pmwcm.domain import Domain
+from pmwcm.kernels.domain import Domain
 
 
 def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pmwcm.baselines import excess_risk
-from pmwcm.datasets import load_adult
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.private_data import PrivateData
-from pmwcm.theory import TheoryParameters, build_theory_engine
-from pmwcm.workload import random_queries
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.baselines import excess_risk
+from pmwcm.engine.theory import TheoryParameters, build_theory_engine
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
 
 OUT = Path(__file__).parent / "results" / "theory.md"
 

@@ -7,7 +7,7 @@ Every generator is seeded by the caller (streams use seeds ``1000 + s``, as in
   attributes: the loss reads an 9- to 14-way marginal, far beyond the 2-way
   marginals a prior (ours, MST's, AIM's default workload) measures.
 * :func:`interaction_queries` -- 3 to 5 features plus 1 to 3 products of
-  pairs or triples of them (:class:`~pmwcm.queries.CMQuery` ``interactions``).
+  pairs or triples of them (:class:`~pmwcm.kernels.queries.CMQuery` ``interactions``).
 * :func:`parity_records` / :func:`parity_queries` -- the stress case: the
   label is replaced by the parity of three attributes (with 5% of labels
   flipped), and every query includes the three-way product. The parity is a
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pmwcm.domain import Domain
-from pmwcm.queries import CMQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
 
 PARITY_PARTS = ("married", "education-num>=10", "hours>=40")
 PARITY_LABEL = "income>50K"

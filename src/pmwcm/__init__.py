@@ -25,86 +25,93 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time they load on first use
-    from pmwcm.accounting import (
+    from pmwcm.data.bundled import adult_schema, load_adult
+    from pmwcm.data.schema import Schema, SchemaError
+    from pmwcm.data.schema_draft import draft_schema
+    from pmwcm.data.table import DataError, Dataset
+    from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline, excess_risk
+    from pmwcm.engine.online import Answer, EngineHalted, OnlinePMW
+    from pmwcm.engine.practical import PMWConfig, build_engine
+    from pmwcm.engine.settings import EngineSettings
+    from pmwcm.engine.theory import TheoryParameters, build_theory_engine
+    from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
+    from pmwcm.kernels.counting import LinearQuery
+    from pmwcm.kernels.domain import Domain
+    from pmwcm.kernels.histogram import DenseHistogram, Histogram
+    from pmwcm.kernels.problem import CallableProblem, ConvexProblem
+    from pmwcm.kernels.queries import CMQuery, QueryError
+    from pmwcm.kernels.solvers import Solution, SolverError, minimize
+    from pmwcm.mechanisms.accounting import (
         BudgetExceededError,
         DRVAccountant,
         PLDAccountant,
         PrivacyLedger,
         ZCDPAccountant,
     )
-    from pmwcm.baselines import CompositionBaseline, NonPrivateBaseline, excess_risk
-    from pmwcm.dataset import DataError, Dataset
-    from pmwcm.datasets import adult_schema, load_adult
-    from pmwcm.domain import Domain
-    from pmwcm.draft import draft_schema
-    from pmwcm.engine import Answer, EngineHalted, EngineSettings, OnlinePMW
-    from pmwcm.histogram import DenseHistogram, Histogram
-    from pmwcm.linear import LinearQuery
-    from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
-    from pmwcm.oracles import (
+    from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
+    from pmwcm.mechanisms.oracles import (
         NoisyGradientDescent,
         ObjectivePerturbation,
         Oracle,
         OutputPerturbation,
     )
-    from pmwcm.practical import PMWConfig, build_engine
-    from pmwcm.private_data import PrivateData
-    from pmwcm.problem import CallableProblem, ConvexProblem
-    from pmwcm.queries import CMQuery, QueryError
-    from pmwcm.schema import Schema, SchemaError
-    from pmwcm.solvers import Solution, SolverError, minimize
-    from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVectorHalted
-    from pmwcm.theory import TheoryParameters, build_theory_engine
+    from pmwcm.mechanisms.private_data import PrivateData
+    from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVectorHalted
 
 # Importing the whole library costs seconds (dp-accounting alone ~2.4 s), which
 # a `pmwcm --help` should not pay: names are resolved on first access (PEP 562).
 _EXPORTS = {
-    "Answer": "pmwcm.engine",
-    "BudgetExceededError": "pmwcm.accounting",
-    "CMQuery": "pmwcm.queries",
-    "CallableProblem": "pmwcm.problem",
-    "CompositionBaseline": "pmwcm.baselines",
-    "ConvexProblem": "pmwcm.problem",
-    "DRVAccountant": "pmwcm.accounting",
-    "DataError": "pmwcm.dataset",
-    "Dataset": "pmwcm.dataset",
-    "DenseHistogram": "pmwcm.histogram",
-    "Domain": "pmwcm.domain",
-    "DworkRothSparse": "pmwcm.sparse_vector",
-    "EngineHalted": "pmwcm.engine",
-    "EngineSettings": "pmwcm.engine",
-    "Histogram": "pmwcm.histogram",
-    "LinearQuery": "pmwcm.linear",
-    "LyuSuLiSparse": "pmwcm.sparse_vector",
-    "NoiseSource": "pmwcm.noise",
-    "NoisyGradientDescent": "pmwcm.oracles",
-    "NonPrivateBaseline": "pmwcm.baselines",
-    "NumpyNoise": "pmwcm.noise",
-    "ObjectivePerturbation": "pmwcm.oracles",
-    "OnlinePMW": "pmwcm.engine",
-    "OpenDPNoise": "pmwcm.noise",
-    "Oracle": "pmwcm.oracles",
-    "OutputPerturbation": "pmwcm.oracles",
-    "PLDAccountant": "pmwcm.accounting",
-    "PMWConfig": "pmwcm.practical",
-    "PrivacyLedger": "pmwcm.accounting",
-    "PrivateData": "pmwcm.private_data",
-    "QueryError": "pmwcm.queries",
-    "Schema": "pmwcm.schema",
-    "SchemaError": "pmwcm.schema",
-    "Solution": "pmwcm.solvers",
-    "SolverError": "pmwcm.solvers",
-    "SparseVectorHalted": "pmwcm.sparse_vector",
-    "TheoryParameters": "pmwcm.theory",
-    "ZCDPAccountant": "pmwcm.accounting",
-    "adult_schema": "pmwcm.datasets",
-    "build_engine": "pmwcm.practical",
-    "build_theory_engine": "pmwcm.theory",
-    "default_noise": "pmwcm.noise",
-    "draft_schema": "pmwcm.draft",
-    "excess_risk": "pmwcm.baselines",
-    "load_adult": "pmwcm.datasets",
-    "minimize": "pmwcm.solvers",
+    "Answer": "pmwcm.engine.online",
+    "BudgetExhausted": "pmwcm.errors",
+    "Halted": "pmwcm.errors",
+    "InvalidQuery": "pmwcm.errors",
+    "PmwcmError": "pmwcm.errors",
+    "Refused": "pmwcm.errors",
+    "BudgetExceededError": "pmwcm.mechanisms.accounting",
+    "CMQuery": "pmwcm.kernels.queries",
+    "CallableProblem": "pmwcm.kernels.problem",
+    "CompositionBaseline": "pmwcm.engine.baselines",
+    "ConvexProblem": "pmwcm.kernels.problem",
+    "DRVAccountant": "pmwcm.mechanisms.accounting",
+    "DataError": "pmwcm.data.table",
+    "Dataset": "pmwcm.data.table",
+    "DenseHistogram": "pmwcm.kernels.histogram",
+    "Domain": "pmwcm.kernels.domain",
+    "DworkRothSparse": "pmwcm.mechanisms.sparse_vector",
+    "EngineHalted": "pmwcm.engine.online",
+    "EngineSettings": "pmwcm.engine.settings",
+    "Histogram": "pmwcm.kernels.histogram",
+    "LinearQuery": "pmwcm.kernels.counting",
+    "LyuSuLiSparse": "pmwcm.mechanisms.sparse_vector",
+    "NoiseSource": "pmwcm.mechanisms.noise",
+    "NoisyGradientDescent": "pmwcm.mechanisms.oracles",
+    "NonPrivateBaseline": "pmwcm.engine.baselines",
+    "NumpyNoise": "pmwcm.mechanisms.noise",
+    "ObjectivePerturbation": "pmwcm.mechanisms.oracles",
+    "OnlinePMW": "pmwcm.engine.online",
+    "OpenDPNoise": "pmwcm.mechanisms.noise",
+    "Oracle": "pmwcm.mechanisms.oracles",
+    "OutputPerturbation": "pmwcm.mechanisms.oracles",
+    "PLDAccountant": "pmwcm.mechanisms.accounting",
+    "PMWConfig": "pmwcm.engine.practical",
+    "PrivacyLedger": "pmwcm.mechanisms.accounting",
+    "PrivateData": "pmwcm.mechanisms.private_data",
+    "QueryError": "pmwcm.kernels.queries",
+    "Schema": "pmwcm.data.schema",
+    "SchemaError": "pmwcm.data.schema",
+    "Solution": "pmwcm.kernels.solvers",
+    "SolverError": "pmwcm.kernels.solvers",
+    "SparseVectorHalted": "pmwcm.mechanisms.sparse_vector",
+    "TheoryParameters": "pmwcm.engine.theory",
+    "ZCDPAccountant": "pmwcm.mechanisms.accounting",
+    "adult_schema": "pmwcm.data.bundled",
+    "build_engine": "pmwcm.engine.practical",
+    "build_theory_engine": "pmwcm.engine.theory",
+    "default_noise": "pmwcm.mechanisms.noise",
+    "draft_schema": "pmwcm.data.schema_draft",
+    "excess_risk": "pmwcm.engine.baselines",
+    "load_adult": "pmwcm.data.bundled",
+    "minimize": "pmwcm.kernels.solvers",
 }
 
 
@@ -124,6 +131,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "Answer",
     "BudgetExceededError",
+    "BudgetExhausted",
     "CMQuery",
     "CallableProblem",
     "CompositionBaseline",
@@ -136,7 +144,9 @@ __all__ = [
     "DworkRothSparse",
     "EngineHalted",
     "EngineSettings",
+    "Halted",
     "Histogram",
+    "InvalidQuery",
     "LinearQuery",
     "LyuSuLiSparse",
     "NoiseSource",
@@ -150,9 +160,11 @@ __all__ = [
     "OutputPerturbation",
     "PLDAccountant",
     "PMWConfig",
+    "PmwcmError",
     "PrivacyLedger",
     "PrivateData",
     "QueryError",
+    "Refused",
     "Schema",
     "SchemaError",
     "Solution",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pmwcm.client import BudgetExhausted, Client, ServiceError
+from pmwcm.service.client import BudgetExhausted, Client, ServiceError
 from pmwcm.service.models import QuerySpec, SessionParameters
 from service.svc_support import Service
 
@@ -297,9 +297,9 @@ def test_python_client_in_process(service: Service) -> None:
 def test_the_models_mirror_the_library() -> None:
     from dataclasses import fields
 
-    from pmwcm.losses import LOSSES
-    from pmwcm.practical import PMWConfig
-    from pmwcm.queries import CMQuery
+    from pmwcm.engine.practical import PMWConfig
+    from pmwcm.kernels.losses import LOSSES
+    from pmwcm.kernels.queries import CMQuery
     from pmwcm.service.build import PARAMETERS
 
     assert set(QuerySpec.model_json_schema()["properties"]["loss"]["enum"]) == set(LOSSES)

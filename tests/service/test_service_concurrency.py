@@ -8,11 +8,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pmwcm.accounting import PrivacyLedger
-from pmwcm.client import BudgetExhausted, Client
-from pmwcm.event_codec import event_from_dict
-from pmwcm.practical import make_accountant
+from pmwcm.engine.practical import make_accountant
+from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.accounting.codec import event_from_dict
 from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
+from pmwcm.service.client import BudgetExhausted, Client
 from service.svc_support import serving
 
 POOL = [

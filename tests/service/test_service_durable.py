@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pmwcm.accounting import PrivacyLedger
-from pmwcm.engine import query_key
-from pmwcm.event_codec import event_from_dict
-from pmwcm.noise import FloatArray, NumpyNoise
-from pmwcm.practical import make_accountant
-from pmwcm.queries import CMQuery
+from pmwcm.engine.online import query_key
+from pmwcm.engine.practical import make_accountant
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.accounting.codec import event_from_dict
+from pmwcm.mechanisms.noise import FloatArray, NumpyNoise
+from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 from pmwcm.service import SQLiteStore, StoreError
 from pmwcm.service.build import SessionUnavailable, session_config
 from pmwcm.service.sessions import LiveSession, SessionManager
-from pmwcm.sparse_vector import SparseVectorHalted
 from service.svc_support import write_tiny
 
 

@@ -19,9 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.client import Client
 from pmwcm.service import SQLiteStore
 from pmwcm.service.build import session_config
+from pmwcm.service.client import Client
 from pmwcm.service.sessions import SessionManager
 from service.svc_support import free_port, next_query
 

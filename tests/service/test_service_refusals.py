@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from pmwcm.cli import app
 from service.svc_support import Service, TestClient
 
-ADULT = resources.files("pmwcm.datasets").joinpath("data")
+ADULT = resources.files("pmwcm.data.bundled").joinpath("files")
 #: Squared loss at radius 1e8: its objective varies by ~2e16 over the ball.
 FAR: dict[str, Any] = {
     "loss": "squared",
@@ -115,7 +115,7 @@ def test_an_unexpected_error_on_the_data_side_is_a_bare_500(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing that reads the data should raise; if it does, its text never leaves."""
-    from pmwcm.engine import OnlinePMW
+    from pmwcm.engine.online import OnlinePMW
 
     assert service.create().status_code == 201
     analyst = service.analyst()

@@ -40,7 +40,6 @@ from typing import Any, Protocol
 import numpy as np
 from dp_accounting import dp_event
 
-from pmwcm.accounting import Accountant, PLDAccountant
 from pmwcm.audit.bounds import (
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -48,6 +47,7 @@ from pmwcm.audit.bounds import (
     hockey_stick_lower_bound,
 )
 from pmwcm.audit.events import Event, EventFamily, search_event
+from pmwcm.mechanisms.accounting import Accountant, PLDAccountant
 
 __all__ = ["AuditResult", "Mechanism", "audit", "claimed_epsilon"]
 

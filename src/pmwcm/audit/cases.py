@@ -3,8 +3,8 @@
 An :class:`AuditCase` is one row of the ``pmwcm audit`` table. This module
 also builds the cases for the noise sources: the Laplace and Gaussian
 mechanisms on a scalar with sensitivity 1, released through
-:func:`pmwcm.noise.add_laplace` / :func:`~pmwcm.noise.add_gaussian` (the
-library's release path) with any :class:`~pmwcm.noise.NoiseSource`.
+:func:`pmwcm.mechanisms.noise.add_laplace` / :func:`~pmwcm.mechanisms.noise.add_gaussian` (the
+library's release path) with any :class:`~pmwcm.mechanisms.noise.NoiseSource`.
 
 * Laplace, scale ``1/eps``: pure ``eps``-DP (Dwork, Roth 2014, Thm. 3.6);
   neighbours ``0`` and ``1``; the tails ``{out >= t}`` have likelihood ratio
@@ -24,7 +24,7 @@ import numpy as np
 
 from pmwcm.audit.auditor import AuditResult, Mechanism, audit, claimed_epsilon
 from pmwcm.audit.events import Event, EventFamily, ThresholdFamily
-from pmwcm.noise import NoiseSource, NumpyNoise, OpenDPNoise, add_gaussian, add_laplace
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise, OpenDPNoise, add_gaussian, add_laplace
 
 __all__ = [
     "AuditCase",
@@ -90,19 +90,19 @@ class AuditCase:
 
 
 def numpy_source(rng: np.random.Generator) -> NoiseSource:
-    """A :class:`~pmwcm.noise.NumpyNoise` drawing from the audit's ``rng``."""
+    """A :class:`~pmwcm.mechanisms.noise.NumpyNoise` drawing from the audit's ``rng``."""
     return NumpyNoise(generator=rng)
 
 
 def opendp_source() -> NoiseFor:
-    """One shared :class:`~pmwcm.noise.OpenDPNoise` (CSPRNG; ignores the audit's rng)."""
+    """One shared :class:`~pmwcm.mechanisms.noise.OpenDPNoise` (CSPRNG; ignores the audit's rng)."""
     source = OpenDPNoise()
     return lambda rng: source
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaplaceMechanism:
-    """``x + Lap(scale)`` per trial, released with :func:`~pmwcm.noise.add_laplace`."""
+    """``x + Lap(scale)`` per trial, released with :func:`~pmwcm.mechanisms.noise.add_laplace`."""
 
     scale: float
     source: NoiseFor
@@ -114,7 +114,10 @@ class LaplaceMechanism:
 
 @dataclass(frozen=True, kw_only=True)
 class GaussianMechanism:
-    """``x + N(0, sigma^2)`` per trial, released with :func:`~pmwcm.noise.add_gaussian`."""
+    """``x + N(0, sigma^2)`` per trial, released by :func:`~pmwcm.mechanisms.noise.add_gaussian`.
+
+    (One draw per trial.)
+    """
 
     sigma: float
     source: NoiseFor

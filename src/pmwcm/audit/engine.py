@@ -4,8 +4,8 @@
 (hypothesis, oracle, refused) and, for an oracle answer, the sign of
 ``theta[0]``: codes ``0`` hypothesis, ``1`` / ``2`` oracle with ``theta[0] <
 0`` / ``>= 0``, ``3`` refused because the engine halted
-(:class:`~pmwcm.engine.EngineHalted`), ``4`` any other exception the engine
-raised (a :class:`~pmwcm.fixed_budget.SolveRefused`, a solver failure, ...).
+(:class:`~pmwcm.engine.online.EngineHalted`), ``4`` any other exception the engine
+raised (a :class:`~pmwcm.kernels.fixed_budget.SolveRefused`, a solver failure, ...).
 **A refusal is an output**: it is observable, so it is compared across the
 neighbours like any answer and never dropped; a refusal that depends on the
 data makes its code's probability differ between ``D0`` and ``D1``, which the
@@ -44,19 +44,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.accounting import PrivacyLedger
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import CategoricalFamily, row_codes
 from pmwcm.audit.oracles import probe
 from pmwcm.audit.sparse import SparseVectorModel
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineHalted, OnlinePMW
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NoiseSource, NumpyNoise
-from pmwcm.oracles import OracleInput, OutputPerturbation
-from pmwcm.practical import PMWConfig, build_engine, make_accountant, make_sparse_vector
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
+from pmwcm.engine.online import EngineHalted, OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant, make_sparse_vector
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
+from pmwcm.mechanisms.oracles import OracleInput, OutputPerturbation
+from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
     "EngineModel",
@@ -308,9 +308,9 @@ def engine_builder(
     """``build(data, noise)``: the practical engine of ``config`` from the public ``prior``.
 
     The sparse-vector split and the oracle's noise level are calibrated once by
-    :func:`~pmwcm.practical.build_engine` (on ``template``, whose data they do
+    :func:`~pmwcm.engine.practical.build_engine` (on ``template``, whose data they do
     not read); each build then gets a fresh sparse vector, ledger and noise.
-    ``settings`` override :class:`~pmwcm.engine.EngineSettings` fields (e.g.
+    ``settings`` override :class:`~pmwcm.engine.settings.EngineSettings` fields (e.g.
     ``absolute_threshold``).
     """
     made = build_engine(template, config, noise=NumpyNoise(seed=0), prior=prior)

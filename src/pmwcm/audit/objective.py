@@ -1,6 +1,6 @@
 """Auditing objective perturbation (AMP: pure DP composed with a Gaussian step) on arrays.
 
-:class:`~pmwcm.oracles.ObjectivePerturbation` releases ``Proj(theta_approx + N(0,
+:class:`~pmwcm.mechanisms.oracles.ObjectivePerturbation` releases ``Proj(theta_approx + N(0,
 sigma^2 I))``: ``theta_approx`` is a fixed-budget solve, from the centre ``c = -b /
 (n mu)``, of ``L_w(theta) + (mu/2)||theta - c||^2``, within an a-priori ``r`` of the
 exact ``theta_b = argmin_{R^d} L_w + (mu/2)||.||^2 + <b/n, .>``; ``||b|| ~ Gamma(d,
@@ -8,10 +8,10 @@ exact ``theta_b = argmin_{R^d} L_w + (mu/2)||.||^2 + <b/n, .>``; ``||b|| ~ Gamma
 composition of pure ``eps = 1 / noise_level`` (CMS11 Thm. 9) with a ``(1/(K
 m))``-GDP Gaussian step (Iyengar et al. 2019, Thm. 1): its ``privacy_event``, whose
 PLD epsilon at ``delta`` is the claim. :class:`ObjectivePerturbationModel` reads
-every constant from the oracle's public :meth:`~pmwcm.oracles.ObjectivePerturbation.plan`
+every constant from the oracle's public :meth:`~pmwcm.mechanisms.oracles.ObjectivePerturbation.plan`
 (so a broken plan is audited as the oracle runs it), draws ``b`` and the output
 noise the same way for all trials at once and runs the *same* fixed-budget solve
-(:func:`~pmwcm.oracles.strongly_convex.run_distance_plan`) on all trials at once;
+(:func:`~pmwcm.mechanisms.oracles.strongly_convex.run_distance_plan`) on all trials at once;
 :func:`crosscheck_objective` replays identical draws into the real oracle.
 Neighbours: :func:`~pmwcm.audit.oracles.worst_case_neighbours` on a logistic
 query (``y`` on ``a``, no intercept, ``n = 10``).
@@ -30,11 +30,11 @@ from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
 from pmwcm.audit.oracles import _project_rows, worst_case_neighbours
-from pmwcm.domain import Domain
-from pmwcm.oracles import OracleInput
-from pmwcm.oracles.objective_perturbation import ObjectivePerturbation
-from pmwcm.oracles.strongly_convex import run_distance_plan
-from pmwcm.queries import CMQuery, GLMProblem
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.mechanisms.oracles import OracleInput
+from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePerturbation
+from pmwcm.mechanisms.oracles.strongly_convex import run_distance_plan
 
 __all__ = ["ObjectivePerturbationModel", "crosscheck_objective", "objective_case"]
 

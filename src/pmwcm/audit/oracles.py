@@ -33,9 +33,9 @@ from numpy.typing import NDArray
 from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
-from pmwcm.domain import Domain
-from pmwcm.oracles import NoisyGradientDescent, Oracle, OracleInput, OutputPerturbation
-from pmwcm.queries import CMQuery, GLMProblem
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle, OracleInput, OutputPerturbation
 
 __all__ = [
     "NoisyGDModel",

@@ -1,7 +1,7 @@
 """Auditing the shipped default pipeline end to end, refusals included.
 
-**What is audited.** The real :func:`pmwcm.practical.build_engine` with
-:class:`~pmwcm.practical.PMWConfig` defaults -- the paid noisy 2-way-marginal
+**What is audited.** The real :func:`pmwcm.engine.practical.build_engine` with
+:class:`~pmwcm.engine.practical.PMWConfig` defaults -- the paid noisy 2-way-marginal
 prior (40% of the budget), the Lyu-Su-Li sparse vector (30%), ``T = 10``
 noisy-gradient-descent oracle calls (the rest, calibrated by the PLD
 accountant), learning rate 4, two post-processing sweeps, ``after_halt =
@@ -62,7 +62,6 @@ import dp_accounting
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.accounting import PLDAccountant, PrivacyLedger, calibrate_gaussian_multiplier
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import (
     CategoricalFamily,
@@ -73,15 +72,16 @@ from pmwcm.audit.events import (
     row_codes,
 )
 from pmwcm.audit.oracles import _Tape
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineHalted, OnlinePMW
-from pmwcm.noise import NoiseSource, NumpyNoise
-from pmwcm.practical import PMWConfig, build_engine, make_accountant
-from pmwcm.prior import marginal_prior, measurement_event
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.rounds import CMRound
-from pmwcm.solvers import SolverError, minimize
+from pmwcm.engine.online import EngineHalted, OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.engine.rounds import CMRound
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.solvers import SolverError, minimize
+from pmwcm.mechanisms.accounting import PLDAccountant, PrivacyLedger, calibrate_gaussian_multiplier
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
+from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
+from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
     "BROKEN",
@@ -105,7 +105,7 @@ Build = Callable[[PrivateData, PMWConfig, NoiseSource], OnlinePMW]
 
 
 def shipped(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
-    """The shipped pipeline: :func:`~pmwcm.practical.build_engine` as a user calls it."""
+    """The shipped pipeline: :func:`~pmwcm.engine.practical.build_engine` as a user calls it."""
     return build_engine(data, config, noise=noise)
 
 
@@ -294,7 +294,7 @@ class _CertifyingEngine(OnlinePMW):
 
 def refusing_solve(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
     """Broken: the real-data solve certifies its gap on the data within
-    :data:`CERTIFY_BUDGET` iterations and raises :class:`~pmwcm.solvers.SolverError` when
+    :data:`CERTIFY_BUDGET` iterations and raises :class:`~pmwcm.kernels.solvers.SolverError` when
     it cannot (the pre-fix code, whose budget was 1000 steps)."""
     engine = build_engine(data, config, noise=noise)
     engine.__class__ = _CertifyingEngine

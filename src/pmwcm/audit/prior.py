@@ -1,13 +1,15 @@
-"""Auditing the private prior's measurement, :func:`pmwcm.prior.measure_marginals`.
+"""Auditing the private prior's measurement
+(:func:`pmwcm.mechanisms.priors.marginals.measure_marginals`).
 
 **The guarantee audited.** For cliques ``C_1..C_K`` the prior releases ``y =
 (D_{C_1}, ..., D_{C_K}) + N(0, sigma^2 I)`` (one concatenated vector). Under
 replace-one neighbours, one record moves mass ``1/n`` out of one cell of each
 marginal and into another, so each marginal moves by ``sqrt(2) / n`` in L2 and
-the concatenation by at most ``sqrt(2K) / n`` (:mod:`pmwcm.prior`'s
+the concatenation by at most ``sqrt(2K) / n`` (:mod:`pmwcm.mechanisms.priors.marginals`'s
 derivation). With ``sigma = m sqrt(2K) / n`` the release is the Gaussian
 mechanism with noise multiplier ``m``, i.e. ``(1/m)``-GDP (Dwork, Roth 2014,
-App. A; Dong, Roth, Su 2022, Thm. 2.7), and :func:`pmwcm.prior.measurement_event`
+App. A; Dong, Roth, Su 2022, Thm. 2.7), and
+:func:`pmwcm.mechanisms.priors.marginals.measurement_event`
 charges ``GaussianDpEvent(m)``. The audit compares against that event's PLD
 epsilon at ``delta``, as :func:`~pmwcm.audit.cases.gaussian_case` does.
 
@@ -48,10 +50,15 @@ from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
 from pmwcm.audit.oracles import _Tape
-from pmwcm.domain import Domain
-from pmwcm.noise import NoiseSource, NumpyNoise
-from pmwcm.prior import Measurement, measure_marginals, measurement_event, pairwise_cliques
-from pmwcm.private_data import PrivateData
+from pmwcm.kernels.domain import Domain
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
+from pmwcm.mechanisms.priors.marginals import (
+    Measurement,
+    measure_marginals,
+    measurement_event,
+    pairwise_cliques,
+)
+from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
     "MarginalsModel",
@@ -150,7 +157,8 @@ def prior_case(
 ) -> AuditCase:
     """All 2-way marginals of :func:`complement_pair` released by ``measure`` with ``m``.
 
-    The claim is the PLD epsilon of :func:`~pmwcm.prior.measurement_event` at ``delta``.
+    The claim is the PLD epsilon of
+    :func:`~pmwcm.mechanisms.priors.marginals.measurement_event` at ``delta``.
     """
     d0, d1 = complement_pair(attributes, n)
     cliques = tuple(pairwise_cliques(d0.domain))

@@ -3,21 +3,21 @@
 The engine feeds the sparse vector ``q(D) = max(0, L_D(theta_hat) - L_D(theta_D))``
 (``theta_hat`` minimises ``L_Dhat``; ``theta_D`` comes from the fixed-budget
 real-data solve, whose a-priori gap is ``tau``) divided by
-:meth:`pmwcm.rounds.CMRound.sensitivity`, ``c S / n + tau`` with the engine's
+:meth:`pmwcm.engine.rounds.CMRound.sensitivity`, ``c S / n + tau`` with the engine's
 tau rule ``tau = rho c S / n`` (``rho`` is
-:attr:`~pmwcm.engine.EngineSettings.data_gap_fraction`). If some replace-one
+:attr:`~pmwcm.engine.settings.EngineSettings.data_gap_fraction`). If some replace-one
 neighbours move ``q`` by more, the sparse vector's privacy proof fails.
 :func:`max_sensitivity_search` looks for such pairs on the query's clique
 marginal (``q`` depends on ``D`` only through it, and replacing one record
 moves one count of the marginal from a cell to another):
 
 * **rounds** are the engine's own: for every dataset the search builds an
-  :class:`~pmwcm.engine.OnlinePMW` on it (:func:`search_engine`, settings from
-  the :class:`~pmwcm.engine.EngineSettings` defaults) and asks its
-  :meth:`~pmwcm.engine.OnlinePMW.cm_round` for the round, so the plan of the
-  real-data solve (:func:`~pmwcm.fixed_budget.plan_solve`), ``tau`` and the
+  :class:`~pmwcm.engine.online.OnlinePMW` on it (:func:`search_engine`, settings from
+  the :class:`~pmwcm.engine.settings.EngineSettings` defaults) and asks its
+  :meth:`~pmwcm.engine.online.OnlinePMW.cm_round` for the round, so the plan of the
+  real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`), ``tau`` and the
   bound are whatever the engine uses; the data are read through
-  :class:`~pmwcm.private_data.PrivateData`;
+  :class:`~pmwcm.mechanisms.private_data.PrivateData`;
 * **datasets** ``D``: random counts (Dirichlet with small concentration, so
   many cells are empty) and all records in one or two cells;
 * **hypotheses** ``Dhat``: uniform, point masses on random cells, random
@@ -26,7 +26,7 @@ moves one count of the marginal from a cell to another):
 * **neighbours**: every move of one record from a non-empty cell to any cell.
 
 **Refusals are outputs.** Whatever the engine raises on a dataset (building
-the round, e.g. :class:`~pmwcm.fixed_budget.SolveRefused`, or computing ``q``)
+the round, e.g. :class:`~pmwcm.kernels.fixed_budget.SolveRefused`, or computing ``q``)
 is that dataset's outcome, compared with its neighbour's like any value: two
 identical refusals differ by 0, a refusal against a value (or another refusal)
 by ``inf``, which no bound covers. Nothing is skipped. A query that the engine
@@ -36,7 +36,7 @@ refuses from its public constants is refused on every dataset alike.
 fixed-budget solve per dataset, ``max(0, F_D(theta_hat) - F_D(theta_D))``
 for every ``theta_hat`` (the engine solves once per call, which would repeat
 each solve per hypothesis); on every base dataset and hypothesis the real
-:meth:`~pmwcm.rounds.CMRound.error` is called as well and any difference is
+:meth:`~pmwcm.engine.rounds.CMRound.error` is called as well and any difference is
 counted in :attr:`SensitivityReport.mismatches`, which must be 0.
 
 A search can only find violations, never prove their absence; the report
@@ -53,17 +53,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.accounting import PLDAccountant, PrivacyLedger
-from pmwcm.domain import Domain
-from pmwcm.engine import EngineSettings, OnlinePMW
-from pmwcm.fixed_budget import fixed_budget_minimize
-from pmwcm.histogram import DenseHistogram
-from pmwcm.noise import NumpyNoise
-from pmwcm.oracles import NoisyGradientDescent
-from pmwcm.private_data import PrivateData
-from pmwcm.queries import CMQuery
-from pmwcm.rounds import CMRound
-from pmwcm.sparse_vector import LyuSuLiSparse
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fixed_budget import fixed_budget_minimize
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting import PLDAccountant, PrivacyLedger
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import NoisyGradientDescent
+from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.mechanisms.sparse_vector import LyuSuLiSparse
 
 __all__ = [
     "EngineBuild",
@@ -83,7 +84,7 @@ EngineBuild = Callable[[PrivateData, EngineSettings], OnlinePMW]
 
 
 def engine_settings(**overrides: Any) -> EngineSettings:
-    """The :class:`~pmwcm.engine.EngineSettings` defaults, with ``overrides``.
+    """The :class:`~pmwcm.engine.settings.EngineSettings` defaults, with ``overrides``.
 
     The loop-only fields (``max_updates``, ``learning_rate``, ``threshold``) do
     not enter the sparse vector's query and are set to 1, 1, 0; every field that
@@ -101,7 +102,7 @@ def search_engine(data: PrivateData, settings: EngineSettings) -> OnlinePMW:
     """A fresh engine on ``data`` (the rounds it compiles are what the search measures).
 
     The sparse vector, oracle, ledger and noise are never used by
-    :meth:`~pmwcm.engine.OnlinePMW.cm_round`; they are there because the
+    :meth:`~pmwcm.engine.online.OnlinePMW.cm_round`; they are there because the
     engine needs them to exist.
     """
     noise = NumpyNoise(seed=0)
@@ -132,7 +133,7 @@ class SensitivityReport:
         pairs: (neighbour pair, hypothesis) combinations evaluated; none is skipped.
         refusals: those in which the engine raised on at least one side.
         mismatches: base datasets and hypotheses where the search's ``q`` differed
-            from the engine's :meth:`~pmwcm.rounds.CMRound.error` (must be 0).
+            from the engine's :meth:`~pmwcm.engine.rounds.CMRound.error` (must be 0).
         worst: a description of the pair that attained ``max_change``.
     """
 
@@ -191,7 +192,7 @@ def data_of(counts: FloatArray, domain: Domain, clique: tuple[str, ...]) -> Priv
     """A dataset of ``n = sum(counts)`` records whose clique marginal is ``counts / n``.
 
     ``counts`` are per clique cell (C order); the records' other attributes are
-    all 0. Given as a histogram with its ``n`` (:class:`~pmwcm.private_data.PrivateData`
+    all 0. Given as a histogram with its ``n`` (:class:`~pmwcm.mechanisms.private_data.PrivateData`
     reads marginals from it as from records), so ``n`` may be large.
 
     >>> d = Domain.from_sizes({"a": 2, "z": 3, "y": 2})
@@ -243,7 +244,7 @@ class _Search:
     def modelled(self, view: _View, theta_hat: FloatArray) -> Outcome:
         """``q`` from the dataset's one fixed-budget solve (what ``error`` computes).
 
-        Only :class:`~pmwcm.rounds.CMRound`'s own ``error`` is modelled; a round of
+        Only :class:`~pmwcm.engine.rounds.CMRound`'s own ``error`` is modelled; a round of
         any other type (a subclass overriding it) is asked directly.
         """
         if isinstance(view.round, str):

@@ -1,7 +1,7 @@
 """Auditing the online sparse vector: a vectorised replica, checked against the real classes.
 
-:class:`~pmwcm.sparse_vector.DworkRothSparse` and
-:class:`~pmwcm.sparse_vector.LyuSuLiSparse` draw one scalar per call, far too
+:class:`~pmwcm.mechanisms.sparse_vector.DworkRothSparse` and
+:class:`~pmwcm.mechanisms.sparse_vector.LyuSuLiSparse` draw one scalar per call, far too
 slow for 10^6 trials. :class:`SparseVectorModel` replays their decision rule
 on whole arrays of trials,
 
@@ -12,7 +12,7 @@ Dwork-Roth, drawn once for Lyu-Su-Li), ``nu ~ Lap(query_scale)``; the scales
 and the cutoff are *read from the real object* (:meth:`SparseVectorModel.of`),
 so a wrong calibration in the class is a wrong calibration in the audit.
 :func:`crosscheck` feeds the real class the very draws the model used (a
-replaying :class:`~pmwcm.noise.NoiseSource` that serves each scale's stream and
+replaying :class:`~pmwcm.mechanisms.noise.NoiseSource` that serves each scale's stream and
 refuses any other scale) and counts disagreements; the audit is only meaningful
 when there are none.
 
@@ -36,8 +36,8 @@ from numpy.typing import NDArray
 from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import CategoricalFamily, EventFamily, ThresholdFamily, combine, row_codes
-from pmwcm.noise import NumpyNoise
-from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVectorHalted
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVectorHalted
 
 __all__ = [
     "ReplayNoise",
@@ -220,7 +220,7 @@ def crosscheck(
 
     Each trial builds a fresh ``make(noise=ReplayNoise(...))`` and asks it every
     query in turn (``-1`` once it has halted, which it must signal by
-    :class:`~pmwcm.sparse_vector.SparseVectorHalted`).
+    :class:`~pmwcm.mechanisms.sparse_vector.SparseVectorHalted`).
     """
     v, t = np.asarray(values, dtype=np.float64), np.asarray(thresholds, dtype=np.float64)
     model = SparseVectorModel.of(make(noise=NumpyNoise(seed=0)))

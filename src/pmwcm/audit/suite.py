@@ -31,12 +31,12 @@ from pmwcm.audit.pipeline import BROKEN, crosscheck_pipeline, pipeline_case
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
 from pmwcm.audit.sparse import crosscheck, opposite_shifts, sparse_vector_case
-from pmwcm.domain import Domain
-from pmwcm.losses import LOSSES
-from pmwcm.noise import NoiseSource
-from pmwcm.oracles import NoisyGradientDescent, ObjectivePerturbation, OutputPerturbation
-from pmwcm.queries import CMQuery
-from pmwcm.sparse_vector import DworkRothSparse, LyuSuLiSparse
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.losses import LOSSES
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.oracles import NoisyGradientDescent, ObjectivePerturbation, OutputPerturbation
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse
 
 __all__ = [
     "MUST_CATCH",

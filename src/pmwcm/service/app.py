@@ -1,7 +1,7 @@
 """The HTTP API: FastAPI routes over sessions, tokens and the durable store.
 
 **Privacy statement.** Each session runs one online PMW engine
-(:class:`pmwcm.engine.OnlinePMW`, practical mode) over one private dataset, and
+(:class:`pmwcm.engine.online.OnlinePMW`, practical mode) over one private dataset, and
 its ledger composes every privacy event of the interaction -- the sparse
 vector once, each oracle call -- under the session's total ``(epsilon,
 delta)``. Analysts, however many and however adaptive, only ever receive the
@@ -18,8 +18,8 @@ CSPRNG; a session's status names its noise source (``noise``).
 
 **Refusals.** A query is refused (422) only for reasons decided from public
 inputs before the data or the budget is touched: a spec that does not fit the
-schema (:class:`~pmwcm.queries.QueryError`) or constants too costly for the
-bounded real-data solve (:class:`~pmwcm.fixed_budget.SolveRefused`). Nothing
+schema (:class:`~pmwcm.kernels.queries.QueryError`) or constants too costly for the
+bounded real-data solve (:class:`~pmwcm.kernels.fixed_budget.SolveRefused`). Nothing
 that reads the data raises by design; should it, the analyst gets a bare 500
 and never the exception's text. A schema drafted from the data
 (``pmwcm schema``) is refused at session creation unless
@@ -42,11 +42,12 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from pmwcm.accounting import BudgetExceededError
-from pmwcm.engine import EngineHalted
-from pmwcm.fixed_budget import SolveRefused
-from pmwcm.noise import NoiseSource, default_noise
-from pmwcm.queries import CMQuery, QueryError
+from pmwcm.engine.online import EngineHalted
+from pmwcm.kernels.fixed_budget import SolveRefused
+from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.mechanisms.accounting import BudgetExceededError
+from pmwcm.mechanisms.noise import NoiseSource, default_noise
+from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 from pmwcm.service import models as m
 from pmwcm.service.auth import Principal, authenticate, new_token
 from pmwcm.service.build import session_config
@@ -57,7 +58,6 @@ from pmwcm.service.sessions import (
     SessionUnavailable,
 )
 from pmwcm.service.store import StateStore, StoreError, TokenRecord
-from pmwcm.sparse_vector import SparseVectorHalted
 
 _bearer = HTTPBearer(auto_error=False, description="A curator or analyst token.")
 _ERRORS: dict[int | str, dict[str, Any]] = {

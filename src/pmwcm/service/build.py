@@ -1,7 +1,7 @@
 """Building a session's engine: once at creation (genesis), then identically after each restart.
 
 **Genesis.** :func:`genesis` builds the engine with
-:func:`pmwcm.practical.build_engine`. With ``prior="marginals"`` (the library's
+:func:`pmwcm.engine.practical.build_engine`. With ``prior="marginals"`` (the library's
 default) that *measures* the noisy 2-way marginals and charges them to the
 ledger. The service commits the session row, that debit and the snapshot of
 the fresh engine (its hypothesis is the prior) in one transaction: before it
@@ -25,16 +25,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pmwcm.engine import OnlinePMW
-from pmwcm.event_codec import event_from_dict, event_to_dict
-from pmwcm.histogram import DenseHistogram, Histogram
-from pmwcm.noise import NoiseSource
-from pmwcm.practical import PMWConfig, build_engine, make_accountant
-from pmwcm.private_data import PrivateData
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.service.durable import DurableLedger, encode_snapshot
 from pmwcm.service.store import DebitRecord, StoredSnapshot
 
-#: The :class:`~pmwcm.practical.PMWConfig` fields a session stores (resolved at
+#: The :class:`~pmwcm.engine.practical.PMWConfig` fields a session stores (resolved at
 #: creation, so a later change of a library default never changes a session).
 PARAMETERS = tuple(
     f.name for f in dataclasses.fields(PMWConfig) if f.name not in ("epsilon", "delta", "oracle")
@@ -66,11 +66,11 @@ def session_config(
 ) -> dict[str, Any]:
     """The stored configuration: absolute paths, file digests, budget and parameters.
 
-    Parameters left out take :class:`~pmwcm.practical.PMWConfig`'s defaults,
+    Parameters left out take :class:`~pmwcm.engine.practical.PMWConfig`'s defaults,
     which are written into the configuration. ``public_data_path`` (public
     records under the same schema) sets ``prior="public"``: the session
-    starts from :func:`pmwcm.prior.public_prior` of that file, at no cost.
-    A schema drafted from the data (:func:`pmwcm._cli_schema.drafted_marks`)
+    starts from :func:`pmwcm.mechanisms.priors.marginals.public_prior` of that file, at no cost.
+    A schema drafted from the data (:func:`pmwcm.data.schema_draft.drafted_marks`)
     is refused unless ``accept_drafted_schema``; an accepted one is recorded
     as ``drafted_schema_accepted``.
 
@@ -121,11 +121,11 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
     """Whether the schema is a draft (accepted); refuses one that is not accepted.
 
     Raises:
-        ValueError: the schema is invalid (:class:`~pmwcm.schema.SchemaError`),
+        ValueError: the schema is invalid (:class:`~pmwcm.data.schema.SchemaError`),
             or drafted from the data and not accepted.
     """
-    from pmwcm._cli_schema import drafted_schema_error
-    from pmwcm.schema import Schema
+    from pmwcm.data.schema import Schema
+    from pmwcm.data.schema_draft import drafted_schema_error
 
     problem = drafted_schema_error(Schema.from_json(path), f"schema_path '{path}'", hint)
     if problem is not None and not accept:
@@ -135,8 +135,8 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
 
 def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
-    from pmwcm.dataset import Dataset
-    from pmwcm.schema import Schema
+    from pmwcm.data.schema import Schema
+    from pmwcm.data.table import Dataset
 
     for key in ("data_path", "schema_path", "public_data_path"):
         if key not in config:
@@ -156,9 +156,9 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
 
 
 def _public_start(private: PrivateData, config: Mapping[str, Any], public: Path) -> Histogram:
-    from pmwcm.dataset import Dataset
-    from pmwcm.prior import public_prior
-    from pmwcm.schema import Schema
+    from pmwcm.data.schema import Schema
+    from pmwcm.data.table import Dataset
+    from pmwcm.mechanisms.priors.marginals import public_prior
 
     schema = Schema.from_json(Path(config["schema_path"]))
     return public_prior(private.domain, Dataset.from_csv(public, schema).records)

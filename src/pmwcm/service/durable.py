@@ -41,17 +41,17 @@ from typing import Any
 import numpy as np
 from dp_accounting import DpEvent
 
-from pmwcm.accounting import Accountant, LedgerEntry, PrivacyLedger
-from pmwcm.engine import OnlinePMW
-from pmwcm.engine_state import EngineSnapshot, restore, snapshot
-from pmwcm.event_codec import event_from_dict, event_to_dict
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.snapshot import EngineSnapshot, restore, snapshot
+from pmwcm.mechanisms.accounting import Accountant, LedgerEntry, PrivacyLedger
+from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
 
 DebitSink = Callable[[DebitRecord], None]
 
 
 class DurableLedger(PrivacyLedger):
-    """A :class:`~pmwcm.accounting.PrivacyLedger` that commits each debit before accepting it.
+    """A :class:`~pmwcm.mechanisms.accounting.PrivacyLedger` committing each debit first.
 
     Until :meth:`attach` is called it is a plain ledger (recovery re-spends the
     committed debits through it without writing them again).

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pmwcm.practical import PMWConfig
+from pmwcm.engine.practical import PMWConfig
 
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(PMWConfig) if f.default is not dataclasses.MISSING
@@ -36,7 +36,7 @@ class _Request(BaseModel):
 
 
 class QuerySpec(_Request):
-    """A CM query (:class:`pmwcm.queries.CMQuery`): a catalogue loss on named attributes."""
+    """A CM query (:class:`pmwcm.kernels.queries.CMQuery`): a catalogue loss on named attributes."""
 
     loss: LossName
     target: str = _ATTRIBUTE
@@ -52,7 +52,7 @@ class QuerySpec(_Request):
 
 
 class SessionParameters(_Request):
-    """Practical-mode parameters (:class:`pmwcm.practical.PMWConfig`); omitted means its default.
+    """Practical-mode parameters (:class:`pmwcm.engine.practical.PMWConfig`); omitted: default.
 
     ``max_updates`` and ``expected_queries`` 0 pick the prior-dependent
     defaults; ``learning_rate`` and ``threshold`` ``null`` pick the rules.

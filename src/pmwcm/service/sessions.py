@@ -2,7 +2,7 @@
 
 A session is created by the curator from a CSV file and a schema on the
 server, a total ``(epsilon, delta)`` and practical-mode parameters
-(:class:`pmwcm.practical.PMWConfig`). Its configuration and the SHA-256 of both
+(:class:`pmwcm.engine.practical.PMWConfig`). Its configuration and the SHA-256 of both
 files are stored; the engine is rebuilt from them deterministically on first
 use after a (re)start and the committed state is loaded into it
 (:func:`pmwcm.service.durable.recover`). A file that changed on disk is
@@ -10,7 +10,7 @@ refused: continuing would pair the old answers with other data.
 
 Every request on a session runs under the session's lock, so the engine sees
 one query at a time and the write-ahead ledger is gap-free; different sessions
-run in parallel. Noise comes from :func:`pmwcm.noise.default_noise` (OpenDP,
+run in parallel. Noise comes from :func:`pmwcm.mechanisms.noise.default_noise` (OpenDP,
 seeded by the OS CSPRNG), never from a seeded generator.
 """
 
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pmwcm.engine import Answer, OnlinePMW, query_key
-from pmwcm.engine_state import answer_to_dict
-from pmwcm.noise import NoiseSource, default_noise
-from pmwcm.queries import CMQuery
+from pmwcm.engine.online import Answer, OnlinePMW, query_key
+from pmwcm.engine.snapshot import answer_to_dict
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service.build import SessionUnavailable, genesis, rebuild
 from pmwcm.service.durable import DurableLedger, encode_snapshot, recover
 from pmwcm.service.store import (
@@ -128,10 +128,10 @@ class LiveSession:
             EngineHalted, SparseVectorHalted, BudgetExceededError: the budget is spent.
             SessionUnavailable: the session cannot be loaded.
         """
-        from pmwcm.engine import EngineHalted
-        from pmwcm.fixed_budget import SolveRefused
-        from pmwcm.queries import QueryError
-        from pmwcm.sparse_vector import SparseVectorHalted
+        from pmwcm.engine.online import EngineHalted
+        from pmwcm.kernels.fixed_budget import SolveRefused
+        from pmwcm.kernels.queries import QueryError
+        from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 
         with self.lock:
             engine = self._load()

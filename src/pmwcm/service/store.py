@@ -59,7 +59,7 @@ class DebitRecord:
     Attributes:
         seq: position in the session's ledger (0-based, gap-free).
         label: the ledger label (``"sparse vector"``, ``"oracle call 3"``).
-        event: the privacy event, as :func:`pmwcm.event_codec.event_to_dict`.
+        event: the privacy event, as :func:`pmwcm.mechanisms.accounting.codec.event_to_dict`.
         sv_state: the sparse vector's exported state when the debit was made.
     """
 

@@ -1,0 +1,66 @@
+"""The ``pmwcm`` command line: one :data:`app`, one small module per command.
+
+Each command lives in its own private module (``_cli_schema.py`` for
+``pmwcm schema``) as a plain function and is registered here, so this file
+stays a table of contents. Command modules import heavy dependencies inside
+the function body, so ``pmwcm --help`` stays fast.
+
+Conventions every command follows: results go to stdout, warnings and
+progress to stderr; bad input prints one line ``error: <what is wrong>`` to
+stderr and exits with status 1 (usage mistakes exit 2, as typer does); output
+files are written atomically, so a failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+import typer
+
+from pmwcm.cli.ask import ask_command
+from pmwcm.cli.audit import audit_command
+from pmwcm.cli.demo import demo_command
+from pmwcm.cli.run import run_command
+from pmwcm.cli.schema import schema_command
+from pmwcm.cli.serve import serve_command
+from pmwcm.cli.synth import synth_command
+
+app = typer.Typer(
+    name="pmwcm",
+    help="Online Private Multiplicative Weights for convex-minimization queries.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"pmwcm {version('pmwcm')}")
+        except PackageNotFoundError:
+            typer.echo("pmwcm (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_version, is_eager=True
+    ),
+) -> None:
+    """Online Private Multiplicative Weights for convex-minimization queries."""
+
+
+app.command("demo")(demo_command)
+app.command("run")(run_command)
+app.command("synth")(synth_command)
+app.command("schema")(schema_command)
+app.command("serve")(serve_command)
+app.command("ask")(ask_command)
+app.command("audit")(audit_command)
+
+
+def main() -> None:
+    """Entry point of the ``pmwcm`` console script."""
+    app()

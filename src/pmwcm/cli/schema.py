@@ -1,0 +1,103 @@
+"""``pmwcm schema``: draft a schema from a CSV file, or check one against it.
+
+A drafted schema carries two marks: the name ``"draft"`` and
+:data:`pmwcm.data.schema_draft.DRAFT_WARNING` in its description. ``pmwcm run``,
+``pmwcm synth`` and the service refuse a schema with either mark
+(:func:`pmwcm.data.schema_draft.drafted_schema_error`) unless the user accepts
+it explicitly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    pass
+
+_DATA_HELP = "CSV file with a header row."
+_CHECK_HELP = "Schema JSON to validate (against --data when given)."
+_OUTPUT_HELP = "Write the drafted schema here (atomically) instead of stdout."
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def schema_command(
+    data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
+    check: Annotated[Path | None, typer.Option("--check", help=_CHECK_HELP)] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = None,
+) -> None:
+    """Draft a schema from --data, or check the schema --check (against --data).
+
+    Drafting reads value sets and bin edges FROM the data; replace them with
+    public knowledge before any private release.
+    """
+    from pmwcm.data.schema import Schema, SchemaError
+    from pmwcm.data.schema_draft import DRAFT_WARNING, SKIPPED, draft_schema, drafted_marks
+    from pmwcm.data.table import DataError, Dataset
+
+    try:
+        if check is not None:
+            if output is not None:
+                raise _fail("--output is only for drafting; drop it when using --check.")
+            schema = Schema.from_json(check)
+            domain = schema.domain()
+            label = f"schema {schema.name!r}" if schema.name else f"schema '{check}'"
+            marks = drafted_marks(schema)
+            if marks:
+                typer.echo(
+                    f"note: {label} is marked as drafted from the data ({' and '.join(marks)}); "
+                    "run, synth and serve refuse it until its value sets come from public "
+                    "knowledge and the marks are removed (or --accept-drafted-schema is given).",
+                    err=True,
+                )
+            if data is None:
+                typer.echo(f"ok: {label}: {len(domain)} attributes, |X| = {domain.size:,}")
+                return
+            ds = Dataset.from_csv(data, schema)
+            typer.echo(
+                f"ok: {label} on '{data}': {ds.n:,} rows, {len(domain)} attributes, "
+                f"|X| = {domain.size:,}"
+            )
+            return
+        if data is None:
+            raise _fail(
+                "give --data DATA.csv to draft a schema, or --check SCHEMA.json to check one."
+            )
+        if output is not None:
+            _check_output(output)
+        drafted = draft_schema(data)
+        text = drafted.to_json()
+        typer.echo(DRAFT_WARNING, err=True)
+        skipped = drafted.description.partition(SKIPPED)[2]
+        if skipped:
+            typer.echo(f"note: skipped columns: {skipped}", err=True)
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        _write(output, text)
+        domain = drafted.domain()
+        typer.echo(f"wrote '{output}': {len(domain)} attributes, |X| = {domain.size:,}", err=True)
+    except (SchemaError, DataError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _check_output(path: Path) -> None:
+    if path.is_dir():
+        raise _fail(f"--output '{path}' is a directory.")
+    if not path.parent.is_dir():
+        raise _fail(f"cannot write '{path}': directory '{path.parent}' does not exist.")
+
+
+def _write(path: Path, text: str) -> None:
+    from pmwcm._atomic import atomic_write_text
+
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise _fail(f"cannot write '{path}': {exc.strerror or exc}.") from None

@@ -1,0 +1,156 @@
+"""``pmwcm synth``: run online PMW on a query file, then write its synthetic dataset.
+
+The engine answers the queries exactly as ``pmwcm run --method pmw`` does (same
+validation, same defaults, same per-line errors). Its final hypothesis
+``Dhat`` is a public distribution over the data universe: the command samples
+``--rows`` records from it (default ``n``) and writes them as a CSV of value
+labels, one column per schema attribute. Optionally it also writes ``Dhat``
+itself (``--histogram``, a NumPy ``.npy`` array of shape ``domain.shape``)
+and the answers (``--answers``, the JSON Lines ``pmwcm run`` writes).
+
+Privacy: the synthetic rows, the histogram and the answers are all
+post-processing of one engine run, so together they cost exactly what the
+run costs (at most ``(epsilon, delta)``). Sampling the rows needs no
+privacy, so it uses a plain NumPy generator (from OS entropy, or derived from
+the seed of ``--insecure-seeded-noise``, which also seeds the privacy noise
+and makes the whole run reproducible and NOT private: experiments only). The
+removed ``--seed`` and a schema drafted from the data are refused as by
+``pmwcm run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pmwcm.cli.run import (
+    ACCEPT_DRAFTED_HELP,
+    DATA_HELP,
+    DELTA_HELP,
+    EPSILON_HELP,
+    INSECURE_NOISE_HELP,
+    MAX_UPDATES_HELP,
+    PRIOR_HELP,
+    PUBLIC_PRIOR_HELP,
+    QUERIES_HELP,
+    SCHEMA_HELP,
+    SEED_HELP,
+    answer_with_engine,
+    build_run_engine,
+    check_budget,
+    check_engine_options,
+    check_output,
+    check_seed,
+    fail,
+    load_data,
+    load_schema,
+    make_noise,
+    read_queries,
+    resolve_prior,
+    summarize,
+    write_jsonl,
+)
+
+_OUTPUT_HELP = "Write the synthetic dataset here (CSV of value labels, atomically)."
+_ROWS_HELP = "Number of synthetic rows (default: n, the number of rows of --data)."
+_HISTOGRAM_HELP = "Also write the final hypothesis (NumPy .npy, shape = domain shape)."
+_ANSWERS_HELP = "Also write the answers (JSON Lines, as pmwcm run writes them)."
+
+
+def _write_bytes(path: Path, payload: bytes) -> None:
+    """Writes ``payload`` atomically (temporary file beside ``path``, then rename)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        mask = os.umask(0o022)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def synth_command(
+    data: Annotated[Path, typer.Option("--data", help=DATA_HELP)],
+    schema: Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)],
+    queries: Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)],
+    epsilon: Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)],
+    delta: Annotated[float, typer.Option("--delta", help=DELTA_HELP)],
+    output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
+    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)] = None,
+    rows: Annotated[int | None, typer.Option("--rows", help=_ROWS_HELP)] = None,
+    histogram: Annotated[Path | None, typer.Option("--histogram", help=_HISTOGRAM_HELP)] = None,
+    answers: Annotated[Path | None, typer.Option("--answers", help=_ANSWERS_HELP)] = None,
+    max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
+    prior: Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)] = None,
+    public_prior: Annotated[
+        Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
+    ] = None,
+    insecure_seeded_noise: Annotated[
+        int | None,
+        typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP),
+    ] = None,
+    accept_drafted_schema: Annotated[
+        bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+    ] = False,
+) -> None:
+    """Answer a query file with online PMW and write the synthetic dataset it learned.
+
+    The rows are sampled from the final hypothesis; everything written is
+    post-processing of the one run, so the total cost is at most (epsilon, delta).
+    """
+    import numpy as np
+
+    from pmwcm.data.table import Dataset
+
+    check_seed(seed)
+    if rows is not None and rows < 1:
+        raise fail(f"--rows must be a positive integer, got {rows}.")
+    start = resolve_prior(prior, public_prior)
+    check_engine_options(max_updates, start)
+    check_budget(epsilon, delta)
+    targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
+    paths = [(p, o) for p, o in targets if p is not None]
+    for path, option in paths:
+        check_output(path, option)
+    resolved = [p.resolve() for p, _ in paths]
+    if len(set(resolved)) != len(resolved):
+        raise fail("--output, --histogram and --answers must be different files.")
+    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    dataset = load_data(data, parsed)
+    public = None if public_prior is None else load_data(public_prior, parsed).records
+    lines = read_queries(queries, dataset.domain)
+    noise = make_noise(insecure_seeded_noise)
+    engine = build_run_engine(
+        dataset, epsilon=epsilon, delta=delta, noise=noise,
+        after_halt="synthetic", max_updates=max_updates, prior=start, public=public,
+    )  # fmt: skip
+    records = answer_with_engine(engine, lines)
+    seed_ = insecure_seeded_noise
+    rng = np.random.default_rng() if seed_ is None else np.random.default_rng([seed_, 1])
+    n_rows = dataset.n if rows is None else rows
+    synthetic = Dataset(domain=dataset.domain, records=engine.synthetic_records(n_rows, rng=rng))
+    try:
+        synthetic.to_csv(output)
+        if histogram is not None:
+            buffer = io.BytesIO()
+            np.save(buffer, engine.hypothesis.to_array(), allow_pickle=False)
+            _write_bytes(histogram, buffer.getvalue())
+    except OSError as exc:
+        raise fail(f"cannot write output: {exc.strerror or exc}.") from None
+    if answers is not None:
+        write_jsonl(answers, records)
+    typer.echo(summarize(records, "pmw", noise.name), err=True)
+    written = ", ".join(f"'{p}'" for p, _ in paths)
+    typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)

@@ -1,0 +1,344 @@
+"""Online Private Multiplicative Weights (Ullman 2015, Figure "Online PMW for CM Queries").
+
+For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers):
+
+1. ``theta_hat = argmin L_{Dhat_t}`` -- free, ``Dhat_t`` is public;
+2. ``q_j = err_l(D, Dhat_t) = L_D(theta_hat) - min L_D``, sensitivity ``c S/n + tau``;
+3. the online sparse vector tests ``q_j`` against the threshold; **below**: answer
+   ``theta_hat`` (source ``"hypothesis"``);
+4. **above**: ``theta_priv = M'(D, l^j)`` (source ``"oracle"``), then
+   ``Dhat_{t+1} ∝ exp(-eta u) Dhat_t`` with ``u(x) = <theta_priv - theta_hat,
+   grad l_x(theta_hat)>`` and ``t += 1``;
+5. after ``T`` updates the sparse vector halts: further queries are refused
+   (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
+   final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
+   no accuracy check behind it).
+
+**Privacy** (Ullman 2015, Theorem "dp"): the data is read only by the sparse
+vector (an ``eps_sv``-DP mechanism for ``Delta``-sensitive queries; we feed it
+``q_j / Delta_j`` so each query is 1-sensitive and per-query thresholds are
+public) and by the oracle calls (each a privacy event of the oracle). The
+ledger composes all of them -- the sparse vector charged whole before its
+first test, each oracle call before its noise is drawn -- and refuses anything
+that would exceed ``(epsilon, delta)``. Everything else (``theta_hat``, the
+update, the post-processing sweeps, answers after the halt, repeats of a
+released answer) is post-processing of released values.
+
+Practical-mode construction lives in :mod:`pmwcm.engine.practical`, the paper's
+constants in :mod:`pmwcm.engine.theory`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.errors import Halted
+from pmwcm.kernels.counting import LinearQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fixed_budget import plan_solve
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.oracles.base import Oracle
+from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.mechanisms.sparse_vector import SparseVector
+
+Source = Literal["hypothesis", "oracle", "synthetic"]
+
+
+def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
+    """The identity of the problem a query poses on ``domain`` (repeats are free).
+
+    A CM query is keyed by its canonical form (:meth:`CMQuery.canonical`), so
+    every spelling of one compiled problem (a default ``loss_param`` written
+    out, ``"auto"`` against the encoding it resolves to, ``1`` against ``1.0``)
+    gets one key and so one oracle draw: otherwise an analyst could average up
+    to ``T`` independent draws of the same problem. The key after ``"cm:"`` is
+    the canonical spec as JSON.
+    """
+    if isinstance(query, LinearQuery):
+        return query.key()
+    return "cm:" + json.dumps(query.canonical(domain).to_dict(), sort_keys=True)
+
+
+class EngineHalted(Halted, RuntimeError):
+    """The sparse vector has made its ``T`` updates; the engine refuses new queries."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """One released answer.
+
+    Attributes:
+        index: position of the query in the stream (0-based).
+        value: ``theta`` for CM queries (in feature order, intercept last); the
+            estimated fraction for linear queries.
+        source: ``"hypothesis"`` (certified by the sparse vector), ``"oracle"``
+            (fresh private answer, followed by an update) or ``"synthetic"``
+            (after the halt; no accuracy check).
+        updates: ``t``, the number of updates made so far (after this query).
+        epsilon_spent: privacy spent so far, at the ledger's ``delta``.
+        delta: the ledger's ``delta``.
+        repeated: this query had been answered before; the released answer is
+            returned again (no new noise, no cost).
+    """
+
+    index: int
+    value: Any
+    source: Source
+    updates: int
+    epsilon_spent: float
+    delta: float
+    repeated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpdateRecord:
+    """A past update: the query, its round and the private answer that defined ``u``."""
+
+    query: CMQuery | LinearQuery
+    round: QueryRound
+    private: Any
+
+
+class OnlinePMW:
+    """The online private multiplicative weights engine for CM queries.
+
+    Args:
+        data: the private data (read only through its marginals).
+        settings: loop parameters.
+        sparse_vector: a fresh online sparse vector with cutoff ``T`` and
+            sensitivity 1 (queries are normalised by their own sensitivity).
+        oracle: the single-query oracle ``M'``.
+        oracle_noise_level: the calibrated noise level of each oracle call.
+        ledger: the privacy ledger owning the whole interaction.
+        noise: the random source for the oracle (the sparse vector holds its own).
+        prior: the starting hypothesis (default uniform). A prior computed from
+            the private data must already be paid for in ``ledger``.
+    """
+
+    def __init__(
+        self,
+        data: PrivateData,
+        *,
+        settings: EngineSettings,
+        sparse_vector: SparseVector,
+        oracle: Oracle,
+        oracle_noise_level: float,
+        ledger: PrivacyLedger,
+        noise: NoiseSource,
+        prior: Histogram | None = None,
+    ) -> None:
+        if sparse_vector.cutoff != settings.max_updates:
+            raise ValueError(
+                f"The sparse vector's cutoff {sparse_vector.cutoff} must equal "
+                f"max_updates={settings.max_updates}."
+            )
+        if prior is not None and prior.domain != data.domain:
+            raise ValueError("The prior is over a different domain than the data.")
+        oracle.privacy_event(oracle_noise_level)  # validates the level
+        self.data = data
+        self.settings = settings
+        self.sparse_vector = sparse_vector
+        self.oracle = oracle
+        self.oracle_noise_level = oracle_noise_level
+        self.ledger = ledger
+        self.noise = noise
+        self.hypothesis: Histogram = (
+            prior.copy() if prior is not None else DenseHistogram.uniform(data.domain)
+        )
+        self.updates: list[UpdateRecord] = []
+        self.answers: list[Answer] = []
+        #: released answers by :func:`query_key` (repeats are answered from here).
+        self.released: dict[str, Answer] = {}
+        #: whether the sparse vector's event is in the ledger.
+        self.sv_paid = False
+
+    @property
+    def domain(self) -> Domain:
+        """The data universe."""
+        return self.data.domain
+
+    @property
+    def halted(self) -> bool:
+        """Whether the ``T`` updates are spent."""
+        return len(self.updates) >= self.settings.max_updates
+
+    def cm_round(self, query: CMQuery) -> CMRound:
+        """Compiles ``query`` into the round the loop runs, from public inputs only.
+
+        Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
+        the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
+        ``n``, never the data.
+
+        Raises:
+            QueryError: the spec is invalid for this domain.
+            SolveRefused: the query's constants need more than
+                ``max_solver_iterations`` for a bounded real-data solve.
+        """
+        settings = self.settings
+        problem = query.compile(self.domain)
+        hypothesis_tol = settings.solver_tol
+        if problem.smoothness is None:
+            hypothesis_tol = max(hypothesis_tol, settings.nonsmooth_tol)
+        tau = settings.data_gap_fraction * settings.sensitivity_factor * problem.scale / self.data.n
+        return CMRound(
+            problem=problem,
+            oracle=self.oracle,
+            hypothesis_tol=hypothesis_tol,
+            data_solve=plan_solve(problem, gap=tau, max_iterations=settings.max_solver_iterations),
+            sensitivity_factor=settings.sensitivity_factor,
+            learning_rate=settings.learning_rate,
+        )
+
+    def answer(self, query: CMQuery) -> Answer:
+        """Answers one CM query (the paper's loop body).
+
+        Raises:
+            QueryError: the spec is invalid for this domain (nothing is spent).
+            EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
+            BudgetExceededError: the ledger refuses (nothing is drawn).
+        """
+        return self.run_round(query, self.cm_round(query))
+
+    def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
+        """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
+
+        A below-threshold answer ``theta_hat`` passed the sparse vector's test
+        ``q / Delta + nu < threshold + rho`` with ``q = L_D(theta_hat) - L_D(theta_D)``
+        and ``L_D(theta_D) <= min L_D + tau`` (the fixed-budget solve's a-priori gap). With
+        probability ``>= 1 - beta`` over the sparse vector's noise on a stream of
+        ``queries`` queries, ``|nu| + |rho| <= alpha``
+        (:meth:`~pmwcm.mechanisms.sparse_vector.LyuSuLiSparse.accuracy_margin`), so::
+
+            L_D(theta_hat) - min L_D  <=  (threshold + alpha) Delta + tau.
+
+        This holds whatever the starting hypothesis was (uniform, a private prior
+        or public data): a prior can make answers better, never worse than this.
+        Depends only on public quantities (``n``, the query, the settings).
+        """
+        round_ = self.cm_round(query)
+        sensitivity = round_.sensitivity(self.data.n)
+        alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
+        return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tau
+
+    def _threshold_units(self, sensitivity: float) -> float:
+        """The sparse vector's threshold in units of the query's sensitivity."""
+        if self.settings.absolute_threshold is not None:
+            return self.settings.absolute_threshold / sensitivity
+        return self.settings.threshold
+
+    def answer_linear(self, query: LinearQuery) -> Answer:
+        """Answers one counting query (Hardt-Rothblum PMW on the same loop).
+
+        The engine's noise level is then the Laplace multiplier (build it with
+        :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
+        """
+        round_ = LinearRound(
+            clique=query.clique,
+            table=query.table(self.domain),
+            learning_rate=self.settings.learning_rate,
+        )
+        return self.run_round(query, round_)
+
+    def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
+        """Runs one round; an already released query is answered again for free."""
+        key = query_key(query, self.domain)
+        released = self.released.get(key)
+        if released is not None:
+            return self._record(released.value, released.source, repeated=True)
+        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
+        hyp_marginal = self.hypothesis.marginal(round_.clique)
+        if self.halted:
+            if self.settings.after_halt == "refuse":
+                raise EngineHalted(
+                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
+                    "were used, so no further query can be answered with an accuracy check. "
+                    "Use after_halt='synthetic' to answer from the final hypothesis."
+                )
+            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
+        hyp_answer = round_.hypothesis_answer(hyp_marginal)
+        data_marginal = self.data.marginal(round_.clique)
+        error = round_.error(data_marginal, hyp_answer)
+        if not self.sv_paid:
+            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
+            self.sv_paid = True
+        sensitivity = round_.sensitivity(self.data.n)
+        threshold = self._threshold_units(sensitivity)
+        if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
+            return self._release(key, hyp_answer, "hypothesis")
+        private = self.private_answer(round_, data_marginal)
+        self._update(query, round_, hyp_marginal, hyp_answer, private)
+        return self._release(key, private, "oracle")
+
+    def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
+        """A fresh private answer, paid for in the ledger before any noise is drawn."""
+        event = round_.privacy_event(self.oracle_noise_level)
+        self.ledger.spend(event, label=f"oracle call {len(self.updates) + 1}")
+        return round_.private_answer(
+            data_marginal, n=self.data.n, noise_level=self.oracle_noise_level, noise=self.noise
+        )
+
+    def _update(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        marginal: Any,
+        answer: Any,
+        private: Any,
+    ) -> None:
+        """Applies the update and its sweeps to a copy, then commits both at once.
+
+        A sweep that raised after the record was appended would leave an update
+        on file that every later round replays and fails on again; working on a
+        copy keeps the engine's hypothesis and updates as they were until the
+        whole step has succeeded.
+        """
+        record = UpdateRecord(query=query, round=round_, private=private)
+        updated = self.hypothesis.copy()
+        updated.reweight(
+            round_.clique, round_.log_factor(marginal, answer, private), marginal=marginal
+        )
+        history = [*self.updates, record]
+        for _ in range(self.settings.sweeps):
+            for past in history:
+                _replay(updated, past)
+        self.hypothesis = updated
+        self.updates.append(record)
+
+    def _release(self, key: Any, value: Any, source: Source) -> Answer:
+        answer = self._record(value, source, repeated=False)
+        self.released[key] = answer
+        return answer
+
+    def _record(self, value: Any, source: Source, *, repeated: bool) -> Answer:
+        answer = Answer(
+            index=len(self.answers),
+            value=value,
+            source=source,
+            updates=len(self.updates),
+            epsilon_spent=self.ledger.spent_epsilon(),
+            delta=self.ledger.delta,
+            repeated=repeated,
+        )
+        self.answers.append(answer)
+        return answer
+
+    def synthetic_records(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
+        """``n`` records sampled from the current hypothesis (post-processing)."""
+        return self.hypothesis.sample(n, rng=rng)
+
+
+def _replay(hypothesis: Histogram, past: UpdateRecord) -> None:
+    """Re-applies a past update at ``hypothesis``, in place (MWEM-style; free)."""
+    marginal = hypothesis.marginal(past.round.clique)
+    answer = past.round.hypothesis_answer(marginal)
+    factor = past.round.log_factor(marginal, answer, past.private)
+    hypothesis.reweight(past.round.clique, factor, marginal=marginal)

@@ -1,0 +1,78 @@
+"""The engine's non-privacy settings: the loop's knobs and the solver budgets.
+
+Practical mode (:mod:`pmwcm.engine.practical`) and theory mode
+(:mod:`pmwcm.engine.theory`) both build an :class:`EngineSettings`; the engine
+only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+AFTER_HALT = ("refuse", "synthetic")
+
+
+@dataclass(kw_only=True)
+class EngineSettings:
+    """The non-privacy knobs of the loop (see :mod:`pmwcm.engine.practical` for defaults).
+
+    Attributes:
+        max_updates: ``T``; the sparse vector's cutoff must equal it.
+        learning_rate: ``eta S`` for CM rounds.
+        threshold: the sparse vector's threshold in units of each query's
+            sensitivity (the test is ``q_j / Delta_j`` vs ``threshold``).
+        absolute_threshold: if set, a threshold in excess-risk units instead
+            (the test is ``q_j / Delta_j`` vs ``absolute_threshold / Delta_j``).
+        sensitivity_factor: ``c`` in ``c S / n + tau`` (2 or the paper's 3).
+        solver_tol: the certified gap asked of the solve on the public
+            hypothesis (smooth losses); utility only.
+        nonsmooth_tol: the same for non-smooth losses (hinge, quantile,
+            absolute), whose Moreau-smoothed solves cannot certify 1e-9 in
+            reasonable time.
+        data_gap_fraction: ``rho``: the real-data solve's a-priori gap is
+            ``tau = rho c S / n``, so the sparse vector's sensitivity is
+            ``(1 + rho) c S / n`` (:mod:`pmwcm.kernels.fixed_budget`).
+        max_solver_iterations: the most iterations a real-data solve may take;
+            a query that would need more is refused from its public spec.
+        after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
+        sweeps: post-processing passes over past updates after each new one.
+    """
+
+    max_updates: int
+    learning_rate: float
+    threshold: float
+    sensitivity_factor: float = 2.0
+    solver_tol: float = 1e-9
+    nonsmooth_tol: float = 1e-5
+    data_gap_fraction: float = 0.1
+    max_solver_iterations: int = 100_000
+    after_halt: str = "refuse"
+    sweeps: int = 0
+    absolute_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
+            raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
+        for name in (
+            "learning_rate",
+            "solver_tol",
+            "nonsmooth_tol",
+            "sensitivity_factor",
+            "data_gap_fraction",
+        ):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be positive and finite, got {name}={value}.")
+        if not np.isfinite(self.threshold):
+            raise ValueError(f"threshold must be finite, got threshold={self.threshold}.")
+        if self.after_halt not in AFTER_HALT:
+            raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
+        if not (isinstance(self.max_solver_iterations, int) and self.max_solver_iterations >= 1):
+            raise ValueError(
+                "max_solver_iterations must be a positive integer, got "
+                f"max_solver_iterations={self.max_solver_iterations!r}."
+            )
+        if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
+            raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")

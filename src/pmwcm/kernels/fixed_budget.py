@@ -1,0 +1,269 @@
+"""Fixed-budget convex minimisation with an a-priori error bound: the real-data solve.
+
+Whatever reads the private data must not fail, stop early or branch visibly on
+it (``docs/design.md``, "The real-data side of a round"). The certified solvers
+of :mod:`pmwcm.kernels.solvers` stop when *their* certificate is met, so both their
+running time and their success depend on the data. This module runs a method
+whose iteration count is fixed **before** the data is read, from public
+constants only, and whose worst-case optimality gap after that many iterations
+is known in closed form. The engine charges that a-priori gap ``tau`` in the
+sparse vector's sensitivity ``c S / n + tau``, exactly as a certified gap would
+be charged, and the solve can never raise.
+
+Two methods; :func:`plan_solve` picks whichever needs fewer iterations for the
+requested gap:
+
+* **FISTA with the constant step ``1/L``** (Beck, Teboulle 2009, Theorem 4.4),
+  for losses with a declared smoothness: from ``theta_0 = 0``,
+  ``F(theta_k) - F* <= 2 L ||theta_0 - theta*||^2 / (k + 1)^2 <= 2 L R^2 / (k + 1)^2``,
+  where ``L = beta + lambda`` bounds the curvature of ``F = sum_c w_c l_c +
+  (lambda/2)||.||^2`` for cell weights summing to one (``beta`` the per-record
+  bound). Projection onto the ball is the proximal step of its indicator.
+* **The central-cut ellipsoid method** (Shor; Yudin, Nemirovski 1976; the
+  bound as in Bubeck 2015, "Convex Optimization: Algorithms and Complexity",
+  Theorem 2.4), for every loss, smooth or not. Starting from the ball itself
+  (so ``R/r = 1`` in that theorem), after ``k`` iterations in dimension
+  ``d >= 2`` the best feasible centre satisfies
+  ``F(theta_best) - F* <= V exp(-k / (2 d^2))``, where ``V >= max_Theta F - F*``.
+  In one dimension the method is bisection and the factor is ``2^-k``. Here
+  ``V = S + lambda R^2 / 2``: every per-record loss varies by at most ``S``
+  over the ball (``|l_x(theta) - l_x(theta')| <= |<theta - theta', grad
+  l_x>| <= S`` by convexity and the scaling condition), the weights sum to
+  one, and the regulariser varies by ``lambda R^2 / 2``.
+
+Both bounds are for exact arithmetic. In float64 the iterates carry rounding
+errors of order ``1e-16`` relative, many orders below the gaps planned here
+(``plan_solve`` refuses ``V / tau > 1e10``), and the ellipsoid count gets one
+extra ``e``-fold margin (``ln(V / tau) + 1``) against the slow drift of its
+shape. ``tests/test_fixed_budget.py`` checks the bound against a
+high-accuracy reference on hypothesis-generated, near-degenerate weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from pmwcm.errors import Refused
+from pmwcm.kernels.problem import ConvexProblem, FloatArray
+from pmwcm.kernels.solvers import project_ball
+
+__all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
+
+#: The largest ``V / tau`` planned: beyond it float64 objective values cannot
+#: resolve the gap the privacy argument charges.
+MAX_RESOLUTION = 1e10
+
+Method = Literal["fista", "ellipsoid"]
+
+
+class SolveRefused(Refused, ValueError):
+    """The query's public constants make a bounded real-data solve too costly.
+
+    Raised by :func:`plan_solve` from public inputs only (the spec, the domain,
+    ``n``), before any data is read; the message says which constant and why.
+    """
+
+
+@dataclass(frozen=True, kw_only=True)
+class FixedSolve:
+    """A real-data solve planned from public constants.
+
+    Attributes:
+        method: ``"fista"`` or ``"ellipsoid"``.
+        iterations: the fixed iteration count (the same for every dataset).
+        gap: the a-priori bound on ``F(theta) - min F`` of the returned point.
+        smoothness: ``L`` used for FISTA's constant step (``None`` for the ellipsoid).
+    """
+
+    method: Method
+    iterations: int
+    gap: float
+    smoothness: float | None = None
+
+
+def oscillation_bound(problem: ConvexProblem) -> float:
+    """``V = S + lambda R^2 / 2 >= max_Theta F - min_Theta F`` for weights summing to one."""
+    return problem.scale + 0.5 * problem.l2 * problem.radius**2
+
+
+def _ellipsoid_iterations(dim: int, ratio: float) -> int:
+    """Iterations after which ``V exp(-k / (2 d^2))`` (or ``V 2^-k`` in 1-D) is ``<= V / ratio``.
+
+    One extra ``e``-fold (``ln ratio + 1``) is a margin for rounding.
+    """
+    if dim == 1:
+        return math.ceil(math.log2(ratio) + 1.0)
+    return math.ceil(2.0 * dim * dim * (math.log(ratio) + 1.0))
+
+
+def _fista_iterations(smoothness: float, radius: float, gap: float) -> int:
+    """The smallest ``k`` with ``2 L R^2 / (k + 1)^2 <= gap``."""
+    return max(1, math.ceil(math.sqrt(2.0 * smoothness * radius * radius / gap)) - 1)
+
+
+def plan_solve(problem: ConvexProblem, *, gap: float, max_iterations: int) -> FixedSolve:
+    """Chooses the method and iteration count that guarantee ``gap``, from public constants.
+
+    Args:
+        problem: the query on its clique (its constants are public).
+        gap: the a-priori bound wanted on ``F(theta) - min F``.
+        max_iterations: the most iterations a query may cost.
+
+    Returns:
+        The cheaper of FISTA (smooth losses) and the ellipsoid method.
+
+    Raises:
+        SolveRefused: if even the cheaper method needs more than
+            ``max_iterations``, or ``V / gap`` exceeds float64's resolution.
+        ValueError: for a non-positive ``gap`` or ``max_iterations``.
+
+    >>> from pmwcm.kernels.domain import Domain
+    >>> from pmwcm.kernels.queries import CMQuery
+    >>> d = Domain.from_sizes({"a": 2, "b": 2, "y": 2})
+    >>> p = CMQuery(loss="hinge", target="y", features=("a", "b")).compile(d)
+    >>> plan = plan_solve(p, gap=1e-5, max_iterations=100_000)
+    >>> plan.method, plan.iterations
+    ('ellipsoid', 238)
+    """
+    if not (math.isfinite(gap) and gap > 0):
+        raise ValueError(f"gap must be positive and finite, got gap={gap}.")
+    if not (isinstance(max_iterations, int) and max_iterations >= 1):
+        raise ValueError(f"max_iterations must be a positive integer, got {max_iterations!r}.")
+    volume = oscillation_bound(problem)
+    ratio = max(volume / gap, 1.0)
+    if ratio > MAX_RESOLUTION:
+        raise SolveRefused(
+            f"The query's objective can vary by {volume:.3g} over its ball (radius "
+            f"{problem.radius:g}), {ratio:.2g} times the accuracy {gap:.3g} the privacy "
+            f"argument needs; float64 cannot resolve more than {MAX_RESOLUTION:.0e}. "
+            "Use a smaller radius."
+        )
+    options: list[FixedSolve] = [
+        FixedSolve(
+            method="ellipsoid", iterations=_ellipsoid_iterations(problem.dim, ratio), gap=gap
+        )
+    ]
+    beta = problem.smoothness
+    if beta is not None and beta + problem.l2 > 0:
+        smoothness = beta + problem.l2
+        options.append(
+            FixedSolve(
+                method="fista",
+                iterations=_fista_iterations(smoothness, problem.radius, gap),
+                gap=gap,
+                smoothness=smoothness,
+            )
+        )
+    best = min(options, key=lambda plan: plan.iterations)
+    if best.iterations > max_iterations:
+        raise SolveRefused(
+            f"A bounded solve of this query (dimension {problem.dim}, radius "
+            f"{problem.radius:g}) to the accuracy {gap:.3g} its privacy argument needs takes "
+            f"{best.iterations} iterations, over the limit of {max_iterations}. "
+            "Use fewer features or a smaller radius."
+        )
+    return best
+
+
+def fixed_budget_minimize(
+    problem: ConvexProblem, weights: FloatArray, plan: FixedSolve
+) -> FloatArray:
+    """Runs ``plan`` on ``weights``; ``F(theta) - min F <= plan.gap`` whatever the weights.
+
+    Never raises and never stops early: the work is ``plan.iterations``
+    gradient evaluations for every dataset.
+
+    Args:
+        problem: the query on its clique.
+        weights: non-negative cell weights summing to one (a marginal table).
+        plan: from :func:`plan_solve`.
+
+    Returns:
+        A point of the ball ``||theta|| <= R``.
+    """
+    weights = np.asarray(weights, dtype=np.float64).ravel()
+    if plan.method == "fista":
+        assert plan.smoothness is not None
+        return _fista(problem, weights, plan.iterations, plan.smoothness)
+    if problem.dim == 1:
+        return _bisection(problem, weights, plan.iterations)
+    return _ellipsoid(problem, weights, plan.iterations)
+
+
+def _fista(
+    problem: ConvexProblem, weights: FloatArray, iterations: int, smoothness: float
+) -> FloatArray:
+    """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3)."""
+    radius, step = problem.radius, 1.0 / smoothness
+    theta = np.zeros(problem.dim)
+    y, momentum = theta, 1.0
+    for _ in range(iterations):
+        nxt = project_ball(y - step * problem.gradient(y, weights), radius)
+        following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
+        y = nxt + ((momentum - 1.0) / following) * (nxt - theta)
+        theta, momentum = nxt, following
+    return theta
+
+
+def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
+    """Central-cut ellipsoid method on the ball; returns the best feasible centre.
+
+    The ellipsoid is ``{c + B v : ||v|| <= 1}``, starting as the ball (``B = R I``).
+    A feasible centre is cut by the objective's (sub)gradient ``g``, an infeasible
+    one by the ball's normal ``c``; both keep every point that could beat the best
+    feasible centre seen so far. With ``a = B' g`` and ``p = a / ||a||`` the update
+    is ``c <- c - B p / (d + 1)`` and ``B <- d / sqrt(d^2 - 1) (B - (1 - sqrt((d - 1)
+    / (d + 1))) (B p) p')``, which is the textbook update of ``H = B B'`` written
+    for its square root (Grötschel, Lovász, Schrijver 1988, section 3.2). The
+    square-root form matters: the textbook form stores squared widths, which
+    cancel to zero after a few dozen cuts along one direction (a linear piece of
+    a hinge loss) and stall the method above its planned gap; ``B`` stores the
+    widths themselves, which the planned gap (``V / tau <= 1e10``) keeps far
+    above float64's resolution.
+    """
+    dim, radius = problem.dim, problem.radius
+    centre = np.zeros(dim)
+    root = np.eye(dim) * radius
+    best, best_value = centre, problem.objective(centre, weights)
+    dilation = dim / math.sqrt(dim * dim - 1.0)
+    squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
+    for _ in range(iterations):
+        value = problem.objective(centre, weights)
+        feasible = float(centre @ centre) <= radius * radius
+        if feasible and value < best_value:
+            best, best_value = centre, value
+        # The gradient is evaluated at every centre, feasible or not, so that the
+        # work per iteration does not depend on the (data-driven) trajectory.
+        gradient = problem.gradient(centre, weights)
+        cut = gradient if feasible else centre
+        along = root.T @ cut
+        width = float(np.linalg.norm(along))
+        if not width > 0.0:
+            # A zero subgradient at a feasible centre: it is a minimiser, already kept.
+            continue
+        direction = along / width
+        step = root @ direction
+        centre = centre - step / (dim + 1.0)
+        root = dilation * (root - squeeze * np.outer(step, direction))
+    return best
+
+
+def _bisection(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
+    """The one-dimensional ellipsoid method: halve ``[-R, R]`` by the derivative's sign."""
+    low, high = -problem.radius, problem.radius
+    centre = np.zeros(1)
+    best, best_value = centre, problem.objective(centre, weights)
+    for _ in range(iterations):
+        centre = np.array([0.5 * (low + high)])
+        value = problem.objective(centre, weights)
+        if value < best_value:
+            best, best_value = centre, value
+        if float(problem.gradient(centre, weights)[0]) > 0.0:
+            high = float(centre[0])
+        else:
+            low = float(centre[0])
+    return best

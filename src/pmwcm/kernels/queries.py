@@ -1,0 +1,385 @@
+"""CM query specs and their compiled form on a clique's marginal table.
+
+A :class:`CMQuery` is the declarative spec an analyst sends: a catalogue loss,
+a target attribute, feature attributes, encodings, intercept, radius ``R`` and
+L2 strength ``lambda``. Compiling it against a :class:`~pmwcm.kernels.domain.Domain`
+gives a :class:`GLMProblem`: the loss restricted to its clique
+``C = features + {target}`` (DESIGN.md section 2, "key observation"), with one
+row per cell ``x_C`` of the marginal table:
+
+* ``features``: ``phi(x_C)``, shape ``(cells, d)``, ``||phi||_2 <= 1``;
+* ``labels``: ``y(x_C)``, shape ``(cells,)``.
+
+Encoding (fixed by the ``pmwcm run`` contract): a binary attribute is ``-1``
+for its first value and ``+1`` for its second; a non-binary feature is one-hot
+(default) or ordinal (code scaled to ``[-1, 1]``); each interaction (a group
+of two or more features) adds one block after the features: the Kronecker
+product of its members' blocks, so a product of ``+/-1`` binaries is their
+parity and a product of one-hots is the one-hot of the joint value, and its
+norm is the product of norms, at most 1; an intercept ``1`` comes last; the
+vector is divided by ``sqrt(number of blocks)`` (features, interactions,
+intercept), so ``||phi||_2 <= B = 1``. Interactions only involve features, so
+the clique (and the marginal the loss reads) is unchanged. A classification
+loss needs a binary target (second value ``+1``); a regression target is its
+code scaled to ``[-1, 1]``.
+
+The constants the privacy proofs use are derived from the spec, never typed
+in: ``G = f.derivative_bound(R B)``, gradient bound ``G B`` of the data term,
+scale ``S = 2 R G B``, strong convexity ``lambda``.
+
+>>> from pmwcm.kernels.domain import Domain
+>>> d = Domain.from_sizes({"a": 2, "b": 2, "y": 2})
+>>> p = CMQuery(loss="logistic", target="y", features=("a", "b")).compile(d)
+>>> p.clique, p.features.shape, p.scale
+(('a', 'b', 'y'), (8, 3), 2.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pmwcm.errors import InvalidQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.losses import LOSSES, GLMLoss, make_loss, resolved_loss_param
+from pmwcm.kernels.problem import ConvexProblem, FloatArray
+
+ENCODINGS = ("auto", "onehot", "ordinal")
+
+
+class QueryError(InvalidQuery, ValueError):
+    """A query spec that cannot be served; the message names the field and value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CMQuery:
+    """A declarative convex-minimisation query from the GLM catalogue.
+
+    Attributes:
+        loss: catalogue name (``logistic``, ``squared``, ``huber``,
+            ``smoothed_hinge``, ``hinge``, ``quantile``, ``absolute``).
+        target: the label attribute.
+        features: feature attributes, in the order of ``theta``.
+        radius: ``R``, the radius of the L2 ball ``Theta``.
+        l2: ``lambda >= 0``, the L2 regularisation strength.
+        intercept: append a constant feature (last coordinate of ``theta``).
+        loss_param: Huber ``delta``, smoothed-hinge ``gamma``, quantile ``tau``.
+        encodings: per-feature ``"onehot"`` or ``"ordinal"`` for non-binary
+            attributes (binary attributes are always ``+/-1``).
+        interactions: groups of two or more distinct features whose product is
+            an extra feature block (after the features, before the intercept).
+    """
+
+    loss: str
+    target: str
+    features: tuple[str, ...]
+    radius: float = 1.0
+    l2: float = 0.0
+    intercept: bool = True
+    loss_param: float | None = None
+    encodings: Mapping[str, str] = field(default_factory=dict)
+    interactions: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "features", tuple(self.features))
+        object.__setattr__(self, "encodings", dict(self.encodings))
+        object.__setattr__(self, "interactions", tuple(tuple(g) for g in self.interactions))
+        if self.loss not in LOSSES:
+            raise QueryError(f"Unknown loss {self.loss!r}; the catalogue has {sorted(LOSSES)}.")
+        if not (isinstance(self.radius, int | float) and math.isfinite(self.radius)):
+            raise QueryError(
+                f"radius must be a positive finite number, got radius={self.radius!r}."
+            )
+        if self.radius <= 0:
+            raise QueryError(f"radius must be positive, got radius={self.radius}.")
+        if not (isinstance(self.l2, int | float) and math.isfinite(self.l2) and self.l2 >= 0):
+            raise QueryError(f"l2 must be a non-negative finite number, got l2={self.l2!r}.")
+        if len(set(self.features)) != len(self.features):
+            raise QueryError(f"features must be distinct, got features={list(self.features)}.")
+        if self.target in self.features:
+            raise QueryError(f"target {self.target!r} must not also be a feature.")
+        if not self.features and not self.intercept:
+            raise QueryError("A query needs at least one feature or an intercept.")
+        self._check_interactions()
+        for name, enc in self.encodings.items():
+            if name not in self.features:
+                raise QueryError(f"encodings names {name!r}, which is not a feature.")
+            if enc not in ENCODINGS:
+                raise QueryError(f"Unknown encoding {enc!r} for {name!r}; use one of {ENCODINGS}.")
+        try:
+            make_loss(self.loss, self.loss_param)
+        except ValueError as err:
+            raise QueryError(str(err)) from None
+
+    def _check_interactions(self) -> None:
+        seen: set[frozenset[str]] = set()
+        for group in self.interactions:
+            if len(group) < 2 or len(set(group)) != len(group):
+                raise QueryError(
+                    f"An interaction needs two or more distinct features, got {list(group)}."
+                )
+            outside = [a for a in group if a not in self.features]
+            if outside:
+                raise QueryError(
+                    f"interaction {list(group)} names {outside}, which are not features; "
+                    "list them in features too."
+                )
+            if frozenset(group) in seen:
+                raise QueryError(f"interaction {list(group)} is listed twice.")
+            seen.add(frozenset(group))
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> CMQuery:
+        """Builds a query from a JSON-like mapping; unknown keys are an error."""
+        allowed = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(spec) - allowed - {"id"})
+        if unknown:
+            raise QueryError(f"Unknown query field(s) {unknown}; allowed: {sorted(allowed)}.")
+        missing = [k for k in ("loss", "target", "features") if k not in spec]
+        if missing:
+            raise QueryError(f"Query is missing required field(s) {missing}.")
+        _check_json_types(spec)
+        kwargs = {k: v for k, v in spec.items() if k != "id"}
+        kwargs["features"] = tuple(spec["features"])
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready spec (inverse of :meth:`from_dict`)."""
+        out: dict[str, Any] = {
+            "loss": self.loss,
+            "target": self.target,
+            "features": list(self.features),
+            "radius": self.radius,
+            "l2": self.l2,
+            "intercept": self.intercept,
+        }
+        if self.loss_param is not None:
+            out["loss_param"] = self.loss_param
+        if self.encodings:
+            out["encodings"] = dict(self.encodings)
+        if self.interactions:
+            # Omitted when empty, so specs (and query keys) without interactions
+            # are the same as before interactions existed.
+            out["interactions"] = [list(g) for g in self.interactions]
+        return out
+
+    @property
+    def clique(self) -> tuple[str, ...]:
+        """The attributes the loss depends on: features then target."""
+        return (*self.features, self.target)
+
+    def _check_attributes(self, domain: Domain) -> None:
+        for name in self.clique:
+            if name not in domain:
+                raise QueryError(
+                    f"Unknown attribute {name!r} in query; the domain has {list(domain.names)}."
+                )
+
+    def canonical(self, domain: Domain) -> CMQuery:
+        """The one spelling of the problem this query compiles to on ``domain``.
+
+        Resolves everything the compiled problem does not distinguish: the loss
+        parameter's default (``huber`` is ``huber`` with ``loss_param=1.0``),
+        ``"auto"`` encodings (one-hot for a non-binary feature; a binary feature
+        is always ``+/-1``, so its encoding entry is dropped), and numbers to
+        floats (``radius=1`` is ``radius=1.0``). Two queries with the same
+        canonical form compile to the same problem, with the same coordinates
+        of ``theta``, so they are the same query for the engine: one key, one
+        oracle draw. Feature and interaction order are kept: they order ``theta``.
+
+        Raises:
+            QueryError: an attribute the domain does not have.
+
+        >>> from pmwcm.kernels.domain import Domain
+        >>> d = Domain.from_sizes({"a": 2, "c": 3, "y": 2})
+        >>> a = CMQuery(loss="huber", target="y", features=("a", "c"), radius=1)
+        >>> b = CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0,
+        ...             encodings={"a": "ordinal", "c": "onehot"})
+        >>> a.canonical(d) == b.canonical(d)
+        True
+        """
+        self._check_attributes(domain)
+        encodings = {}
+        for name in self.features:
+            if domain.size_of(name) > 2:
+                chosen = self.encodings.get(name, "auto")
+                encodings[name] = "onehot" if chosen == "auto" else chosen
+        return CMQuery(
+            loss=self.loss,
+            target=self.target,
+            features=self.features,
+            radius=float(self.radius),
+            l2=float(self.l2),
+            intercept=self.intercept,
+            loss_param=resolved_loss_param(self.loss, self.loss_param),
+            encodings=encodings,
+            interactions=self.interactions,
+        )
+
+    def compile(self, domain: Domain) -> GLMProblem:
+        """The query as a :class:`GLMProblem` on its clique's marginal table.
+
+        Raises:
+            QueryError: unknown attribute, or a classification loss on a non-binary target.
+        """
+        self._check_attributes(domain)
+        loss = make_loss(self.loss, self.loss_param)
+        sub = domain.project(self.clique)
+        cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
+        blocks = [
+            _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
+            for i, a in enumerate(self.features)
+        ]
+        position = {a: i for i, a in enumerate(self.features)}
+        for group in self.interactions:
+            product = blocks[position[group[0]]]
+            for name in group[1:]:
+                other = blocks[position[name]]
+                # Row-wise Kronecker product: every pair of coordinates, multiplied.
+                product = (product[:, :, None] * other[:, None, :]).reshape(len(cells), -1)
+            blocks.append(product)
+        if self.intercept:
+            blocks.append(np.ones((cells.shape[0], 1)))
+        phi = np.hstack(blocks) / math.sqrt(len(blocks))
+        t_size = sub.sizes[-1]
+        if loss.label_kind == "binary" and t_size != 2:
+            raise QueryError(
+                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
+                f"{t_size} values."
+            )
+        labels = _scaled(cells[:, -1], t_size)
+        return GLMProblem(
+            query=self,
+            clique=self.clique,
+            loss=loss,
+            features=phi,
+            labels=labels,
+            radius=float(self.radius),
+            l2=float(self.l2),
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_json_types(spec: Mapping[str, Any]) -> None:
+    """JSON types of a query spec: strings, a list of strings, numbers, a boolean."""
+    for key in ("loss", "target"):
+        if not isinstance(spec[key], str):
+            raise QueryError(f"{key} must be a string, got {key}={spec[key]!r}.")
+    features = spec["features"]
+    if not isinstance(features, list | tuple) or not all(isinstance(f, str) for f in features):
+        raise QueryError(f"features must be a list of attribute names, got features={features!r}.")
+    for key in ("radius", "l2"):
+        if key in spec and not _is_number(spec[key]):
+            raise QueryError(f"{key} must be a number, got {key}={spec[key]!r}.")
+    if spec.get("loss_param") is not None and not _is_number(spec["loss_param"]):
+        raise QueryError(f"loss_param must be a number, got loss_param={spec['loss_param']!r}.")
+    interactions = spec.get("interactions", [])
+    if not isinstance(interactions, list | tuple) or not all(
+        isinstance(g, list | tuple) and all(isinstance(a, str) for a in g) for g in interactions
+    ):
+        raise QueryError(
+            f"interactions must be a list of lists of feature names, got {interactions!r}."
+        )
+    if "intercept" in spec and not isinstance(spec["intercept"], bool):
+        raise QueryError(f"intercept must be true or false, got intercept={spec['intercept']!r}.")
+    encodings = spec.get("encodings", {})
+    if not isinstance(encodings, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in encodings.items()
+    ):
+        raise QueryError(f"encodings must map feature names to strings, got {encodings!r}.")
+
+
+def _scaled(codes: np.ndarray, size: int) -> FloatArray:
+    """Codes ``0..size-1`` mapped linearly onto ``[-1, 1]`` (binary: -1, +1)."""
+    if size == 1:
+        return np.zeros(codes.shape[0])
+    return 2.0 * codes.astype(np.float64) / (size - 1) - 1.0
+
+
+def _encode(codes: np.ndarray, size: int, encoding: str) -> FloatArray:
+    """One feature block with Euclidean norm at most 1."""
+    if size <= 2 or encoding == "ordinal":
+        return _scaled(codes, size)[:, None]
+    return np.eye(size)[codes]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class GLMProblem(ConvexProblem):
+    """A catalogue query on its clique: ``l(theta; x_C) = f(<theta, phi(x_C)>, y(x_C))``.
+
+    The data term only; the engine and solvers add ``(lambda/2)||theta||^2``.
+    """
+
+    query: CMQuery | None
+    clique: tuple[str, ...]
+    loss: GLMLoss
+    features: FloatArray
+    labels: FloatArray
+    radius: float
+    l2: float
+
+    @property
+    def dim(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def feature_bound(self) -> float:
+        """``B``: the largest ``||phi(x)||_2`` (at most 1 by construction)."""
+        return float(np.sqrt((self.features**2).sum(axis=1)).max())
+
+    @property
+    def derivative_bound(self) -> float:
+        """``G``: bound on ``|df/dz|`` for ``|z| <= R B``."""
+        return self.loss.derivative_bound(self.radius * self.feature_bound)
+
+    @property
+    def lipschitz(self) -> float:
+        return self.derivative_bound * self.feature_bound
+
+    @property
+    def scale(self) -> float:
+        return 2.0 * self.radius * self.lipschitz
+
+    @property
+    def smoothness(self) -> float | None:
+        beta = self.loss.smoothness
+        return None if beta is None else beta * self.feature_bound**2
+
+    def cell_losses(self, theta: FloatArray) -> FloatArray:
+        return self.loss.value(self.features @ theta, self.labels)
+
+    def cell_gradients(self, theta: FloatArray) -> FloatArray:
+        return self.loss.derivative(self.features @ theta, self.labels)[:, None] * self.features
+
+    def data_gradient(self, theta: FloatArray, weights: FloatArray) -> FloatArray:
+        slopes = self.loss.derivative(self.features @ theta, self.labels)
+        return self.features.T @ (weights * slopes)
+
+    def data_hessian(self, theta: FloatArray, weights: FloatArray) -> FloatArray | None:
+        try:
+            curv = self.loss.second_derivative(self.features @ theta, self.labels)
+        except NotImplementedError:
+            return None
+        return (self.features.T * (weights * curv)) @ self.features
+
+    def smoothed(self, mu: float) -> tuple[GLMProblem, float]:
+        if self.loss.smoothness is not None:
+            return self, 0.0
+        g = self.derivative_bound
+        surrogate = GLMProblem(
+            query=self.query,
+            clique=self.clique,
+            loss=self.loss.moreau(mu),
+            features=self.features,
+            labels=self.labels,
+            radius=self.radius,
+            l2=self.l2,
+        )
+        return surrogate, mu * g * g / 2.0

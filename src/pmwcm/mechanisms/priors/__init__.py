@@ -1,0 +1,1 @@
+"""Starting hypotheses: paid noisy marginals, AIM/MST releases, public data."""

@@ -1,0 +1,194 @@
+"""A private starting hypothesis: noisy low-order marginals fitted into a histogram.
+
+The paper starts from the uniform histogram. Every query on real data shares
+its low-order structure (each attribute's frequency, each pair's correlation),
+and the online algorithm's ``T`` updates are a poor way to learn it one query
+at a time. So, as MST/AIM do (McKenna et al. 2021, 2022), we *measure* the
+1- and 2-way marginals once with the Gaussian mechanism and fit a histogram to
+them; the online engine then starts from that histogram and spends its updates
+on what the marginals miss (DESIGN.md section 6, "a promising practical design").
+
+**Measurement and its guarantee.** For cliques ``C_1..C_K`` we release
+``y_k = D_{C_k} + N(0, sigma^2 I)``. Under replace-one, one record moves mass
+``1/n`` from one cell of each marginal to another, so the concatenated vector
+of all ``K`` marginals has L2 sensitivity ``sqrt(2K) / n``. With ``sigma = m
+sqrt(2K) / n`` the release is one Gaussian mechanism with noise multiplier
+``m`` (``(1/m)``-GDP): its event is ``GaussianDpEvent(m)``, charged to the
+engine's ledger before any noise is drawn.
+
+**Fitting (post-processing, free).** Entropic mirror descent on the simplex
+minimising ``sum_k ||Dhat_{C_k} - y_k||^2 / 2`` (the multiplicative-weights fit
+of MWEM; Hardt, Ligett, McSherry 2012), which keeps the histogram in the
+maximum-entropy family of the measured cliques. It touches only the released
+``y_k``. (L-BFGS on the clique potentials was tried and converged slower.)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import dp_accounting
+import numpy as np
+
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, broadcast_factor, dense_marginal
+from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
+from pmwcm.mechanisms.private_data import PrivateData
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """A released noisy marginal: ``values = D_C + N(0, sigma^2)`` on ``clique``."""
+
+    clique: tuple[str, ...]
+    values: FloatArray
+    sigma: float
+
+
+def pairwise_cliques(domain: Domain, *, order: int = 2) -> list[tuple[str, ...]]:
+    """All cliques of ``order`` attributes (and, below them, nothing else: lower
+    orders are implied by the higher ones' marginals)."""
+    if not 1 <= order <= len(domain):
+        raise ValueError(f"order must lie in [1, {len(domain)}], got order={order}.")
+    return [tuple(c) for c in itertools.combinations(domain.names, order)]
+
+
+def measurement_event(noise_multiplier: float) -> dp_accounting.DpEvent:
+    """The privacy event of one :func:`measure_marginals` call."""
+    if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+        raise ValueError(f"noise_multiplier must be positive, got {noise_multiplier}.")
+    return dp_accounting.GaussianDpEvent(noise_multiplier)
+
+
+def measure_marginals(
+    data: PrivateData,
+    cliques: Sequence[tuple[str, ...]],
+    *,
+    noise_multiplier: float,
+    noise: NoiseSource,
+) -> list[Measurement]:
+    """Releases every clique's marginal with Gaussian noise (see the module docstring).
+
+    The caller must have charged :func:`measurement_event` to its ledger first.
+    """
+    measurement_event(noise_multiplier)
+    if not cliques:
+        raise ValueError("measure_marginals needs at least one clique.")
+    sigma = noise_multiplier * math.sqrt(2 * len(cliques)) / data.n
+    tables = [data.marginal(c) for c in cliques]
+    # add_gaussian, not table + noise.gaussian(...): the float sum leaks (Mironov 2012).
+    noisy = add_gaussian(np.concatenate([t.ravel() for t in tables]), sigma, noise=noise)
+    out, offset = [], 0
+    for clique, table in zip(cliques, tables, strict=True):
+        values = noisy[offset : offset + table.size].reshape(table.shape)
+        offset += table.size
+        out.append(Measurement(clique=tuple(clique), values=values, sigma=sigma))
+    return out
+
+
+def fit_histogram(
+    domain: Domain,
+    measurements: Sequence[Measurement],
+    *,
+    iterations: int = 300,
+    step: float = 1.0,
+    rtol: float = 1e-5,
+    start: DenseHistogram | None = None,
+) -> DenseHistogram:
+    """Entropic mirror descent onto the measurements (post-processing only).
+
+    Minimises ``L(Dhat) = sum_k ||Dhat_{C_k} - y_k||^2 / 2`` over the simplex with
+    ``Dhat <- Dhat exp(-s g) / Z``, ``g(x) = sum_k (Dhat_{C_k} - y_k)(x_{C_k})``
+    (the gradient of ``L``), growing ``s`` by 10% after an accepted step and
+    halving it (and undoing the step) when ``L`` increases. Each iteration is
+    ``2K`` streaming passes over the histogram. Stops after ``iterations`` or
+    when ``L`` improves by less than ``rtol`` relative.
+    """
+    if iterations < 0:
+        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
+    if not measurements:
+        raise ValueError("fit_histogram needs at least one measurement.")
+    axes = [domain.axes(m.clique) for m in measurements]
+    p = (start if start is not None else DenseHistogram.uniform(domain)).to_array()
+
+    def residuals(q: FloatArray) -> tuple[float, list[FloatArray]]:
+        res = [dense_marginal(q, ax) - m.values for ax, m in zip(axes, measurements, strict=True)]
+        return 0.5 * sum(float((r * r).sum()) for r in res), res
+
+    def gradient(res: Sequence[FloatArray]) -> FloatArray:
+        g = np.zeros(domain.shape)
+        for ax, r in zip(axes, res, strict=True):
+            g += broadcast_factor(domain.shape, ax, r)
+        return g
+
+    def stepped(q: FloatArray, g: FloatArray, s: float) -> FloatArray:
+        z = -s * g
+        out = q * np.exp(z - z.max())
+        return out / out.sum()
+
+    current, res = residuals(p)
+    g = gradient(res)
+    for _ in range(iterations):
+        trial = stepped(p, g, step)
+        value, trial_res = residuals(trial)
+        if value <= current:
+            improvement = current - value
+            p, current, g = trial, value, gradient(trial_res)
+            step *= 1.1
+            if improvement <= rtol * current:
+                break
+        else:
+            step *= 0.5
+            if step < 1e-10:
+                break
+    return DenseHistogram(domain, p)
+
+
+def default_iterations(domain: Domain, cliques: int) -> int:
+    """A public work budget for the fit: ``1e9`` cell operations, 30 to 300 iterations.
+
+    Each iteration costs ``2K |X|`` cell operations, so large domains get fewer
+    (on Adult's 2^14-cell binary domain: 300; on its 1.2M-cell categorical one: 30).
+    """
+    return int(min(300, max(30, 1e9 // (2 * cliques * domain.size))))
+
+
+def marginal_prior(
+    data: PrivateData,
+    *,
+    noise_multiplier: float,
+    noise: NoiseSource,
+    cliques: Sequence[tuple[str, ...]] | None = None,
+    iterations: int | None = None,
+) -> DenseHistogram:
+    """Measure (default: all 2-way) marginals and fit a starting hypothesis.
+
+    The caller charges ``measurement_event(noise_multiplier)`` first;
+    ``iterations`` defaults to :func:`default_iterations`.
+    """
+    chosen = list(cliques) if cliques is not None else pairwise_cliques(data.domain)
+    measured = measure_marginals(data, chosen, noise_multiplier=noise_multiplier, noise=noise)
+    if iterations is None:
+        iterations = default_iterations(data.domain, len(chosen))
+    return fit_histogram(data.domain, measured, iterations=iterations)
+
+
+def public_prior(
+    domain: Domain, records: np.ndarray, *, uniform_weight: float = 0.01
+) -> DenseHistogram:
+    """A starting hypothesis from *public* records (no privacy cost).
+
+    The empirical histogram of ``records``, mixed with ``uniform_weight`` of
+    the uniform one: multiplicative-weights updates only rescale cells, so a
+    cell the public sample never saw would stay at zero forever; the mixture
+    keeps every cell reachable (and costs at most ``ln(1 / (1 - w))`` in KL to
+    the empirical one, 0.01 at the default). Public means not derived from the
+    private data; a prior computed from it must instead be paid for.
+    """
+    if not 0 < uniform_weight <= 1:
+        raise ValueError(f"uniform_weight must lie in (0, 1], got {uniform_weight}.")
+    empirical = DenseHistogram.from_records(domain, records).to_array()
+    return DenseHistogram(domain, (1 - uniform_weight) * empirical + uniform_weight / domain.size)

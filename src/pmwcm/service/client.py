@@ -1,0 +1,193 @@
+"""A Python client for the ``pmwcm serve`` HTTP API (:mod:`pmwcm.service.app`).
+
+Analysts use :meth:`Client.ask`; the curator uses the session, token and
+ledger methods. Every error response becomes a :class:`ServiceError` (a
+:class:`BudgetExhausted` for the 409 that says the privacy budget is spent)
+whose message is the server's, naming the bad field where there is one.
+
+>>> client = Client("http://127.0.0.1:8000", token="id.secret")
+>>> client.base_url
+'http://127.0.0.1:8000'
+>>> client.close()
+
+Typical analyst loop (each query may depend on the answers before it)::
+
+    with Client(url, token=analyst_token) as client:
+        first = client.ask("default", {"loss": "logistic", "target": "y", "features": ["a"]})
+        if first.theta[0] > 0:
+            second = client.ask("default", {"loss": "logistic", "target": "y",
+                                            "features": ["a", "b"]})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+__all__ = ["BudgetExhausted", "Client", "Released", "ServiceError"]
+
+
+class ServiceError(Exception):
+    """The service answered with an error status.
+
+    Attributes:
+        status: the HTTP status code.
+        detail: the server's message.
+    """
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class BudgetExhausted(ServiceError):
+    """409: the session's privacy budget is spent; no further new query is answered."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Released:
+    """One released answer (see :class:`pmwcm.service.models.AnswerOut`)."""
+
+    index: int
+    theta: tuple[float, ...]
+    source: str
+    repeated: bool
+    updates: int
+    epsilon_spent: float
+    epsilon_remaining: float
+    delta: float
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        detail = response.json().get("detail", response.text)
+    except ValueError:
+        return response.text
+    if isinstance(detail, list):  # FastAPI validation errors
+        return "; ".join(
+            f"{'.'.join(str(p) for p in item.get('loc', []))}: {item.get('msg')}"
+            for item in detail
+            if isinstance(item, dict)
+        )
+    return str(detail)
+
+
+class Client:
+    """A synchronous client bound to one token.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8000``.
+        token: a curator or analyst token.
+        timeout: seconds per request.
+        http: an existing :class:`httpx.Client` to send through (e.g. FastAPI's
+            ``TestClient``); ``base_url`` and ``timeout`` are then its own.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 60.0,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._owns = http is None
+        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection pool (not one passed in as ``http``)."""
+        if self._owns:
+            self._http.close()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._http.request(method, path, json=body, headers=self._headers)
+        if response.status_code >= 400:
+            kind = BudgetExhausted if response.status_code == 409 and "/queries" in path else None
+            raise (kind or ServiceError)(response.status_code, _detail(response))
+        return None if response.status_code == 204 else response.json()
+
+    def health(self) -> bool:
+        """Whether the service answers its liveness probe."""
+        return bool(self._http.get("/health").status_code == 200)
+
+    def me(self) -> dict[str, Any]:
+        """This token's id, role and session."""
+        return dict(self._call("GET", "/v1/me"))
+
+    def ask(self, session: str, query: Mapping[str, Any] | Any) -> Released:
+        """Submits one CM query spec (a mapping, or a :class:`pmwcm.kernels.queries.CMQuery`).
+
+        Raises:
+            BudgetExhausted: the session's budget is spent.
+            ServiceError: any other refusal (the message names the bad field).
+        """
+        spec = query.to_dict() if hasattr(query, "to_dict") else dict(query)
+        out = self._call("POST", f"/v1/sessions/{session}/queries", spec)
+        return Released(**{**out, "theta": tuple(out["theta"])})
+
+    def status(self, session: str) -> dict[str, Any]:
+        """The session's budget and progress."""
+        return dict(self._call("GET", f"/v1/sessions/{session}"))
+
+    def create_session(
+        self,
+        name: str,
+        *,
+        data_path: str,
+        schema_path: str,
+        epsilon: float,
+        delta: float,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Creates a session over files on the server (curator)."""
+        body = {
+            "name": name,
+            "data_path": data_path,
+            "schema_path": schema_path,
+            "epsilon": epsilon,
+            "delta": delta,
+            "parameters": dict(parameters or {}),
+        }
+        return dict(self._call("POST", "/v1/sessions", body))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """All sessions (curator)."""
+        return list(self._call("GET", "/v1/sessions"))
+
+    def issue_token(self, session: str, *, label: str = "") -> str:
+        """A new analyst token for ``session`` (curator); it is shown only now."""
+        return str(self._call("POST", f"/v1/sessions/{session}/tokens", {"label": label})["token"])
+
+    def tokens(self, session: str) -> list[dict[str, Any]]:
+        """The session's analyst tokens, without secrets (curator)."""
+        return list(self._call("GET", f"/v1/sessions/{session}/tokens"))
+
+    def revoke_token(self, token_id: str) -> None:
+        """Revokes an analyst token by its id (the part before the dot) (curator)."""
+        self._call("DELETE", f"/v1/tokens/{token_id}")
+
+    def ledger(self, session: str) -> dict[str, Any]:
+        """Every committed debit of the session (curator)."""
+        return dict(self._call("GET", f"/v1/sessions/{session}/ledger"))
+
+    def answers(self, session: str) -> list[dict[str, Any]]:
+        """The session's release log (curator)."""
+        return list(self._call("GET", f"/v1/sessions/{session}/answers"))
