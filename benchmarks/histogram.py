@@ -2,7 +2,7 @@
 
 The engine touches the whole universe ``X`` in only two places: the marginal of
 ``Dhat`` on a query's clique, and the multiplicative-weights reweight by a
-clique factor (DESIGN.md section 2). Both should cost about one streaming pass,
+clique factor (docs/design.md section 2). Both should cost about one streaming pass,
 so this script times them next to ``np.copyto`` of the same array into a
 preallocated buffer, measured in the same run, and prints the ratios. The
 target (from the issue) is a marginal within 3x of the copy for every clique.

@@ -1,6 +1,6 @@
 """Engine throughput: queries per second on each path, and where the time goes.
 
-The engine's two paths (DESIGN.md section 3) cost very different amounts:
+The engine's two paths (docs/design.md section 3) cost very different amounts:
 
 * **below threshold** (the sparse vector says "below"; answer ``theta_hat``):
   one marginal of the hypothesis ``Dhat`` on the query's clique (a pass over

@@ -1,6 +1,6 @@
 """Contract tests for the online PMW engine (``pmwcm.engine.online``) and its CM rounds.
 
-What is pinned here (DESIGN.md section 3, the issue's "what must be shown"):
+What is pinned here (docs/design.md section 3, the issue's "what must be shown"):
 
 * the **sign of the update**: one update lowers ``<u, Dhat>`` (the paper's
   literal ``exp(+eta u)`` raises it), and with the exact minimiser as the

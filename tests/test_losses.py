@@ -256,7 +256,7 @@ def test_derivative_bound_holds_on_random_draws(case: Case, z_max: float, seed: 
 
 
 def test_derivative_bounds_are_the_tabulated_constants() -> None:
-    """DESIGN.md section 2's table of ``G``, at ``z_max = R B = 2``."""
+    """docs/design.md section 2's table of ``G``, at ``z_max = R B = 2``."""
     expected = {
         ("logistic", None): 1.0,
         ("squared", None): 3.0,

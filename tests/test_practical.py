@@ -23,7 +23,7 @@ Configuration, budget split, accuracy:
   start, T = 50) PMW's mean was 0.0042-0.0081 (max 0.07-0.12) against the same
   composition 0.0050, worse on 4 of seeds 0-5 -- the sparse vector's threshold
   (~0.085 in excess risk at this n) lets large hypothesis errors through, as
-  DESIGN.md section 6 found. This test therefore checks the default product,
+  docs/design.md section 6 found. This test therefore checks the default product,
   not the paper's uniform start.
 """
 

@@ -340,7 +340,7 @@ def test_smoothed_surrogate_is_within_its_declared_slack(
 
 @pytest.mark.parametrize("spec_id", ["logistic_onehot_ord_l2", "squared", "hinge_l2_noint"])
 def test_objective_on_the_marginal_equals_the_mean_over_records(spec_id: str, seed: int) -> None:
-    """DESIGN.md's key observation: ``L_D`` needs only the clique's marginal table."""
+    """docs/design.md's key observation: ``L_D`` needs only the clique's marginal table."""
     spec, p = SPECS[spec_id], compiled(spec_id)
     rng = np.random.default_rng(seed)
     records = np.stack([rng.integers(0, s, size=500) for s in DOMAIN.sizes], axis=1)

@@ -5,7 +5,7 @@ The engine feeds the sparse vector ``q(D) = max(0, L_D(theta_hat) - L_D(theta_D)
 real-data solve, within its a-priori gap ``tau`` of ``min L_D``) divided by
 :meth:`CMRound.sensitivity`, ``c S / n + tau`` with ``tau = rho c S / n``
 (``rho = EngineSettings.data_gap_fraction``). The privacy of the whole engine
-rests on that bound (DESIGN.md section 3): under replace-one, ``err(D') -
+rests on that bound (docs/design.md section 3): under replace-one, ``err(D') -
 err(D) = (1/n) [g(theta_hat) - g(theta*)]`` for ``g = l_x' - l_x`` and
 ``theta*`` one of the two minimisers, and each record's loss moves by at most
 ``S`` between two points of ``Theta``, so ``2 S / n``; ``q`` lies in

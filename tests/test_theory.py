@@ -5,7 +5,7 @@ The paper's constants and accuracy theorem on a tiny universe.
 * :class:`TheoryParameters` against hand-computed values of the figure's
   ``T, eta, eps0, delta0, alpha0, beta0`` and Theorem "putittogetheronline"'s
   ``n``, on an example with round numbers and on the Adult example of
-  DESIGN.md section 6 (``T ~ 10^6``, ``n ~ 9.5 x 10^8``).
+  docs/design.md section 6 (``T ~ 10^6``, ``n ~ 9.5 x 10^8``).
 * :func:`build_theory_engine` wires them in (Dwork-Roth sparse vector with ``T``
   runs, threshold ``3 alpha / 4`` in excess-risk units, sensitivity ``3 S / n``,
   classical-Gaussian oracle calls) and refuses ``n`` below the theorem's.
@@ -92,7 +92,7 @@ def test_parameters_round_numbers() -> None:
 
 
 def test_parameters_adult_example_of_the_design() -> None:
-    """DESIGN.md section 6: alpha = 0.05, k = 1,000 on Adult needs n ~ 9.5e8 (T ~ 10^6)."""
+    """docs/design.md section 6: alpha = 0.05, k = 1,000 on Adult needs n ~ 9.5e8 (T ~ 10^6)."""
     log_size = 14 * math.log(2)  # 9.70406...
     p = TheoryParameters(
         epsilon=1.0, delta=1e-6, alpha=0.05, beta=0.05, k=1000, scale=2.0, log_size=log_size

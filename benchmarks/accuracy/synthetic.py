@@ -1,7 +1,7 @@
 """MST and AIM synthetic data through OpenDP's ``extras.mbi`` (optional dependency).
 
 Needs ``pip install "opendp[mbi]==0.16.0"`` (JAX and polars; about 1.7 GB), which
-``make bench-venv`` installs into ``.venv-bench``. Facts from DESIGN.md section 6
+``make bench-venv`` installs into ``.venv-bench``. Facts from docs/design.md section 6
 that this module encodes: ``synthesize(method="round")`` is broken in mbi 1.1.0,
 so records are drawn with ``method="sample"``; MST can fail with "insufficient
 budget" from float rounding one step over the total, so rho is lowered by a

@@ -1,6 +1,6 @@
 """The ``pmwcm`` command line: one :data:`app`, one small module per command.
 
-Each command lives in its own private module (``_cli_schema.py`` for
+Each command lives in its own module (``pmwcm.cli.schema`` for
 ``pmwcm schema``) as a plain function and is registered here, so this file
 stays a table of contents. Command modules import heavy dependencies inside
 the function body, so ``pmwcm --help`` stays fast.

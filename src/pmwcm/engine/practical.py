@@ -13,7 +13,7 @@ So the *total* is the user's budget under tight composition, whatever ``T``.
 
 Defaults (fixed constants, so they never look at the user's private data):
 
-* ``T = 50``: DESIGN.md section 6 found the noiseless algorithm converges in
+* ``T = 50``: docs/design.md section 6 found the noiseless algorithm converges in
   about 60 updates on Adult, and more updates cost every oracle call accuracy.
 * ``learning_rate`` (``eta S``) = 4 and ``sweeps = 2`` (two MWEM-style
   post-processing replays of every past update after each new one), with
@@ -37,7 +37,7 @@ sparse vector must check every query of a long stream, so its share does not
 shrink with ``T``; the oracle calls only fix what the prior misses, so there
 are few of them (``T = 10`` instead of 50) and each gets ``0.3 / T`` of the
 budget in PLD terms. The three shares were compared on the public Adult file
-with the seed-0 stream only (DESIGN.md section 6); no benchmark stream (seeds
+with the seed-0 stream only (docs/design.md section 6); no benchmark stream (seeds
 1000+) was used to choose them. ``docs/results.md`` reports where the rule
 serves well and where it does not (e.g. ``epsilon = 0.1``, where each oracle
 call is so noisy that the updates hurt and MST wins).
@@ -100,7 +100,7 @@ class PMWConfig:
             :func:`pmwcm.mechanisms.priors.marginals.public_prior`) or ``"uniform"``
             (the paper's start).
         prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets.
-        sensitivity_factor: 2 (DESIGN.md) or 3 (the paper) in ``c S / n + tau``.
+        sensitivity_factor: 2 (docs/design.md) or 3 (the paper) in ``c S / n + tau``.
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
         sweeps: post-processing replays of past updates after each update.

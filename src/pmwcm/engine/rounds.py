@@ -16,7 +16,7 @@ CM rounds (:class:`CMRound`):
 
     theta_hat = argmin L_Dhat        (certified solve; public: Dhat is public)
     q(D) = max(0, L_D(theta_hat) - L_D(theta_D)),   theta_D from a fixed-budget solve
-    sensitivity = c S / n + tau      (c = 2 by DESIGN.md section 3, or the paper's 3)
+    sensitivity = c S / n + tau      (c = 2 by docs/design.md section 3, or the paper's 3)
 
 ``theta_D`` comes from :func:`pmwcm.kernels.fixed_budget.fixed_budget_minimize`: a
 method whose iteration count is fixed from public constants before the data is
@@ -30,7 +30,7 @@ never branches on the data; ``q`` lies in ``[err - tau, err]`` for the exact
 
 The sign is ``-eta u``: the paper's figure prints ``+eta u``, a typo; its
 Claim "potential drop" shows ``<u, Dhat_t> >= 0 >= <u, D> + err``, so ``u`` is a
-loss and weights must move against it (DESIGN.md section 3). The regulariser's
+loss and weights must move against it (docs/design.md section 3). The regulariser's
 gradient is the same for every ``x``, so it shifts ``u`` by a constant, which
 the normalisation removes; dropping it keeps ``|u| <= S``.
 """
@@ -97,7 +97,7 @@ class CMRound:
             on the real data whatever its quality).
         data_solve: the real-data solve, planned from public constants; its
             a-priori gap ``tau`` enters the sensitivity.
-        sensitivity_factor: ``c`` in ``c S / n + tau``; 2 (DESIGN.md) or 3 (paper).
+        sensitivity_factor: ``c`` in ``c S / n + tau``; 2 (docs/design.md) or 3 (paper).
         learning_rate: ``eta S`` -- the step is ``eta = learning_rate / S``, the
             scaling under which the paper's regret lemma reads ``2 S sqrt(log|X|/T)``.
     """
@@ -141,7 +141,7 @@ class CMRound:
         return max(0.0, p.objective(answer, weights) - p.objective(best, weights))
 
     def sensitivity(self, n: int) -> float:
-        """``c S / n + tau`` (Ullman 2015, proof of Theorem "dp"; DESIGN.md section 3)."""
+        """``c S / n + tau`` (Ullman 2015, proof of Theorem "dp"; docs/design.md section 3)."""
         return self.sensitivity_factor * self.problem.scale / n + self.tau
 
     def privacy_event(self, noise_level: float) -> dp_accounting.DpEvent:

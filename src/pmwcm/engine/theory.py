@@ -12,7 +12,7 @@ and Theorem "putittogetheronline":
 Deviations, each forced by the text: ``eta`` carries ``1/S`` because the regret
 lemma ``2 S sqrt(log|X|/T)`` is for ``eta = sqrt(log|X|/T)/S`` when
 ``u in [-S, S]`` (the figure's ``eta`` is the ``S = 1`` case); the update uses
-``exp(-eta u)`` (the figure's ``+`` is a typo, DESIGN.md section 3); the
+``exp(-eta u)`` (the figure's ``+`` is a typo, docs/design.md section 3); the
 sparse vector is Dwork-Roth "Sparse" with ``T`` runs of ``eps'``-DP
 AboveThreshold, ``eps' = (eps/2) / sqrt(8 T log(2/delta))`` (Dwork, Roth 2014,
 Theorem 3.28, at ``(eps/2, delta/2)``), with threshold ``3 alpha / 4`` between

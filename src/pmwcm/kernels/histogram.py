@@ -1,7 +1,7 @@
 """Histograms over a domain: the engine's hypothesis ``Dhat`` and the data's ``D``.
 
 A histogram is a non-negative float64 tensor of shape ``domain.shape`` summing
-to one (DESIGN.md section 1). The engine needs four operations, all behind the
+to one (docs/design.md section 1). The engine needs four operations, all behind the
 :class:`Histogram` protocol so that other backends (JAX/GPU, sharded, factored)
 can replace the dense one without touching the engine:
 

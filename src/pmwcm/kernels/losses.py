@@ -1,4 +1,4 @@
-"""Scalar convex losses ``f(z, y)`` of the GLM catalogue (DESIGN.md section 2).
+"""Scalar convex losses ``f(z, y)`` of the GLM catalogue (docs/design.md section 2).
 
 Every catalogue query is a generalised linear model: ``l(theta; x) =
 f(<theta, phi(x)>, y(x)) + (lambda/2) ||theta||^2``. This module holds the

@@ -3,7 +3,7 @@
 A CM query's loss ``l(theta; x)`` depends on a record ``x`` only through the
 attributes of its *clique* ``C``, so ``L_D(theta) = sum_{x_C} D_C(x_C)
 l(theta; x_C) + (lambda/2) ||theta||^2`` where ``D_C`` is the marginal of ``D``
-on ``C`` (DESIGN.md section 2). A :class:`ConvexProblem` evaluates the data term
+on ``C`` (docs/design.md section 2). A :class:`ConvexProblem` evaluates the data term
 per cell of that table (cells in C-order of ``np.indices`` over the clique) and
 declares the constants the privacy proofs depend on:
 

@@ -4,7 +4,7 @@ A :class:`CMQuery` is the declarative spec an analyst sends: a catalogue loss,
 a target attribute, feature attributes, encodings, intercept, radius ``R`` and
 L2 strength ``lambda``. Compiling it against a :class:`~pmwcm.kernels.domain.Domain`
 gives a :class:`GLMProblem`: the loss restricted to its clique
-``C = features + {target}`` (DESIGN.md section 2, "key observation"), with one
+``C = features + {target}`` (docs/design.md section 2, "key observation"), with one
 row per cell ``x_C`` of the marginal table:
 
 * ``features``: ``phi(x_C)``, shape ``(cells, d)``, ``||phi||_2 <= 1``;

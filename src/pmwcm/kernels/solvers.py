@@ -3,7 +3,7 @@
 Minimises ``F(theta) = sum_c w_c l(theta; c) + (lambda/2) ||theta||^2`` over the
 ball and returns a *certificate*: an upper bound on ``F(theta) - min F`` that
 holds whatever the solver did. The engine adds this bound to the sensitivity of
-the sparse vector's query (DESIGN.md section 3, step 2), so it must be sound.
+the sparse vector's query (docs/design.md section 3, step 2), so it must be sound.
 
 **Certificate (Frank-Wolfe duality gap).** For convex ``F`` and any
 (sub)gradient ``g`` of ``F`` at ``theta``, convexity gives, for every ``v`` in

@@ -7,7 +7,7 @@ vector once, each oracle call -- under the session's total ``(epsilon,
 delta)``. Analysts, however many and however adaptive, only ever receive the
 engine's released answers (theta, its source, the remaining budget), so the
 whole transcript of a session is ``(epsilon, delta)``-DP with respect to
-replacing one record of its dataset (Ullman 2015, Theorem "dp"; DESIGN.md
+replacing one record of its dataset (Ullman 2015, Theorem "dp"; docs/design.md
 section 4). Nothing is answered over budget: the ledger refuses an event
 before its noise is drawn, and a spent budget or a halted engine is a 409.
 Raw data, true answers and errors, the sparse vector's noisy threshold and the

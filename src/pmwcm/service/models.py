@@ -3,7 +3,7 @@
 Every request model forbids unknown fields, accepts no type coercion (strict
 mode: ``"1"`` is not a number, ``1`` is not a boolean) and rejects NaN and
 infinities; FastAPI answers a violation with 422 and the offending field's
-location. A query is a declarative spec from the loss catalogue (DESIGN.md
+location. A query is a declarative spec from the loss catalogue (docs/design.md
 section 2): no code is ever taken from a request.
 
 Responses never carry internal state: no raw data, no true answer or error, no

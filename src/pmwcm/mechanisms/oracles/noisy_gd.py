@@ -11,7 +11,7 @@ mechanism with noise multiplier ``m sqrt(N)``; ``N`` adaptively composed
 Gaussian mechanisms are exactly a Gaussian mechanism with multiplier ``m``
 (Dong, Roth, Su 2022, Cor. 3.3: ``mu = sqrt(sum mu_i^2)``), so one call is
 ``(1/m)``-GDP and ``rho = N Delta^2 / (2 sigma^2) = 1/(2 m^2)``-zCDP
-(Bun, Steinke 2016, Prop. 1.6; DESIGN.md section 4). BST14 (Alg. 1,
+(Bun, Steinke 2016, Prop. 1.6; docs/design.md section 4). BST14 (Alg. 1,
 Theorem 2.4) analyse the stochastic variant; the full-batch variant's privacy
 follows from the composition above and does not depend on the step size.
 

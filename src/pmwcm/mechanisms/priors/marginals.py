@@ -6,7 +6,7 @@ and the online algorithm's ``T`` updates are a poor way to learn it one query
 at a time. So, as MST/AIM do (McKenna et al. 2021, 2022), we *measure* the
 1- and 2-way marginals once with the Gaussian mechanism and fit a histogram to
 them; the online engine then starts from that histogram and spends its updates
-on what the marginals miss (DESIGN.md section 6, "a promising practical design").
+on what the marginals miss (docs/design.md section 6, "a promising practical design").
 
 **Measurement and its guarantee.** For cliques ``C_1..C_K`` we release
 ``y_k = D_{C_k} + N(0, sigma^2 I)``. Under replace-one, one record moves mass
