@@ -115,6 +115,7 @@ class CMRound:
 
     @property
     def scale(self) -> float:
+        """``S``, the query's scale (it sets the sensitivity and the step ``eta``)."""
         return self.problem.scale
 
     @property

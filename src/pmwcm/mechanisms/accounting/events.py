@@ -17,6 +17,7 @@ from dp_accounting.dp_event import DpEvent
 
 
 def check_delta(delta: float, *, name: str = "delta", closed: bool = False) -> float:
+    """``delta`` as a float in ``[0, 1)`` (``[0, 1]`` if ``closed``); raises naming it."""
     delta = float(delta)
     if not (0.0 <= delta < 1.0 or (closed and delta == 1.0)):
         interval = "[0, 1]" if closed else "[0, 1)"
@@ -25,12 +26,14 @@ def check_delta(delta: float, *, name: str = "delta", closed: bool = False) -> f
 
 
 def check_count(count: int, *, name: str = "count") -> int:
+    """``count`` as a non-negative int; raises naming it otherwise."""
     if isinstance(count, bool) or int(count) != count or count < 0:
         raise ValueError(f"{name} must be a non-negative integer, got {name}={count!r}.")
     return int(count)
 
 
 def check_nonneg(value: float, name: str) -> float:
+    """``value`` as a non-negative float (NaN refused); raises naming it otherwise."""
     value = float(value)
     if not value >= 0.0:  # also catches nan
         raise ValueError(f"{name} must be non-negative, got {name}={value}.")
@@ -81,6 +84,7 @@ class EventTotals:
 
 
 def flatten(event: DpEvent) -> EventTotals:
+    """The totals of a (possibly nested) composed event, for the closed-form accountants."""
     t = EventTotals()
     stack: list[tuple[DpEvent, int]] = [(event, 1)]
     while stack:
