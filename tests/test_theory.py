@@ -23,6 +23,7 @@ The paper's constants and accuracy theorem on a tiny universe.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -232,7 +233,8 @@ def test_theory_engine_refuses_after_t_updates(seed: int) -> None:
     assert p.max_updates == 86  # ceil(64 * 4 * 3 ln 2 / 6.25)
     data = true_data(np.random.default_rng(seed), 10**9)
     engine = build_theory_engine(data, p, noise=NumpyNoise(seed=seed), enforce_n=False)
-    engine.settings.absolute_threshold = -1e9  # every query crosses: force the updates
+    # every query crosses: force the updates
+    engine.settings = replace(engine.settings, absolute_threshold=-1e9)
     queries = [
         CMQuery(loss="logistic", target="a", features=("b", "c"), radius=r)
         for r in np.linspace(0.1, 1.0, p.max_updates)

@@ -19,16 +19,21 @@ import dp_accounting
 from pmwcm.engine.practical import make_accountant
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import CMQuery
-from pmwcm.kernels.solvers import SolverError, minimize
+from pmwcm.kernels.solvers import EXACT_BASELINE_SOLVE, SolverError, minimize
 from pmwcm.mechanisms.accounting import PrivacyLedger, calibrate_gaussian_multiplier
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle, OracleInput
 from pmwcm.mechanisms.private_data import PrivateData
 
 
-def exact_minimum(problem: ConvexProblem, weights: FloatArray, *, tol: float = 1e-10) -> float:
-    """``min L_w`` to a certified ``tol`` (raises :class:`SolverError` otherwise)."""
-    solution = minimize(problem, weights, tol=tol, max_iter=2000)
+def exact_minimum(
+    problem: ConvexProblem, weights: FloatArray, *, tol: float = EXACT_BASELINE_SOLVE.tol
+) -> float:
+    """``min L_w`` to a certified ``tol`` (raises :class:`SolverError` otherwise).
+
+    The iteration cap is :data:`~pmwcm.kernels.solvers.EXACT_BASELINE_SOLVE`'s.
+    """
+    solution = minimize(problem, weights, tol=tol, max_iter=EXACT_BASELINE_SOLVE.max_iter)
     if not solution.converged:
         raise SolverError(f"could not certify gap {tol} (reached {solution.gap:.3g})")
     return solution.value - solution.gap if solution.gap > 0 else solution.value
@@ -52,7 +57,8 @@ class NonPrivateBaseline:
         """``argmin_{theta in Theta} L_D(theta)``."""
         problem = query.compile(self.data.domain)
         weights = self.data.marginal(problem.clique).ravel()
-        return minimize(problem, weights, tol=1e-10, max_iter=2000).theta
+        budget = EXACT_BASELINE_SOLVE
+        return minimize(problem, weights, tol=budget.tol, max_iter=budget.max_iter).theta
 
 
 class CompositionBaseline:

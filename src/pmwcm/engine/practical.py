@@ -10,6 +10,11 @@ The user gives a total ``(epsilon, delta)``. :func:`build_engine` splits it:
   vector and ``T`` oracle calls is exactly ``(epsilon, delta)``-DP.
 
 So the *total* is the user's budget under tight composition, whatever ``T``.
+The shares are one object, :class:`~pmwcm.mechanisms.accounting.BudgetSplit`
+(``PMWConfig.split``): :func:`build_engine` charges the prior, sizes the sparse
+vector and calibrates the oracle calls from it, and every calibration goes
+through ``dp_accounting``'s ``calibrate_dp_mechanism``
+(:mod:`pmwcm.mechanisms.accounting.calibration`).
 
 Defaults (fixed constants, so they never look at the user's private data):
 
@@ -48,19 +53,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, cast, get_args
 
 import dp_accounting
 
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.settings import AFTER_HALT, EngineSettings
+from pmwcm.engine.settings import (
+    AFTER_HALT,
+    PRACTICAL_HYPOTHESIS_SOLVE,
+    AfterHalt,
+    EngineSettings,
+)
 from pmwcm.kernels.histogram import Histogram
 from pmwcm.mechanisms.accounting import (
     Accountant,
+    BudgetSplit,
     EpsilonDeltaDpEvent,
     PLDAccountant,
     PrivacyLedger,
     ZCDPAccountant,
     calibrate_gaussian_multiplier,
+    calibrate_noise_level,
+    calibrate_parameter,
 )
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
@@ -68,11 +82,14 @@ from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
 
-SPARSE_VECTORS = ("lyu_su_li", "dwork_roth")
-ACCOUNTANTS = ("pld", "zcdp")
-PRIORS = ("marginals", "uniform", "aim", "mst", "public")
+SparseVectorName = Literal["lyu_su_li", "dwork_roth"]
+AccountantName = Literal["pld", "zcdp"]
+PriorName = Literal["marginals", "uniform", "aim", "mst", "public"]
+SPARSE_VECTORS: tuple[SparseVectorName, ...] = get_args(SparseVectorName)
+ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
+PRIORS: tuple[PriorName, ...] = get_args(PriorName)
 #: The priors measured from the private data and paid from the budget.
-PAID_PRIORS = ("marginals", "aim", "mst")
+PAID_PRIORS: tuple[PriorName, ...] = ("marginals", "aim", "mst")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +123,13 @@ class PMWConfig:
         sweeps: post-processing replays of past updates after each update.
         oracle: the single-query oracle.
         accountant: ``"pld"`` (tight) or ``"zcdp"``.
+
+    The string choices are the ``Literal`` types :data:`SparseVectorName`,
+    :data:`PriorName`, :data:`AccountantName` and
+    :data:`~pmwcm.engine.settings.AfterHalt`, checked at run time; the fields
+    stay annotated ``str`` so that callers passing a plain ``str`` (the CLI,
+    the service) still type-check. :attr:`split` is the budget split and
+    :meth:`engine_settings` the engine's frozen settings.
     """
 
     epsilon: float
@@ -119,7 +143,7 @@ class PMWConfig:
     prior: str = "marginals"
     prior_fraction: float = 0.4
     sensitivity_factor: float = 2.0
-    solver_tol: float = 1e-8
+    solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
     after_halt: str = "refuse"
     sweeps: int = 2
     oracle: Oracle = field(default_factory=NoisyGradientDescent)
@@ -165,6 +189,27 @@ class PMWConfig:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
+        self.split  # noqa: B018  (validates the shares)
+
+    @property
+    def split(self) -> BudgetSplit:
+        """The budget split: ``prior_fraction`` to a paid prior (``0`` otherwise),
+        ``sv_fraction`` to the sparse vector, the rest to the oracle calls."""
+        prior = self.prior_fraction if self.prior in PAID_PRIORS else 0.0
+        return BudgetSplit.from_shares(prior=prior, sparse_vector=self.sv_fraction)
+
+    def engine_settings(self, *, learning_rate: float, threshold: float) -> EngineSettings:
+        """The engine's settings from this config, with the resolved ``learning_rate``
+        (``eta S``) and ``threshold`` (:func:`build_engine` resolves the ``None`` rules)."""
+        return EngineSettings(
+            max_updates=self.max_updates,
+            learning_rate=learning_rate,
+            threshold=threshold,
+            sensitivity_factor=self.sensitivity_factor,
+            solver_tol=self.solver_tol,
+            after_halt=cast(AfterHalt, self.after_halt),  # validated in __post_init__
+            sweeps=self.sweeps,
+        )
 
 
 def make_accountant(name: str) -> Accountant:
@@ -175,109 +220,115 @@ def make_accountant(name: str) -> Accountant:
 def make_sparse_vector(
     config: PMWConfig, *, accountant: Accountant, noise: NoiseSource
 ) -> tuple[SparseVector, float]:
-    """The sparse vector at ``sv_fraction * epsilon``, and its query-noise scale ``b``.
+    """The sparse vector at its share of the budget (``config.split``), and its
+    query-noise scale ``b``.
 
     ``b`` is in units of the (unit) sensitivity: Lyu-Su-Li ``2c / eps_2``,
     Dwork-Roth ``4 / eps'``.
     """
-    eps_sv = config.sv_fraction * config.epsilon
+    eps_sv, delta_sv = config.split.sparse_vector_budget(config.epsilon, config.delta)
     cutoff = config.max_updates
     if config.sparse_vector == "lyu_su_li":
         sv = LyuSuLiSparse.from_total(epsilon=eps_sv, cutoff=cutoff, noise=noise)
         return sv, 2.0 * cutoff / sv.epsilon_queries
-    per_run = dwork_roth_epsilon_per_run(
-        eps_sv, cutoff, delta=config.sv_fraction * config.delta, accountant=accountant
-    )
+    per_run = dwork_roth_epsilon_per_run(eps_sv, cutoff, delta=delta_sv, accountant=accountant)
     return DworkRothSparse(epsilon_per_run=per_run, cutoff=cutoff, noise=noise), 4.0 / per_run
 
 
 def dwork_roth_epsilon_per_run(
     epsilon: float, cutoff: int, *, delta: float, accountant: Accountant
 ) -> float:
-    """The largest ``eps'`` whose ``cutoff``-fold composition is ``(epsilon, delta)``-DP."""
-    lo, hi = epsilon / cutoff, epsilon
-    for _ in range(40):
-        mid = math.sqrt(lo * hi)
-        event = dp_accounting.SelfComposedDpEvent(EpsilonDeltaDpEvent(epsilon=mid), cutoff)
-        if accountant.epsilon(event, delta=delta) <= epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    """The largest ``eps'`` whose ``cutoff``-fold composition is ``(epsilon, delta)``-DP.
+
+    Found by :func:`~pmwcm.mechanisms.accounting.calibrate_parameter` between
+    ``epsilon / cutoff`` (basic composition: always fits) and ``epsilon``, to
+    relative precision ``1e-12``; the value returned fits.
+    """
+    if cutoff == 1:
+        return epsilon
+    return calibrate_parameter(
+        lambda eps: dp_accounting.SelfComposedDpEvent(EpsilonDeltaDpEvent(epsilon=eps), cutoff),
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        bracket=(epsilon / cutoff, epsilon),
+        rtol=1e-12,
+    )
 
 
-def calibrate_noise_level(
+def calibrate_oracle(
     event_for: Callable[[float], dp_accounting.DpEvent],
+    config: PMWConfig,
     *,
-    count: int,
     fixed: dp_accounting.DpEvent,
-    epsilon: float,
-    delta: float,
     accountant: Accountant,
 ) -> float:
-    """The smallest noise level ``m`` with ``fixed + count x event_for(m)`` within budget.
+    """The oracle calls' noise level: the smallest for which ``fixed`` (the prior's
+    and the sparse vector's events) and ``T`` oracle calls compose to the total
+    ``(epsilon, delta)``, i.e. the oracle takes its share ``config.split.oracle``
+    and whatever tight composition saves on the other two.
 
-    Gaussian events go to :func:`~pmwcm.mechanisms.accounting.calibrate_gaussian_multiplier`;
-    any other monotone family is bisected in log space (relative precision 1e-6),
-    always returning the side that fits.
+    Gaussian events: :func:`~pmwcm.mechanisms.accounting.calibrate_gaussian_multiplier`
+    (from the zCDP estimate); any other monotone family:
+    :func:`~pmwcm.mechanisms.accounting.calibrate_noise_level`; both to relative
+    precision 1e-6 (the hand-written bisections this replaces stopped at 1e-4
+    for Gaussians, so levels now sit closer to the optimum, never above it by
+    more than the old slack). Both go
+    through ``dp_accounting``'s ``calibrate_dp_mechanism`` and return a level
+    that fits.
 
     Raises:
         ValueError: if ``fixed`` alone exceeds the budget.
     """
     if isinstance(event_for(1.0), dp_accounting.GaussianDpEvent):
         return calibrate_gaussian_multiplier(
-            fixed=fixed, gaussian_count=count, epsilon=epsilon, delta=delta, accountant=accountant
+            fixed=fixed,
+            gaussian_count=config.max_updates,
+            epsilon=config.epsilon,
+            delta=config.delta,
+            accountant=accountant,
         )
-
-    def fits(level: float) -> bool:
-        event = dp_accounting.ComposedDpEvent(
-            [fixed, dp_accounting.SelfComposedDpEvent(event_for(level), count)]
-        )
-        return accountant.epsilon(event, delta=delta) <= epsilon
-
-    if accountant.epsilon(fixed, delta=delta) >= epsilon:
-        raise ValueError(f"The fixed events alone exhaust epsilon={epsilon}.")
-    lo, hi = 1e-3, 1.0
-    while not fits(hi):
-        lo, hi = hi, hi * 4
-    while hi / lo > 1 + 1e-6:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
+    return calibrate_noise_level(
+        event_for,
+        count=config.max_updates,
+        fixed=fixed,
+        epsilon=config.epsilon,
+        delta=config.delta,
+        accountant=accountant,
+    )
 
 
 def _paid_marginal_prior(
     data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger, noise: NoiseSource
-) -> Histogram:
-    """Charges, then measures, all 2-way marginals at ``prior_fraction`` of the budget."""
+) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
+    """Charges, then measures, all 2-way marginals at the prior's share of the budget.
+
+    Returns the prior and the events charged for it.
+    """
+    epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
     multiplier = calibrate_gaussian_multiplier(
-        fixed=None,
-        gaussian_count=1,
-        epsilon=config.prior_fraction * config.epsilon,
-        delta=config.prior_fraction * config.delta,
-        accountant=ledger.accountant,
+        fixed=None, gaussian_count=1, epsilon=epsilon, delta=delta, accountant=ledger.accountant
     )
-    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
-    return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    event = measurement_event(multiplier)
+    ledger.spend(event, label="prior: noisy 2-way marginals")
+    return marginal_prior(data, noise_multiplier=multiplier, noise=noise), [event]
 
 
 def _paid_synthetic_prior(
     data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger
-) -> Histogram:
-    """Charges, then runs AIM or MST at ``prior_fraction`` of the budget.
+) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
+    """Charges, then runs AIM or MST at the prior's share of the budget.
 
     See :mod:`pmwcm.mechanisms.priors.synthetic` (imported here: it is the optional mbi
-    backend, and raises its ImportError before charging anything).
+    backend, and raises its ImportError before charging anything). Returns the
+    prior and the events charged for it.
     """
     from pmwcm.mechanisms.priors.synthetic import paid_synthetic_prior
 
-    return paid_synthetic_prior(
-        data,
-        config.prior,
-        epsilon=config.prior_fraction * config.epsilon,
-        delta=config.prior_fraction * config.delta,
-        ledger=ledger,
-    )
+    epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
+    before = len(ledger.entries)
+    prior = paid_synthetic_prior(data, config.prior, epsilon=epsilon, delta=delta, ledger=ledger)
+    return prior, [entry.event for entry in ledger.entries[before:]]
 
 
 def default_threshold(noise_scale: float, config: PMWConfig) -> float:
@@ -327,42 +378,30 @@ def build_engine(
             "prior='public' needs the public histogram as build_engine(..., prior=...); "
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
+    # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
+    fixed_events = [entry.event for entry in ledger.entries]
     if prior is None and config.prior == "marginals":
-        prior = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
+        prior, prior_events = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
+        fixed_events += prior_events
     elif prior is None and config.prior in ("aim", "mst"):
-        prior = _paid_synthetic_prior(data, config, ledger=ledger)
+        prior, prior_events = _paid_synthetic_prior(data, config, ledger=ledger)
+        fixed_events += prior_events
     sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
-    fixed = sv.privacy_event()
-    fixed = dp_accounting.ComposedDpEvent([*(e.event for e in ledger.entries), fixed])
+    fixed = dp_accounting.ComposedDpEvent([*fixed_events, sv.privacy_event()])
     if kind == "cm":
         event_for: Callable[[float], dp_accounting.DpEvent] = config.oracle.privacy_event
     elif kind == "linear":
         event_for = dp_accounting.LaplaceDpEvent
     else:
         raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
-    multiplier = calibrate_noise_level(
-        event_for,
-        count=config.max_updates,
-        fixed=fixed,
-        epsilon=config.epsilon,
-        delta=config.delta,
-        accountant=accountant,
-    )
+    multiplier = calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
     learning_rate = config.learning_rate
     if learning_rate is None:
         learning_rate = math.sqrt(data.domain.log_size / config.max_updates)
     threshold = config.threshold
     if threshold is None:
         threshold = default_threshold(noise_scale, config)
-    settings = EngineSettings(
-        max_updates=config.max_updates,
-        learning_rate=learning_rate,
-        threshold=threshold,
-        sensitivity_factor=config.sensitivity_factor,
-        solver_tol=config.solver_tol,
-        after_halt=config.after_halt,
-        sweeps=config.sweeps,
-    )
+    settings = config.engine_settings(learning_rate=learning_rate, threshold=threshold)
     return OnlinePMW(
         data,
         settings=settings,

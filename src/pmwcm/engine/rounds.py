@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import dp_accounting
 import numpy as np
 
+from pmwcm.engine.settings import HYPOTHESIS_SOLVE
 from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimize
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.solvers import minimize
@@ -131,7 +132,10 @@ class CMRound:
         measures its excess risk on the real data like any other ``theta_hat``.
         """
         return minimize(
-            self.problem, dhat_marginal.ravel(), tol=self.hypothesis_tol, max_iter=1000
+            self.problem,
+            dhat_marginal.ravel(),
+            tol=self.hypothesis_tol,
+            max_iter=HYPOTHESIS_SOLVE.max_iter,
         ).theta
 
     def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:

@@ -8,13 +8,31 @@ only reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
-AFTER_HALT = ("refuse", "synthetic")
+from pmwcm.kernels.solvers import SolverBudget
+
+AfterHalt = Literal["refuse", "synthetic"]
+AFTER_HALT: tuple[AfterHalt, ...] = get_args(AfterHalt)
+
+#: The certified solve on the public hypothesis, smooth losses (utility only).
+HYPOTHESIS_SOLVE = SolverBudget(tol=1e-9, max_iter=1000)
+#: The same for non-smooth losses, whose Moreau-smoothed solves cannot certify
+#: 1e-9 in reasonable time.
+NONSMOOTH_HYPOTHESIS_SOLVE = SolverBudget(tol=1e-5, max_iter=1000)
+#: Practical mode's hypothesis solve (``PMWConfig.solver_tol``'s default).
+PRACTICAL_HYPOTHESIS_SOLVE = SolverBudget(tol=1e-8, max_iter=1000)
+#: Theory mode's hypothesis solve.
+THEORY_HYPOTHESIS_SOLVE = SolverBudget(tol=1e-10, max_iter=1000)
+#: The real-data solve's iteration cap. Not a :class:`SolverBudget`: that solve
+#: requests no gap, its gap is planned from public constants
+#: (:mod:`pmwcm.kernels.fixed_budget`).
+DATA_SOLVE_MAX_ITERATIONS = 100_000
 
 
-@dataclass(kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     """The non-privacy knobs of the loop (see :mod:`pmwcm.engine.practical` for defaults).
 
@@ -38,17 +56,22 @@ class EngineSettings:
             a query that would need more is refused from its public spec.
         after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
         sweeps: post-processing passes over past updates after each new one.
+
+    Frozen: derive a variant with :func:`dataclasses.replace`. The solver
+    defaults are the named budgets :data:`HYPOTHESIS_SOLVE`,
+    :data:`NONSMOOTH_HYPOTHESIS_SOLVE` and :data:`DATA_SOLVE_MAX_ITERATIONS`; every
+    hypothesis solve runs at most ``HYPOTHESIS_SOLVE.max_iter`` iterations.
     """
 
     max_updates: int
     learning_rate: float
     threshold: float
     sensitivity_factor: float = 2.0
-    solver_tol: float = 1e-9
-    nonsmooth_tol: float = 1e-5
+    solver_tol: float = HYPOTHESIS_SOLVE.tol
+    nonsmooth_tol: float = NONSMOOTH_HYPOTHESIS_SOLVE.tol
     data_gap_fraction: float = 0.1
-    max_solver_iterations: int = 100_000
-    after_halt: str = "refuse"
+    max_solver_iterations: int = DATA_SOLVE_MAX_ITERATIONS
+    after_halt: AfterHalt = "refuse"
     sweeps: int = 0
     absolute_threshold: float | None = None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import dp_accounting
 
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.settings import EngineSettings
+from pmwcm.engine.settings import THEORY_HYPOTHESIS_SOLVE, EngineSettings
 from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
@@ -159,7 +159,7 @@ def build_theory_engine(
         threshold=0.0,
         absolute_threshold=3 * params.alpha / 4,
         sensitivity_factor=3.0,
-        solver_tol=1e-10,
+        solver_tol=THEORY_HYPOTHESIS_SOLVE.tol,
         after_halt="refuse",
     )
     sv = DworkRothSparse(

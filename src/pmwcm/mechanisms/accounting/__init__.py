@@ -41,6 +41,7 @@ from pmwcm.mechanisms.accounting.accountants import (
     ZCDPAccountant,
     kov_epsilon,
 )
+from pmwcm.mechanisms.accounting.calibration import calibrate_noise_level, calibrate_parameter
 from pmwcm.mechanisms.accounting.events import EpsilonDeltaDpEvent
 from pmwcm.mechanisms.accounting.ledger import (
     BudgetExceededError,
@@ -48,10 +49,12 @@ from pmwcm.mechanisms.accounting.ledger import (
     PrivacyLedger,
     calibrate_gaussian_multiplier,
 )
+from pmwcm.mechanisms.accounting.split import BudgetSplit
 
 __all__ = [
     "Accountant",
     "BudgetExceededError",
+    "BudgetSplit",
     "DRVAccountant",
     "EpsilonDeltaDpEvent",
     "LedgerEntry",
@@ -59,5 +62,7 @@ __all__ = [
     "PrivacyLedger",
     "ZCDPAccountant",
     "calibrate_gaussian_multiplier",
+    "calibrate_noise_level",
+    "calibrate_parameter",
     "kov_epsilon",
 ]

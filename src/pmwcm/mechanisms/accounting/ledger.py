@@ -10,6 +10,7 @@ from dp_accounting.dp_event import DpEvent
 
 from pmwcm.errors import BudgetExhausted
 from pmwcm.mechanisms.accounting.accountants import Accountant
+from pmwcm.mechanisms.accounting.calibration import calibrate_noise_level
 from pmwcm.mechanisms.accounting.events import check_count, check_delta
 
 
@@ -118,15 +119,16 @@ def calibrate_gaussian_multiplier(
     epsilon: float,
     delta: float,
     accountant: Accountant,
-    rtol: float = 1e-4,
+    rtol: float = 1e-6,
 ) -> float:
     """Smallest Gaussian multiplier that fits ``gaussian_count`` calls next to ``fixed``.
 
     Finds ``m`` with ``compose(fixed, gaussian_count x GaussianDpEvent(m))``
-    ``(epsilon, delta)``-DP under ``accountant`` by bisection on ``log m``. The
-    returned ``m`` was verified to fit, and ``m / (1 + rtol)`` was found not to
-    (up to the accountant's own monotonicity), so it is at most ``rtol`` above
-    the optimum.
+    ``(epsilon, delta)``-DP under ``accountant`` with
+    :func:`~pmwcm.mechanisms.accounting.calibration.calibrate_noise_level`
+    (``dp_accounting``'s ``calibrate_dp_mechanism`` on ``log m``), starting from
+    the zCDP estimate. The returned ``m`` was verified to fit and is within
+    ``rtol`` (relative) of the boundary (up to the accountant's own monotonicity).
 
     Raises:
         ValueError: bad arguments, ``fixed`` alone over budget, or no
@@ -145,22 +147,17 @@ def calibrate_gaussian_multiplier(
     if used > epsilon:
         raise ValueError(f"fixed alone needs epsilon={used!r} > epsilon={epsilon!r}.")
 
-    def fits(m: float) -> bool:
-        gauss = dp_event.SelfComposedDpEvent(dp_event.GaussianDpEvent(m), count)
-        return accountant.epsilon(dp_event.ComposedDpEvent([base, gauss]), delta=delta) <= epsilon
-
     # Start from the zCDP estimate of the Gaussian part alone (Bun-Steinke Prop. 1.3).
     log_inv = -math.log(delta) if delta > 0 else 1e3
     rho = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
-    lo = hi = math.sqrt(count / (2 * rho))
-    while not fits(hi):
-        lo, hi = hi, hi * 4
-        if hi > 1e12:
-            raise ValueError(f"No Gaussian multiplier up to 1e12 fits epsilon={epsilon!r}.")
-    if lo == hi:
-        while lo > 1e-12 and fits(lo):
-            hi, lo = lo, lo / 4
-    while hi > lo * (1 + rtol):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
-    return hi
+    return calibrate_noise_level(
+        dp_event.GaussianDpEvent,
+        count=count,
+        fixed=base,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        rtol=rtol,
+        guess=math.sqrt(count / (2 * rho)),
+        name="Gaussian multiplier",
+    )

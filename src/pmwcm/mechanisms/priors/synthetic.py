@@ -72,6 +72,7 @@ from pmwcm.mechanisms.accounting import (
     EpsilonDeltaDpEvent,
     PrivacyLedger,
     ZCDPAccountant,
+    calibrate_parameter,
 )
 from pmwcm.mechanisms.private_data import PrivateData
 
@@ -115,8 +116,9 @@ def replace_one_rho(epsilon: float, delta: float) -> float:
     """The largest ``rho`` with ``rho``-zCDP converting to ``(epsilon, delta)``-DP.
 
     Uses :class:`~pmwcm.mechanisms.accounting.ZCDPAccountant`'s conversion (module
-    docstring), bisected from Bun-Steinke's closed form ``(sqrt(L + eps) -
-    sqrt(L))^2``, ``L = log(1/delta)`` (which always fits), to a relative 1e-9;
+    docstring), bracketed from Bun-Steinke's closed form ``(sqrt(L + eps) -
+    sqrt(L))^2``, ``L = log(1/delta)`` (which always fits), and refined by
+    :func:`~pmwcm.mechanisms.accounting.calibrate_parameter` to a relative 1e-9;
     the returned value was verified to fit.
     """
     epsilon, delta = float(epsilon), float(delta)
@@ -136,10 +138,14 @@ def replace_one_rho(epsilon: float, delta: float) -> float:
     hi = lo * 2
     while fits(hi):
         lo, hi = hi, hi * 2
-    while hi > lo * (1 + 1e-9):
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return calibrate_parameter(
+        dp_event.ZCDpEvent,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        bracket=(lo, hi),
+        rtol=1e-9,
+    )
 
 
 def prior_event(
