@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
+from pmwcm.errors import InvalidQuery
+from pmwcm.kernels.queries import CMQuery
 from service.svc_support import Service, TestClient
 
 ADULT = resources.files("pmwcm.data.bundled").joinpath("files")
@@ -197,3 +201,100 @@ def test_serve_and_ask_without_the_service_extra_say_which_to_install(
     assert lines[0].startswith("error: ") and f"'{module}'" in lines[0]
     assert "pip install 'pmwcm[service]'" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "state").exists()
+
+
+#: Specs near a good one on the tiny schema: fields set to any JSON value, required ones dropped.
+_GOOD: dict[str, Any] = {"loss": "logistic", "target": "y", "features": ["a"]}
+_FIELDS = [
+    "loss", "target", "features", "radius", "l2", "intercept", "loss_param", "encodings",
+    "interactions", "code",
+]  # fmt: skip
+_VALUES = st.sampled_from(
+    [
+        "x", "squared", "huber", "a", "y", 0, 1, 2.5, -1.0, True, False, None, [], ["a"],
+        ["a", "b"], ["a", 1], {}, {"a": "onehot"}, {"a": "magic"}, [["a", "b"]], [["a"]], "a*b",
+    ]
+)  # fmt: skip
+_SPECS = st.builds(
+    lambda changes, dropped: {k: v for k, v in ({**_GOOD, **changes}).items() if k not in dropped},
+    st.dictionaries(st.sampled_from(_FIELDS), _VALUES, max_size=3),
+    st.sets(st.sampled_from(["loss", "target", "features"]), max_size=1),
+)
+
+
+def _from_dict_decision(spec: dict[str, Any]) -> str | None:
+    try:
+        CMQuery.from_dict(spec)
+    except InvalidQuery as exc:
+        return str(exc)
+    return None
+
+
+def test_the_service_rejects_exactly_what_from_dict_rejects(service: Service) -> None:
+    """Accept/reject and the message come from ``CMQuery.from_dict`` (422, nothing spent)."""
+    assert service.create().status_code == 201
+    analyst = service.analyst()
+    path, headers = "/v1/sessions/s/queries", service.auth(analyst)
+
+    @settings(
+        max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(spec=_SPECS)
+    def run(spec: dict[str, Any]) -> None:
+        expected = _from_dict_decision(spec)
+        if expected is None:
+            return  # accepted specs are answered elsewhere; here nothing may be spent
+        response = service.client.post(path, json=spec, headers=headers)
+        assert response.status_code == 422, (spec, response.text)
+        assert response.json()["detail"][0]["msg"] == expected
+
+    run()
+    assert _ledger(service)["entries"] == []
+    for spec in ({**_GOOD, "id": "q1"}, {**_GOOD, "features": ["a", "b"], "loss_param": None}):
+        assert _from_dict_decision(spec) is None
+        assert service.client.post(path, json=spec, headers=headers).status_code == 200
+
+
+def test_the_refusal_table_keeps_each_status() -> None:
+    from pmwcm.errors import BudgetExhausted, Halted, Refused
+    from pmwcm.service.app import REFUSALS
+
+    assert {k: v[0] for k, v in REFUSALS.items()} == {
+        InvalidQuery: 422,
+        Refused: 422,
+        BudgetExhausted: 409,
+        Halted: 409,
+    }
+
+
+@pytest.mark.parametrize("error", [ValueError, TypeError, KeyError, RuntimeError])
+def test_a_programming_error_is_a_bare_500_never_a_refusal(
+    tmp_path: Path, tiny: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, error: type
+) -> None:
+    from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
+    from pmwcm.service.sessions import LiveSession
+
+    def bug(self: LiveSession, query: CMQuery, *, token_id: str | None) -> None:
+        raise error("the data's loss at theta is 0.3141592")
+
+    monkeypatch.setattr(LiveSession, "ask", bug)
+    store = SQLiteStore(tmp_path / "state")
+    curator = bootstrap_curator(store)
+    assert curator is not None
+    app = create_app(store)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        service = Service(client, curator, tiny[0], tiny[1], tmp_path / "state")
+        assert service.create().status_code == 201
+        response = service.ask(service.analyst())
+    assert response.status_code == 500
+    assert "0.314" not in response.text and "efused" not in response.text
+    assert response.json() == {"detail": "Internal server error."}
+
+
+def test_the_clients_budget_error_is_the_librarys() -> None:
+    from pmwcm import errors
+    from pmwcm.service.client import BudgetExhausted, ServiceError
+
+    err = BudgetExhausted(409, "Privacy budget exhausted: spent")
+    assert isinstance(err, errors.BudgetExhausted) and isinstance(err, ServiceError)
+    assert isinstance(err, errors.PmwcmError)

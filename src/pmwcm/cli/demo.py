@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pmwcm.cli.run import check_budget, fail
+from pmwcm.cli.common import check_budget, fail
 
 if TYPE_CHECKING:
     import numpy as np

@@ -4,10 +4,10 @@ The command line is a fixed contract (issue 3): scripts depend on it.
 
 Everything is validated before any privacy is spent: the budget, the schema,
 the CSV against the schema, the output path, and every line of the query
-file (parsed and compiled against the domain). A schema drafted from the data
-(``pmwcm schema``) is refused unless ``--accept-drafted-schema`` is given, and
-the removed ``--seed`` is refused with a pointer to ``--insecure-seeded-noise``.
-A file that is not JSON Lines
+file (parsed, and checked by :meth:`~pmwcm.kernels.queries.CMQuery.from_dict`).
+A schema drafted from the data (``pmwcm schema``) is refused unless
+``--accept-drafted-schema`` is given, and the removed ``--seed`` is refused
+with a pointer to ``--insecure-seeded-noise``. A file that is not JSON Lines
 (a line that is not a JSON object) is fatal; a well-formed line whose query
 cannot be served (unknown attribute, radius <= 0, a duplicate id, ...) gets
 an ``{"id": ..., "error": ...}`` line and the run goes on. The output has one
@@ -16,70 +16,57 @@ every line names the noise source (``"noise"``: ``"opendp"``, or
 ``"numpy(seed=S)"`` under ``--insecure-seeded-noise S``).
 
 Refusals at answer time are decided from public inputs before the data or the
-budget is touched (:class:`~pmwcm.kernels.fixed_budget.SolveRefused`, a spent budget,
-the halt); their messages go into the output. Any other exception while the
-data is read would be a bug: the run stops with a one-line error that names
-only the exception's type, never its message, and writes nothing.
+budget is touched (the :mod:`pmwcm.errors` hierarchy, reported through
+:data:`pmwcm.cli.common.REFUSALS`); their messages go into the output. Any
+other exception while the data is read would be a bug: the run stops with a
+one-line error that names only the exception's type, never its message, and
+writes nothing.
 
-The helpers here are shared with ``pmwcm synth``.
+The shared helpers live in :mod:`pmwcm.cli.common`, the shared options in
+:mod:`pmwcm.cli.options`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    import numpy as np
-
-    from pmwcm.data.schema import Schema
-    from pmwcm.data.table import Dataset
-    from pmwcm.engine.online import OnlinePMW
-    from pmwcm.kernels.domain import Domain
-    from pmwcm.kernels.queries import CMQuery
-    from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.cli.common import (
+    answer_with_baseline,
+    answer_with_engine,
+    build_run_engine,
+    check_budget,
+    check_engine_options,
+    check_output,
+    check_seed,
+    fail,
+    load_data,
+    load_schema,
+    make_noise,
+    read_queries,
+    resolve_prior,
+    summarize,
+    write_jsonl,
+)
+from pmwcm.cli.options import (
+    AcceptDraftedOption,
+    DataOption,
+    DeltaOption,
+    EpsilonOption,
+    InsecureNoiseOption,
+    MaxUpdatesOption,
+    PriorOption,
+    PublicPriorOption,
+    QueriesOption,
+    SchemaOption,
+    SeedOption,
+)
 
 METHODS = ("pmw", "composition", "nonprivate")
 AFTER_HALT = ("synthetic", "refuse")
 
-DATA_HELP = "CSV file with a header row (the private data)."
-SCHEMA_HELP = "Schema JSON: how the CSV's columns become attributes (see README)."
-QUERIES_HELP = 'JSON Lines, one query per line: {"id": "q1", "loss": ..., "target": ..., ...}.'
-EPSILON_HELP = "Total privacy budget epsilon (> 0)."
-DELTA_HELP = "Total privacy budget delta, in (0, 1)."
-SEED_HELP = "Removed (it seeded the privacy noise): see --insecure-seeded-noise."
-INSECURE_NOISE_HELP = (
-    "INSECURE, for experiments on public data only: draw the privacy noise from a NumPy "
-    "generator seeded with SEED. Reproducible, but anyone who knows SEED can subtract the "
-    "noise from the answers, and it is not floating-point safe. Without it, noise comes "
-    "from OpenDP, seeded by the OS CSPRNG."
-)
-ACCEPT_DRAFTED_HELP = (
-    "Accept a schema drafted from the data by 'pmwcm schema' (its value sets and bin edges "
-    "leak the data outside the budget). Without it such a schema is refused."
-)
-MAX_UPDATES_HELP = (
-    "Advanced: T, the number of private updates of online PMW (default: the library's, "
-    "10 with its marginal prior)."
-)
-PRIOR_HELP = (
-    "Advanced: the starting hypothesis of online PMW: marginals (noisy 2-way marginals, "
-    "paid from the budget; the default), aim or mst (OpenDP's AIM or MST contingency "
-    "table, paid from the budget; slower, needs pmwcm's mbi extra, not seeded by "
-    "--insecure-seeded-noise), public (set by --public-prior) or uniform (the paper's start)."
-)
-PUBLIC_PRIOR_HELP = (
-    "Advanced: start online PMW from PUBLIC records (a CSV under the same schema, e.g. an "
-    "older public release or a census sample), at no privacy cost; implies --prior public. "
-    "Never pass data derived from the private file here: that start would be unpaid."
-)
 _METHOD_HELP = (
     "pmw: online private multiplicative weights; composition: every query answered by the "
     "private oracle, budget split evenly over the distinct valid queries of the file; "
@@ -90,363 +77,23 @@ _AFTER_HALT_HELP = (
     '(source "synthetic", no privacy cost, no accuracy check); refuse gives an error line.'
 )
 _OUTPUT_HELP = "Write the answers here (JSON Lines, atomically)."
-HALTED = (
-    "refused: all private updates are spent, so no further query can be answered with an "
-    "accuracy check (--after-halt synthetic answers it from the final hypothesis instead)."
-)
-
-_SPEC_TYPES: dict[str, tuple[type, ...]] = {
-    "loss": (str,),
-    "target": (str,),
-    "features": (list,),
-    "radius": (int, float),
-    "l2": (int, float),
-    "intercept": (bool,),
-    "loss_param": (int, float, type(None)),
-    "encodings": (dict,),
-    "interactions": (list,),
-}
-
-
-def fail(message: str) -> typer.Exit:
-    """Prints ``error: message`` on stderr; returns the exit to raise (status 1)."""
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(1)
-
-
-@dataclass(frozen=True)
-class QueryLine:
-    """One query line: its number, its id, and the compiled query or why it is refused."""
-
-    line: int
-    id: str | int | None
-    query: CMQuery | None = None
-    error: str | None = None
-
-
-def resolve_prior(prior: str | None, public_prior: Path | None) -> str:
-    """``--prior`` with ``--public-prior``'s implication; refuses a contradiction."""
-    if public_prior is None:
-        if prior == "public":
-            raise fail("--prior public needs --public-prior FILE (the public records).")
-        return prior or "marginals"
-    if prior not in (None, "public"):
-        raise fail(f"--public-prior sets the start, so --prior {prior} cannot also be given.")
-    return "public"
-
-
-def check_engine_options(max_updates: int | None, prior: str) -> None:
-    """Refuses ``--max-updates < 1``, an unknown ``--prior``, and aim/mst without mbi."""
-    from pmwcm.engine.practical import PRIORS
-
-    if max_updates is not None and max_updates < 1:
-        raise fail(f"--max-updates must be a positive integer, got {max_updates}.")
-    if prior not in PRIORS:
-        raise fail(f"--prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
-    if prior in ("aim", "mst"):
-        from pmwcm.mechanisms.priors.synthetic import MbiUnavailableError, require_mbi
-
-        try:
-            require_mbi()
-        except MbiUnavailableError as exc:
-            raise fail(f"--prior {prior}: {exc}") from None
-
-
-def check_budget(epsilon: float, delta: float) -> None:
-    """Refuses epsilon <= 0 (or not finite) and delta outside (0, 1)."""
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise fail(f"--epsilon must be a positive finite number, got {epsilon}.")
-    if not 0 < delta < 1:
-        raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
-
-
-def check_output(path: Path, option: str = "--output") -> None:
-    """Refuses an output path that is a directory or whose directory is missing."""
-    if path.is_dir():
-        raise fail(f"{option} '{path}' is a directory.")
-    if not path.parent.is_dir():
-        raise fail(f"cannot write {option} '{path}': directory '{path.parent}' does not exist.")
-
-
-def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
-    """The schema at ``path``; refuses one drafted from the data unless ``accept_drafted``.
-
-    An accepted drafted schema gets a warning on stderr.
-    """
-    from pmwcm.data.schema import Schema, SchemaError
-    from pmwcm.data.schema_draft import drafted_schema_error
-
-    try:
-        schema = Schema.from_json(path)
-    except SchemaError as exc:
-        raise fail(str(exc)) from None
-    problem = drafted_schema_error(schema, f"--schema '{path}'", "--accept-drafted-schema")
-    if problem is not None:
-        if not accept_drafted:
-            raise fail(problem)
-        typer.echo(
-            f"warning: --schema '{path}' was drafted from the data; its value sets and bin "
-            "edges leak the data outside the privacy budget (accepted by "
-            "--accept-drafted-schema).",
-            err=True,
-        )
-    return schema
-
-
-def load_data(data: Path, schema: Schema) -> Dataset:
-    """The CSV encoded under the schema; a one-line error if it does not fit."""
-    from pmwcm.data.schema import SchemaError
-    from pmwcm.data.table import DataError, Dataset
-
-    try:
-        return Dataset.from_csv(data, schema)
-    except (SchemaError, DataError) as exc:
-        raise fail(str(exc)) from None
-
-
-def _spec_error(spec: dict[str, Any]) -> str | None:
-    """The JSON-type problem of a query spec (``"intercept": "no"`` is not ``false``)."""
-    for key, types in _SPEC_TYPES.items():
-        if key not in spec:
-            continue
-        value = spec[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            return f"{key} has the wrong JSON type, got {key}={value!r}."
-    for f in spec.get("features", []):
-        if not isinstance(f, str):
-            return f"features must be attribute names (strings), got {f!r}."
-    return None
-
-
-def read_queries(path: Path, domain: Domain) -> list[QueryLine]:
-    """Parses and compiles every query line (blank lines are skipped).
-
-    Spec problems become per-line errors; a line that is not a JSON object,
-    an unreadable file or a missing file is fatal (one-line error, exit 1).
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise fail(f"queries file not found: '{path}'.") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read queries file '{path}': {exc}.") from None
-    out: list[QueryLine] = []
-    first_line: dict[str | int, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            spec = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise fail(
-                f"queries file '{path}' line {number} is not valid JSON: {exc.msg} "
-                f"(column {exc.colno}); every line must be one JSON object."
-            ) from None
-        if not isinstance(spec, dict):
-            raise fail(
-                f"queries file '{path}' line {number} must be a JSON object, "
-                f"got {type(spec).__name__}."
-            )
-        out.append(_query_line(number, spec, first_line, domain))
-    return out
-
-
-def _query_line(
-    number: int, spec: dict[str, Any], first_line: dict[str | int, int], domain: Domain
-) -> QueryLine:
-    """One parsed line: its id checked (present, unique) and its spec compiled."""
-    from pmwcm.kernels.queries import CMQuery, QueryError
-    from pmwcm.mechanisms.oracles import NoisyGradientDescent
-
-    qid = spec.get("id")
-    if not isinstance(qid, str | int) or isinstance(qid, bool):
-        return QueryLine(number, None, error=f"line {number}: a query needs an id (string or int).")
-    if qid in first_line:
-        return QueryLine(
-            number, qid, error=f"duplicate id {qid!r} (first on line {first_line[qid]})."
-        )
-    first_line[qid] = number
-    type_error = _spec_error(spec)
-    if type_error is not None:
-        return QueryLine(number, qid, error=type_error)
-    try:
-        query = CMQuery.from_dict(spec)
-        NoisyGradientDescent().check(query.compile(domain))
-    except (QueryError, ValueError, TypeError) as exc:
-        return QueryLine(number, qid, error=str(exc))
-    return QueryLine(number, qid, query=query)
-
-
-def check_seed(seed: int | None) -> None:
-    """Refuses the removed ``--seed``, pointing to ``--insecure-seeded-noise``."""
-    if seed is not None:
-        raise fail(
-            f"--seed {seed} is refused: it would seed the privacy noise, so anyone who knows "
-            "the seed could subtract the noise from the answers. For experiments on public "
-            f"data only, pass --insecure-seeded-noise {seed}."
-        )
-
-
-def make_noise(insecure_seed: int | None) -> NoiseSource:
-    """OpenDP noise (CSPRNG) by default; seeded NumPy noise, with a warning, if asked."""
-    from pmwcm.mechanisms.noise import NumpyNoise, default_noise
-
-    if insecure_seed is None:
-        return default_noise()
-    typer.echo(
-        f"warning: --insecure-seeded-noise {insecure_seed}: the noise comes from a NumPy "
-        "generator with a known seed, so these answers are NOT differentially private "
-        "(anyone who knows the seed can subtract the noise); use it only for experiments "
-        "on public data.",
-        err=True,
-    )
-    return NumpyNoise(seed=insecure_seed)
-
-
-def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
-    """The number of distinct valid queries (repeats, in any spelling, are answered once)."""
-    from pmwcm.engine.online import query_key
-
-    return len({query_key(q.query, domain) for q in lines if q.query is not None})
-
-
-def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
-    """Streams the valid queries through online PMW; per-line errors for refusals."""
-    return _answer_each(lines, engine.answer, engine.noise.name)
-
-
-@dataclass(frozen=True)
-class _Released:
-    value: Any
-    source: str
-    updates: int
-    epsilon_spent: float | None
-    delta: float | None
-
-
-def answer_with_baseline(
-    method: str, data: Dataset, lines: list[QueryLine], *, epsilon: float, delta: float, noise: Any
-) -> list[dict[str, Any]]:
-    """Answers with the composition baseline (split over distinct queries) or exactly.
-
-    A repeated query gets its released answer again (no new noise, no cost);
-    ``epsilon_spent`` is always the running total at that line.
-    """
-    from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline
-    from pmwcm.engine.online import query_key
-    from pmwcm.mechanisms.private_data import PrivateData
-
-    private = PrivateData.from_records(data.domain, data.records)
-    k = distinct_queries(lines, data.domain)
-    exact = NonPrivateBaseline(private)
-    comp = None
-    if method == "composition" and k > 0:
-        comp = CompositionBaseline(private, epsilon=epsilon, delta=delta, queries=k, noise=noise)
-    thetas: dict[str, Any] = {}
-
-    def answer(query: CMQuery) -> _Released:  # a repeat is served from `thetas`
-        key = query_key(query, data.domain)
-        if key not in thetas:
-            thetas[key] = exact.answer(query) if comp is None else comp.answer(query)
-        if comp is None:
-            return _Released(thetas[key], "nonprivate", 0, None, None)
-        spent = comp.ledger.spent_epsilon()
-        return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
-
-    return _answer_each(lines, answer, "none" if comp is None else noise.name)
-
-
-def _answer_each(
-    lines: list[QueryLine], answer: Callable[[CMQuery], Any], noise: str
-) -> list[dict[str, Any]]:
-    """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on).
-
-    Every record also carries ``"noise"``, the noise source's name. Only refusals
-    decided from public inputs become error lines; any other exception stops the
-    run without its message (it could carry a number computed from the data).
-    """
-    from pmwcm.engine.online import EngineHalted
-    from pmwcm.kernels.fixed_budget import SolveRefused
-    from pmwcm.kernels.queries import QueryError
-    from pmwcm.mechanisms.accounting import BudgetExceededError
-
-    records: list[dict[str, Any]] = []
-    for item in lines:
-        if item.query is None:
-            records.append({"id": item.id, "error": item.error, "noise": noise})
-            continue
-        try:
-            a = answer(item.query)
-        except EngineHalted:
-            records.append({"id": item.id, "error": HALTED, "noise": noise})
-            continue
-        except (BudgetExceededError, SolveRefused, QueryError) as exc:
-            records.append({"id": item.id, "error": f"refused: {exc}", "noise": noise})
-            continue
-        except Exception as exc:  # a bug: never echo its message, which may hold data
-            raise fail(
-                f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
-                f"(line {item.line}); nothing was written. Please report this bug."
-            ) from None
-        theta = [float(v) for v in a.value]
-        records.append(
-            {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
-             "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
-        )  # fmt: skip
-    return records
-
-
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    """Writes one JSON object per line, atomically."""
-    from pmwcm._atomic import atomic_write_text
-
-    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
-    try:
-        atomic_write_text(path, text)
-    except OSError as exc:
-        raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
-
-
-def summarize(records: list[dict[str, Any]], method: str, noise_name: str) -> str:
-    """One stderr line: queries, sources, refusals, epsilon spent, noise source."""
-    sources = Counter(r.get("source", "error") for r in records)
-    parts = ", ".join(f"{s} {c}" for s, c in sorted(sources.items()) if s != "error")
-    head = f"{method}: {len(records)} queries ({parts or 'none answered'}; "
-    head += f"{sources.get('error', 0)} refused)"
-    if method == "nonprivate":
-        return head + "; NO privacy (exact answers)"
-    answered = [r for r in records if "theta" in r]
-    if not answered:
-        return head + f"; epsilon spent 0; noise {noise_name}"
-    last = answered[-1]
-    return (
-        head + f"; epsilon spent {last['epsilon_spent']:.4g} at delta {last['delta']:g}; "
-        f"noise {noise_name}"
-    )
 
 
 def run_command(
-    data: Annotated[Path, typer.Option("--data", help=DATA_HELP)],
-    schema: Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)],
-    queries: Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)],
-    epsilon: Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)],
-    delta: Annotated[float, typer.Option("--delta", help=DELTA_HELP)],
+    data: DataOption,
+    schema: SchemaOption,
+    queries: QueriesOption,
+    epsilon: EpsilonOption,
+    delta: DeltaOption,
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
-    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)] = None,
+    seed: SeedOption = None,
     method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "pmw",
     after_halt: Annotated[str, typer.Option("--after-halt", help=_AFTER_HALT_HELP)] = "synthetic",
-    max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
-    prior: Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)] = None,
-    public_prior: Annotated[
-        Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
-    ] = None,
-    insecure_seeded_noise: Annotated[
-        int | None,
-        typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP),
-    ] = None,
-    accept_drafted_schema: Annotated[
-        bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
-    ] = False,
+    max_updates: MaxUpdatesOption = None,
+    prior: PriorOption = None,
+    public_prior: PublicPriorOption = None,
+    insecure_seeded_noise: InsecureNoiseOption = None,
+    accept_drafted_schema: AcceptDraftedOption = False,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -467,7 +114,7 @@ def run_command(
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     dataset = load_data(data, parsed)
     public = None if public_prior is None else load_data(public_prior, parsed).records
-    lines = read_queries(queries, dataset.domain)
+    lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
     if method == "pmw":
         engine = build_run_engine(
@@ -484,38 +131,3 @@ def run_command(
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)
     typer.echo(f"wrote '{output}'", err=True)
-
-
-def build_run_engine(
-    dataset: Dataset,
-    *,
-    epsilon: float,
-    delta: float,
-    noise: NoiseSource,
-    after_halt: str,
-    max_updates: int | None,
-    prior: str,
-    public: np.ndarray | None = None,
-) -> OnlinePMW:
-    """Online PMW with the practical defaults of :class:`~pmwcm.engine.practical.PMWConfig`.
-
-    Every parameter is a documented constant (``T``, ``eta``, the threshold
-    rule and its ``k``), so fitting the engine reads no private data; the
-    data is read only through what the ledger pays for (the prior's noisy
-    marginals, the sparse vector, the oracle calls). ``n`` is public, and so
-    are ``public`` records (the start for ``prior="public"``, free).
-    """
-    from pmwcm.engine.practical import PMWConfig, build_engine
-    from pmwcm.mechanisms.priors.marginals import public_prior
-    from pmwcm.mechanisms.private_data import PrivateData
-
-    config = PMWConfig(  # max_updates=0 picks the library default
-        epsilon=epsilon,
-        delta=delta,
-        after_halt=after_halt,
-        max_updates=max_updates or 0,
-        prior=prior,
-    )
-    private = PrivateData.from_records(dataset.domain, dataset.records)
-    start = None if public is None else public_prior(dataset.domain, public)
-    return build_engine(private, config, noise=noise, prior=start)

@@ -20,27 +20,13 @@ removed ``--seed`` and a schema drafted from the data are refused as by
 
 from __future__ import annotations
 
-import contextlib
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pmwcm.cli.run import (
-    ACCEPT_DRAFTED_HELP,
-    DATA_HELP,
-    DELTA_HELP,
-    EPSILON_HELP,
-    INSECURE_NOISE_HELP,
-    MAX_UPDATES_HELP,
-    PRIOR_HELP,
-    PUBLIC_PRIOR_HELP,
-    QUERIES_HELP,
-    SCHEMA_HELP,
-    SEED_HELP,
+from pmwcm.cli.common import (
     answer_with_engine,
     build_run_engine,
     check_budget,
@@ -56,6 +42,19 @@ from pmwcm.cli.run import (
     summarize,
     write_jsonl,
 )
+from pmwcm.cli.options import (
+    AcceptDraftedOption,
+    DataOption,
+    DeltaOption,
+    EpsilonOption,
+    InsecureNoiseOption,
+    MaxUpdatesOption,
+    PriorOption,
+    PublicPriorOption,
+    QueriesOption,
+    SchemaOption,
+    SeedOption,
+)
 
 _OUTPUT_HELP = "Write the synthetic dataset here (CSV of value labels, atomically)."
 _ROWS_HELP = "Number of synthetic rows (default: n, the number of rows of --data)."
@@ -63,47 +62,22 @@ _HISTOGRAM_HELP = "Also write the final hypothesis (NumPy .npy, shape = domain s
 _ANSWERS_HELP = "Also write the answers (JSON Lines, as pmwcm run writes them)."
 
 
-def _write_bytes(path: Path, payload: bytes) -> None:
-    """Writes ``payload`` atomically (temporary file beside ``path``, then rename)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        mask = os.umask(0o022)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def synth_command(
-    data: Annotated[Path, typer.Option("--data", help=DATA_HELP)],
-    schema: Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)],
-    queries: Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)],
-    epsilon: Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)],
-    delta: Annotated[float, typer.Option("--delta", help=DELTA_HELP)],
+    data: DataOption,
+    schema: SchemaOption,
+    queries: QueriesOption,
+    epsilon: EpsilonOption,
+    delta: DeltaOption,
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
-    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)] = None,
+    seed: SeedOption = None,
     rows: Annotated[int | None, typer.Option("--rows", help=_ROWS_HELP)] = None,
     histogram: Annotated[Path | None, typer.Option("--histogram", help=_HISTOGRAM_HELP)] = None,
     answers: Annotated[Path | None, typer.Option("--answers", help=_ANSWERS_HELP)] = None,
-    max_updates: Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)] = None,
-    prior: Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)] = None,
-    public_prior: Annotated[
-        Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)
-    ] = None,
-    insecure_seeded_noise: Annotated[
-        int | None,
-        typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP),
-    ] = None,
-    accept_drafted_schema: Annotated[
-        bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
-    ] = False,
+    max_updates: MaxUpdatesOption = None,
+    prior: PriorOption = None,
+    public_prior: PublicPriorOption = None,
+    insecure_seeded_noise: InsecureNoiseOption = None,
+    accept_drafted_schema: AcceptDraftedOption = False,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -112,6 +86,7 @@ def synth_command(
     """
     import numpy as np
 
+    from pmwcm._atomic import atomic_write_bytes
     from pmwcm.data.table import Dataset
 
     check_seed(seed)
@@ -130,7 +105,7 @@ def synth_command(
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     dataset = load_data(data, parsed)
     public = None if public_prior is None else load_data(public_prior, parsed).records
-    lines = read_queries(queries, dataset.domain)
+    lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
     engine = build_run_engine(
         dataset, epsilon=epsilon, delta=delta, noise=noise,
@@ -146,7 +121,7 @@ def synth_command(
         if histogram is not None:
             buffer = io.BytesIO()
             np.save(buffer, engine.hypothesis.to_array(), allow_pickle=False)
-            _write_bytes(histogram, buffer.getvalue())
+            atomic_write_bytes(histogram, buffer.getvalue())
     except OSError as exc:
         raise fail(f"cannot write output: {exc.strerror or exc}.") from None
     if answers is not None:

@@ -38,16 +38,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Path, Request, Response
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from pmwcm.engine.online import EngineHalted
-from pmwcm.kernels.fixed_budget import SolveRefused
-from pmwcm.kernels.queries import CMQuery, QueryError
-from pmwcm.mechanisms.accounting import BudgetExceededError
+from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
-from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 from pmwcm.service import models as m
 from pmwcm.service.auth import Principal, authenticate, new_token
 from pmwcm.service.build import session_config
@@ -83,6 +80,41 @@ def _invalid(message: str) -> JSONResponse:
     """A 422 in FastAPI's validation-error shape, for errors found past the models."""
     body = {"detail": [{"loc": ["body"], "msg": message, "type": "value_error"}]}
     return JSONResponse(status_code=422, content=body)
+
+
+REFUSALS: dict[type[PmwcmError], tuple[int, str]] = {
+    InvalidQuery: (422, "{err}"),
+    Refused: (422, "Refused before any budget was spent: {err}"),
+    BudgetExhausted: (409, "Privacy budget exhausted: {err}"),
+    Halted: (409, "Privacy budget exhausted: {err}"),
+}
+"""How each deliberate refusal (:mod:`pmwcm.errors`) is answered: status and detail.
+
+A 422 has FastAPI's validation-error shape; anything not a
+:class:`~pmwcm.errors.PmwcmError` is a bug, answered 500 without its text.
+"""
+
+
+def _refusal(err: PmwcmError) -> JSONResponse:
+    """The response :data:`REFUSALS` gives ``err`` (the nearest base class wins)."""
+    status, template = next(REFUSALS[c] for c in type(err).__mro__ if c in REFUSALS)
+    detail = template.format(err=err)
+    if status == 422:
+        return _invalid(detail)
+    return JSONResponse(status_code=status, content={"detail": detail})
+
+
+_QUERY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": m.QuerySpec.model_json_schema()}},
+    }
+}
+
+
+def _released_spec(key: str) -> dict[str, Any]:
+    """The canonical spec a release-log key names (:func:`pmwcm.engine.online.query_key`)."""
+    return CMQuery.from_dict(json.loads(key.removeprefix("cm:"))).to_dict()
 
 
 def _token_out(record: TokenRecord) -> dict[str, Any]:
@@ -161,6 +193,10 @@ def create_app(
         except SessionNotFound:
             raise _fail(404, f"No session named {name!r}.") from None
 
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, err: Exception) -> JSONResponse:  # never echo the text
+        return JSONResponse(status_code=500, content={"detail": "Internal server error."})
+
     @app.exception_handler(SessionUnavailable)
     async def _unavailable(_: Request, err: SessionUnavailable) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(err)})
@@ -224,19 +260,20 @@ def create_app(
             409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
         },
         tags=["analyst"],
+        openapi_extra=_QUERY_BODY,
     )
-    def ask(name: SessionName, spec: m.QuerySpec, who: Caller) -> Any:
-        """Answers one CM query privately (an analyst of this session)."""
+    def ask(name: SessionName, spec: Annotated[dict[str, Any], Body()], who: Caller) -> Any:
+        """Answers one CM query privately (an analyst of this session).
+
+        The body is a :class:`~pmwcm.service.models.QuerySpec`, validated by
+        :meth:`CMQuery.from_dict` alone; refusals are answered from :data:`REFUSALS`.
+        """
         session = live(name, who, analyst_only=True)
         try:
-            query = CMQuery.from_dict(spec.model_dump(exclude_none=True))
+            query = m.QuerySpec.to_query(spec)
             answer = session.ask(query, token_id=who.token_id)
-        except QueryError as err:
-            return _invalid(str(err))
-        except SolveRefused as err:  # decided from the spec, the domain and n only
-            return _invalid(f"Refused before any budget was spent: {err}")
-        except (BudgetExceededError, EngineHalted, SparseVectorHalted) as err:
-            raise _fail(409, f"Privacy budget exhausted: {err}") from None
+        except PmwcmError as err:  # decided from the spec, the domain and n only
+            return _refusal(err)
         except StoreError as err:
             detail = f"The answer could not be committed, so it was not released: {err}"
             raise _fail(503, detail) from None
@@ -284,7 +321,7 @@ def create_app(
         return [
             {
                 "index": r.index,
-                "query": json.loads(r.query_key.removeprefix("cm:")),
+                "query": _released_spec(r.query_key),
                 "theta": r.answer["value"],
                 "source": r.answer["source"],
                 "repeated": r.answer["repeated"],

@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from pmwcm import errors
+
 __all__ = ["BudgetExhausted", "Client", "Released", "ServiceError"]
 
 
@@ -45,8 +47,12 @@ class ServiceError(Exception):
         self.detail = detail
 
 
-class BudgetExhausted(ServiceError):
-    """409: the session's privacy budget is spent; no further new query is answered."""
+class BudgetExhausted(ServiceError, errors.BudgetExhausted):
+    """409: the session's privacy budget is spent; no further new query is answered.
+
+    Also a :class:`pmwcm.errors.BudgetExhausted`, so one ``except`` catches a
+    spent budget whether the engine is local or behind the service.
+    """
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,8 @@
 """Request and response bodies of the HTTP API (pydantic, strict).
 
-Every request model forbids unknown fields, accepts no type coercion (strict
+Every request model (but :class:`QuerySpec`, which only documents the shape
+of a query, validated by :meth:`pmwcm.kernels.queries.CMQuery.from_dict`)
+forbids unknown fields, accepts no type coercion (strict
 mode: ``"1"`` is not a number, ``1`` is not a boolean) and rejects NaN and
 infinities; FastAPI answers a violation with 422 and the offending field's
 location. A query is a declarative spec from the loss catalogue (docs/design.md
@@ -13,11 +15,13 @@ noisy threshold, no hypothesis.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pmwcm.engine.practical import PMWConfig
+from pmwcm.kernels.queries import CMQuery
 
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(PMWConfig) if f.default is not dataclasses.MISSING
@@ -35,20 +39,39 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class QuerySpec(_Request):
-    """A CM query (:class:`pmwcm.kernels.queries.CMQuery`): a catalogue loss on named attributes."""
+class QuerySpec(BaseModel):
+    """A CM query (:class:`pmwcm.kernels.queries.CMQuery`): a catalogue loss on named attributes.
+
+    This model documents the request body's shape (for OpenAPI) and nothing
+    more: the service never validates a query with it. Whether a spec is
+    accepted, and the message when it is not, come from
+    :meth:`CMQuery.from_dict` alone (:meth:`to_query`), the same check
+    ``pmwcm run`` applies to a query line; the answering engine then compiles
+    the query on the session's domain, refusing before anything is spent. An
+    ``id`` is accepted and ignored, as in a query file (undocumented here, so
+    the fields mirror :class:`CMQuery`'s).
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     loss: LossName
-    target: str = _ATTRIBUTE
-    features: list[str] = Field(max_length=64)
+    target: str
+    features: list[str]
     radius: float = Field(default=1.0, gt=0)
     l2: float = Field(default=0.0, ge=0)
     intercept: bool = True
     loss_param: float | None = None
-    encodings: dict[str, Literal["auto", "onehot", "ordinal"]] = Field(
-        default_factory=dict, max_length=64
-    )
-    interactions: list[list[str]] = Field(default_factory=list, max_length=64)
+    encodings: dict[str, Literal["auto", "onehot", "ordinal"]] = Field(default_factory=dict)
+    interactions: list[list[str]] = Field(default_factory=list)
+
+    @staticmethod
+    def to_query(spec: Mapping[str, Any]) -> CMQuery:
+        """The query a request body poses (:meth:`CMQuery.from_dict`: one validation).
+
+        Raises:
+            QueryError: the spec is invalid (an :class:`~pmwcm.errors.InvalidQuery`).
+        """
+        return CMQuery.from_dict(spec)
 
 
 class SessionParameters(_Request):

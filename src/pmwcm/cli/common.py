@@ -1,0 +1,403 @@
+"""The CLI's shared library: what ``pmwcm run``, ``pmwcm synth`` and ``pmwcm demo`` use.
+
+Loading (the schema, refused if drafted from the data unless accepted; the
+CSV under it), checking the budget and the output paths, choosing the noise,
+reading a query file, answering it and writing the answers.
+
+A query line is validated by :meth:`~pmwcm.kernels.queries.CMQuery.from_dict`
+alone, and compiled once, by the engine (or the baseline) that answers it:
+a spec that does not fit the domain raises
+:class:`~pmwcm.kernels.queries.QueryError` there, before anything is spent.
+
+Errors become output records through one table, :data:`REFUSALS`, keyed by
+the :mod:`pmwcm.errors` hierarchy. Only those deliberate refusals (decided
+from public inputs before the data or the budget is touched) become error
+lines; any other exception is a bug: the run stops with a one-line error that
+names only the exception's type, never its message, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pmwcm.data.schema import Schema
+    from pmwcm.data.table import Dataset
+    from pmwcm.engine.online import OnlinePMW
+    from pmwcm.kernels.domain import Domain
+    from pmwcm.kernels.queries import CMQuery
+    from pmwcm.mechanisms.noise import NoiseSource
+
+HALTED = (
+    "refused: all private updates are spent, so no further query can be answered with an "
+    "accuracy check (--after-halt synthetic answers it from the final hypothesis instead)."
+)
+
+
+REFUSALS: dict[type[PmwcmError], Callable[[PmwcmError], str]] = {
+    InvalidQuery: str,
+    Refused: lambda exc: f"refused: {exc}",
+    BudgetExhausted: lambda exc: f"refused: {exc}",
+    Halted: lambda exc: HALTED,
+}
+"""How each deliberate refusal is reported in an output line's ``"error"``."""
+
+
+def refusal_message(exc: PmwcmError) -> str:
+    """The ``"error"`` text of a refusal, from :data:`REFUSALS` (the nearest base wins)."""
+    for cls in type(exc).__mro__:
+        if cls in REFUSALS:
+            return REFUSALS[cls](exc)
+    return f"refused: {exc}"
+
+
+def fail(message: str) -> typer.Exit:
+    """Prints ``error: message`` on stderr; returns the exit to raise (status 1)."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class QueryLine:
+    """One query line: its number, its id, and the compiled query or why it is refused."""
+
+    line: int
+    id: str | int | None
+    query: CMQuery | None = None
+    error: str | None = None
+
+
+def resolve_prior(prior: str | None, public_prior: Path | None) -> str:
+    """``--prior`` with ``--public-prior``'s implication; refuses a contradiction."""
+    if public_prior is None:
+        if prior == "public":
+            raise fail("--prior public needs --public-prior FILE (the public records).")
+        return prior or "marginals"
+    if prior not in (None, "public"):
+        raise fail(f"--public-prior sets the start, so --prior {prior} cannot also be given.")
+    return "public"
+
+
+def check_engine_options(max_updates: int | None, prior: str) -> None:
+    """Refuses ``--max-updates < 1``, an unknown ``--prior``, and aim/mst without mbi."""
+    from pmwcm.engine.practical import PRIORS
+
+    if max_updates is not None and max_updates < 1:
+        raise fail(f"--max-updates must be a positive integer, got {max_updates}.")
+    if prior not in PRIORS:
+        raise fail(f"--prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
+    if prior in ("aim", "mst"):
+        from pmwcm.mechanisms.priors.synthetic import MbiUnavailableError, require_mbi
+
+        try:
+            require_mbi()
+        except MbiUnavailableError as exc:
+            raise fail(f"--prior {prior}: {exc}") from None
+
+
+def check_budget(epsilon: float, delta: float) -> None:
+    """Refuses epsilon <= 0 (or not finite) and delta outside (0, 1)."""
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise fail(f"--epsilon must be a positive finite number, got {epsilon}.")
+    if not 0 < delta < 1:
+        raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
+
+
+def check_output(path: Path, option: str = "--output") -> None:
+    """Refuses an output path that is a directory or whose directory is missing."""
+    if path.is_dir():
+        raise fail(f"{option} '{path}' is a directory.")
+    if not path.parent.is_dir():
+        raise fail(f"cannot write {option} '{path}': directory '{path.parent}' does not exist.")
+
+
+def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
+    """The schema at ``path``; refuses one drafted from the data unless ``accept_drafted``.
+
+    An accepted drafted schema gets a warning on stderr.
+    """
+    from pmwcm.data.schema import Schema, SchemaError
+    from pmwcm.data.schema_draft import drafted_schema_error
+
+    try:
+        schema = Schema.from_json(path)
+    except SchemaError as exc:
+        raise fail(str(exc)) from None
+    problem = drafted_schema_error(schema, f"--schema '{path}'", "--accept-drafted-schema")
+    if problem is not None:
+        if not accept_drafted:
+            raise fail(problem)
+        typer.echo(
+            f"warning: --schema '{path}' was drafted from the data; its value sets and bin "
+            "edges leak the data outside the privacy budget (accepted by "
+            "--accept-drafted-schema).",
+            err=True,
+        )
+    return schema
+
+
+def load_data(data: Path, schema: Schema) -> Dataset:
+    """The CSV encoded under the schema; a one-line error if it does not fit."""
+    from pmwcm.data.schema import SchemaError
+    from pmwcm.data.table import DataError, Dataset
+
+    try:
+        return Dataset.from_csv(data, schema)
+    except (SchemaError, DataError) as exc:
+        raise fail(str(exc)) from None
+
+
+def read_queries(path: Path) -> list[QueryLine]:
+    """Parses every query line (blank lines are skipped) with :meth:`CMQuery.from_dict`.
+
+    Spec problems become per-line errors (the message is ``from_dict``'s); a
+    spec that does not fit the domain is refused by whatever answers it, which
+    compiles it once, before anything is spent; a line that is not a JSON object,
+    an unreadable file or a missing file is fatal (one-line error, exit 1).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(f"queries file not found: '{path}'.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot read queries file '{path}': {exc}.") from None
+    out: list[QueryLine] = []
+    first_line: dict[str | int, int] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            spec = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise fail(
+                f"queries file '{path}' line {number} is not valid JSON: {exc.msg} "
+                f"(column {exc.colno}); every line must be one JSON object."
+            ) from None
+        if not isinstance(spec, dict):
+            raise fail(
+                f"queries file '{path}' line {number} must be a JSON object, "
+                f"got {type(spec).__name__}."
+            )
+        out.append(_query_line(number, spec, first_line))
+    return out
+
+
+def _query_line(number: int, spec: dict[str, Any], first_line: dict[str | int, int]) -> QueryLine:
+    """One parsed line: its id checked (present, unique) and its spec validated."""
+    from pmwcm.kernels.queries import CMQuery
+
+    qid = spec.get("id")
+    if not isinstance(qid, str | int) or isinstance(qid, bool):
+        return QueryLine(number, None, error=f"line {number}: a query needs an id (string or int).")
+    if qid in first_line:
+        return QueryLine(
+            number, qid, error=f"duplicate id {qid!r} (first on line {first_line[qid]})."
+        )
+    first_line[qid] = number
+    try:
+        query = CMQuery.from_dict(spec)
+    except InvalidQuery as exc:
+        return QueryLine(number, qid, error=str(exc))
+    return QueryLine(number, qid, query=query)
+
+
+def check_seed(seed: int | None) -> None:
+    """Refuses the removed ``--seed``, pointing to ``--insecure-seeded-noise``."""
+    if seed is not None:
+        raise fail(
+            f"--seed {seed} is refused: it would seed the privacy noise, so anyone who knows "
+            "the seed could subtract the noise from the answers. For experiments on public "
+            f"data only, pass --insecure-seeded-noise {seed}."
+        )
+
+
+def make_noise(insecure_seed: int | None) -> NoiseSource:
+    """OpenDP noise (CSPRNG) by default; seeded NumPy noise, with a warning, if asked."""
+    from pmwcm.mechanisms.noise import NumpyNoise, default_noise
+
+    if insecure_seed is None:
+        return default_noise()
+    typer.echo(
+        f"warning: --insecure-seeded-noise {insecure_seed}: the noise comes from a NumPy "
+        "generator with a known seed, so these answers are NOT differentially private "
+        "(anyone who knows the seed can subtract the noise); use it only for experiments "
+        "on public data.",
+        err=True,
+    )
+    return NumpyNoise(seed=insecure_seed)
+
+
+def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
+    """The number of distinct answerable queries (repeats, in any spelling, count once).
+
+    The composition split needs this count before the first answer, so it is
+    the one place that compiles a query ahead of its answer; a query that
+    does not fit the domain is left out (its answer is then refused).
+    """
+    from pmwcm.engine.online import query_key
+
+    keys: set[str] = set()
+    for item in lines:
+        if item.query is None:
+            continue
+        try:
+            item.query.compile(domain)
+            keys.add(query_key(item.query, domain))
+        except InvalidQuery:
+            continue
+    return len(keys)
+
+
+def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
+    """Streams the valid queries through online PMW; per-line errors for refusals."""
+    return _answer_each(lines, engine.answer, engine.noise.name)
+
+
+@dataclass(frozen=True)
+class _Released:
+    value: Any
+    source: str
+    updates: int
+    epsilon_spent: float | None
+    delta: float | None
+
+
+def answer_with_baseline(
+    method: str, data: Dataset, lines: list[QueryLine], *, epsilon: float, delta: float, noise: Any
+) -> list[dict[str, Any]]:
+    """Answers with the composition baseline (split over distinct queries) or exactly.
+
+    A repeated query gets its released answer again (no new noise, no cost);
+    ``epsilon_spent`` is always the running total at that line.
+    """
+    from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline
+    from pmwcm.engine.online import query_key
+    from pmwcm.mechanisms.private_data import PrivateData
+
+    private = PrivateData.from_records(data.domain, data.records)
+    k = distinct_queries(lines, data.domain)
+    exact = NonPrivateBaseline(private)
+    comp = None
+    if method == "composition" and k > 0:
+        comp = CompositionBaseline(private, epsilon=epsilon, delta=delta, queries=k, noise=noise)
+    thetas: dict[str, Any] = {}
+
+    def answer(query: CMQuery) -> _Released:  # a repeat is served from `thetas`
+        key = query_key(query, data.domain)
+        if key not in thetas:
+            thetas[key] = exact.answer(query) if comp is None else comp.answer(query)
+        if comp is None:
+            return _Released(thetas[key], "nonprivate", 0, None, None)
+        spent = comp.ledger.spent_epsilon()
+        return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
+
+    return _answer_each(lines, answer, "none" if comp is None else noise.name)
+
+
+def _answer_each(
+    lines: list[QueryLine], answer: Callable[[CMQuery], Any], noise: str
+) -> list[dict[str, Any]]:
+    """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on).
+
+    Every record also carries ``"noise"``, the noise source's name. Only refusals
+    decided from public inputs become error lines; any other exception stops the
+    run without its message (it could carry a number computed from the data).
+    The error text of a refusal comes from :data:`REFUSALS`.
+    """
+    records: list[dict[str, Any]] = []
+    for item in lines:
+        if item.query is None:
+            records.append({"id": item.id, "error": item.error, "noise": noise})
+            continue
+        try:
+            a = answer(item.query)
+        except PmwcmError as exc:
+            records.append({"id": item.id, "error": refusal_message(exc), "noise": noise})
+            continue
+        except Exception as exc:  # a bug: never echo its message, which may hold data
+            raise fail(
+                f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
+                f"(line {item.line}); nothing was written. Please report this bug."
+            ) from None
+        theta = [float(v) for v in a.value]
+        records.append(
+            {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
+             "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
+        )  # fmt: skip
+    return records
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    """Writes one JSON object per line, atomically."""
+    from pmwcm._atomic import atomic_write_text
+
+    text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
+
+
+def summarize(records: list[dict[str, Any]], method: str, noise_name: str) -> str:
+    """One stderr line: queries, sources, refusals, epsilon spent, noise source."""
+    sources = Counter(r.get("source", "error") for r in records)
+    parts = ", ".join(f"{s} {c}" for s, c in sorted(sources.items()) if s != "error")
+    head = f"{method}: {len(records)} queries ({parts or 'none answered'}; "
+    head += f"{sources.get('error', 0)} refused)"
+    if method == "nonprivate":
+        return head + "; NO privacy (exact answers)"
+    answered = [r for r in records if "theta" in r]
+    if not answered:
+        return head + f"; epsilon spent 0; noise {noise_name}"
+    last = answered[-1]
+    return (
+        head + f"; epsilon spent {last['epsilon_spent']:.4g} at delta {last['delta']:g}; "
+        f"noise {noise_name}"
+    )
+
+
+def build_run_engine(
+    dataset: Dataset,
+    *,
+    epsilon: float,
+    delta: float,
+    noise: NoiseSource,
+    after_halt: str,
+    max_updates: int | None,
+    prior: str,
+    public: np.ndarray | None = None,
+) -> OnlinePMW:
+    """Online PMW with the practical defaults of :class:`~pmwcm.engine.practical.PMWConfig`.
+
+    Every parameter is a documented constant (``T``, ``eta``, the threshold
+    rule and its ``k``), so fitting the engine reads no private data; the
+    data is read only through what the ledger pays for (the prior's noisy
+    marginals, the sparse vector, the oracle calls). ``n`` is public, and so
+    are ``public`` records (the start for ``prior="public"``, free).
+    """
+    from pmwcm.engine.practical import PMWConfig, build_engine
+    from pmwcm.mechanisms.priors.marginals import public_prior
+    from pmwcm.mechanisms.private_data import PrivateData
+
+    config = PMWConfig(  # max_updates=0 picks the library default
+        epsilon=epsilon,
+        delta=delta,
+        after_halt=after_halt,
+        max_updates=max_updates or 0,
+        prior=prior,
+    )
+    private = PrivateData.from_records(dataset.domain, dataset.records)
+    start = None if public is None else public_prior(dataset.domain, public)
+    return build_engine(private, config, noise=noise, prior=start)

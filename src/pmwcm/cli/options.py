@@ -1,0 +1,76 @@
+"""The options ``pmwcm run`` and ``pmwcm synth`` share, declared once.
+
+Each alias is a typer ``Annotated`` type: a command names its parameter with
+it (``data: DataOption``) and gets the same flag, help text and metavar as
+every other command that does. The flags are part of the fixed ``pmwcm run``
+contract (issue 3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = [
+    "AcceptDraftedOption",
+    "DataOption",
+    "DeltaOption",
+    "EpsilonOption",
+    "InsecureNoiseOption",
+    "MaxUpdatesOption",
+    "PriorOption",
+    "PublicPriorOption",
+    "QueriesOption",
+    "SchemaOption",
+    "SeedOption",
+]
+
+DATA_HELP = "CSV file with a header row (the private data)."
+SCHEMA_HELP = "Schema JSON: how the CSV's columns become attributes (see README)."
+QUERIES_HELP = 'JSON Lines, one query per line: {"id": "q1", "loss": ..., "target": ..., ...}.'
+EPSILON_HELP = "Total privacy budget epsilon (> 0)."
+DELTA_HELP = "Total privacy budget delta, in (0, 1)."
+SEED_HELP = "Removed (it seeded the privacy noise): see --insecure-seeded-noise."
+INSECURE_NOISE_HELP = (
+    "INSECURE, for experiments on public data only: draw the privacy noise from a NumPy "
+    "generator seeded with SEED. Reproducible, but anyone who knows SEED can subtract the "
+    "noise from the answers, and it is not floating-point safe. Without it, noise comes "
+    "from OpenDP, seeded by the OS CSPRNG."
+)
+ACCEPT_DRAFTED_HELP = (
+    "Accept a schema drafted from the data by 'pmwcm schema' (its value sets and bin edges "
+    "leak the data outside the budget). Without it such a schema is refused."
+)
+MAX_UPDATES_HELP = (
+    "Advanced: T, the number of private updates of online PMW (default: the library's, "
+    "10 with its marginal prior)."
+)
+PRIOR_HELP = (
+    "Advanced: the starting hypothesis of online PMW: marginals (noisy 2-way marginals, "
+    "paid from the budget; the default), aim or mst (OpenDP's AIM or MST contingency "
+    "table, paid from the budget; slower, needs pmwcm's mbi extra, not seeded by "
+    "--insecure-seeded-noise), public (set by --public-prior) or uniform (the paper's start)."
+)
+PUBLIC_PRIOR_HELP = (
+    "Advanced: start online PMW from PUBLIC records (a CSV under the same schema, e.g. an "
+    "older public release or a census sample), at no privacy cost; implies --prior public. "
+    "Never pass data derived from the private file here: that start would be unpaid."
+)
+
+DataOption = Annotated[Path, typer.Option("--data", help=DATA_HELP)]
+SchemaOption = Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)]
+QueriesOption = Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)]
+EpsilonOption = Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)]
+DeltaOption = Annotated[float, typer.Option("--delta", help=DELTA_HELP)]
+SeedOption = Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)]
+MaxUpdatesOption = Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)]
+PriorOption = Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)]
+PublicPriorOption = Annotated[Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)]
+InsecureNoiseOption = Annotated[
+    int | None, typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP)
+]
+AcceptDraftedOption = Annotated[
+    bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+]
