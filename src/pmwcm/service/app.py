@@ -16,16 +16,21 @@ from the log. A crash at any instant loses no debit and re-draws no released
 answer (:mod:`pmwcm.service.durable`). Noise is OpenDP's, seeded by the OS
 CSPRNG; a session's status names its noise source (``noise``).
 
-**Refusals.** A query is refused (422) only for reasons decided from public
-inputs before the data or the budget is touched: a spec that does not fit the
-schema (:class:`~pmwcm.kernels.queries.QueryError`) or constants too costly for the
-bounded real-data solve (:class:`~pmwcm.kernels.fixed_budget.SolveRefused`). Nothing
-that reads the data raises by design; should it, the analyst gets a bare 500
-and never the exception's text. A schema drafted from the data
-(``pmwcm schema``) is refused at session creation unless
+**Refusals.** A query is validated by :meth:`~pmwcm.kernels.queries.CMQuery.from_dict`
+alone and compiled once, by the engine. It is refused (422) only for reasons
+decided from public inputs before the data or the budget is touched: a spec
+that does not fit the schema (:class:`~pmwcm.errors.InvalidQuery`) or
+constants too costly for the bounded real-data solve
+(:class:`~pmwcm.errors.Refused`); a spent budget or a halt is a 409. One
+table, :data:`REFUSALS`, maps the :mod:`pmwcm.errors` hierarchy to these
+answers. Nothing that reads the data raises by design; should anything else
+escape, it is a bug: the caller gets a bare 500 and never the exception's text.
+A schema drafted from the data (``pmwcm schema``) is refused at session creation unless
 ``accept_drafted_schema`` is true.
 
-**Roles.** Every ``/v1`` route needs ``Authorization: Bearer <token>``. The
+**Roles.** The routes come in three groups: ``health_routes`` (open and
+identity), ``analyst_routes`` and ``curator_routes``. Every ``/v1`` route
+needs ``Authorization: Bearer <token>``. The
 curator creates sessions, issues and revokes analyst tokens and reads ledgers
 and release logs; an analyst token is scoped to one session and can submit
 queries and read that session's budget. ``/health`` is open.
@@ -38,7 +43,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Request, Response
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -152,6 +157,222 @@ def _curator(who: Caller) -> Principal:
 Curator = Annotated[Principal, Depends(_curator)]
 
 
+health_routes = APIRouter()
+"""Open and identity routes: ``/health`` (no token) and ``/v1/me``."""
+
+analyst_routes = APIRouter()
+"""The analyst's routes: a session's status and its queries."""
+
+curator_routes = APIRouter()
+"""The curator's routes: sessions, tokens, ledgers and release logs."""
+
+
+def _store(request: Request) -> StateStore:
+    store: StateStore = request.app.state.store
+    return store
+
+
+def _sessions(request: Request) -> SessionManager:
+    sessions: SessionManager = request.app.state.sessions
+    return sessions
+
+
+def _live(
+    request: Request, name: str, who: Principal, *, analyst_only: bool = False
+) -> LiveSession:
+    """The session ``name`` if ``who`` may use it (403 if not, 404 if there is none)."""
+    allowed = who.role == "analyst" and who.session == name
+    if not allowed and (analyst_only or who.role != "curator"):
+        raise _fail(403, f"This token may not use session {name!r}.")
+    try:
+        return _sessions(request).get(name)
+    except SessionNotFound:
+        raise _fail(404, f"No session named {name!r}.") from None
+
+
+@health_routes.get("/health", tags=["meta"])
+def health() -> dict[str, str]:
+    """Liveness probe (no token needed)."""
+    return {"status": "ok"}
+
+
+@health_routes.get("/v1/me", response_model=m.MeOut, responses=_ERRORS, tags=["meta"])
+def me(who: Caller) -> dict[str, Any]:
+    """The calling token's id, role and session."""
+    return {"token_id": who.token_id, "role": who.role, "session": who.session}
+
+
+@analyst_routes.get(
+    "/v1/sessions/{name}",
+    response_model=m.StatusOut,
+    responses=_SESSION_ERRORS,
+    tags=["analyst"],
+)
+def session_status(request: Request, name: SessionName, who: Caller) -> Any:
+    """The session's budget and progress (curator, or an analyst of this session)."""
+    return _live(request, name, who).status()
+
+
+@analyst_routes.post(
+    "/v1/sessions/{name}/queries",
+    response_model=m.AnswerOut,
+    responses={
+        **_SESSION_ERRORS,
+        409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
+    },
+    tags=["analyst"],
+    openapi_extra=_QUERY_BODY,
+)
+def ask(
+    request: Request, name: SessionName, spec: Annotated[dict[str, Any], Body()], who: Caller
+) -> Any:
+    """Answers one CM query privately (an analyst of this session).
+
+    The body is a :class:`~pmwcm.service.models.QuerySpec`, validated by
+    :meth:`CMQuery.from_dict` alone; refusals are answered from :data:`REFUSALS`.
+    """
+    session = _live(request, name, who, analyst_only=True)
+    try:
+        query = m.QuerySpec.to_query(spec)
+        answer = session.ask(query, token_id=who.token_id)
+    except PmwcmError as err:  # decided from the spec, the domain and n only
+        return _refusal(err)
+    except StoreError as err:
+        detail = f"The answer could not be committed, so it was not released: {err}"
+        raise _fail(503, detail) from None
+    epsilon = session.record.config["epsilon"]
+    return {
+        "index": answer.index,
+        "theta": [float(v) for v in answer.value],
+        "source": answer.source,
+        "repeated": answer.repeated,
+        "updates": answer.updates,
+        "epsilon_spent": answer.epsilon_spent,
+        "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
+        "delta": answer.delta,
+    }
+
+
+@curator_routes.post(
+    "/v1/sessions",
+    status_code=201,
+    response_model=m.SessionOut,
+    responses={**_ERRORS, 409: {"model": m.ErrorOut, "description": "The name is taken."}},
+    tags=["curator"],
+)
+def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
+    """Creates a release session over a dataset and schema on the server (curator)."""
+    try:
+        config = session_config(
+            data_path=body.data_path,
+            schema_path=body.schema_path,
+            epsilon=body.epsilon,
+            delta=body.delta,
+            parameters=body.parameters.model_dump(exclude_unset=True),
+            public_data_path=body.public_data_path,
+            accept_drafted_schema=body.accept_drafted_schema,
+        )
+        record = _sessions(request).create(body.name, config)
+    except StoreError as err:
+        raise _fail(409, str(err)) from None
+    except (ValueError, SessionUnavailable) as err:
+        return _invalid(str(err))
+    return _session_out(record.name, record.created, record.config)
+
+
+@curator_routes.get(
+    "/v1/sessions", response_model=list[m.SessionOut], responses=_ERRORS, tags=["curator"]
+)
+def list_sessions(request: Request, _: Curator) -> list[dict[str, Any]]:
+    """All sessions (curator)."""
+    return [_session_out(r.name, r.created, r.config) for r in _store(request).list_sessions()]
+
+
+@curator_routes.get(
+    "/v1/sessions/{name}/ledger",
+    response_model=m.LedgerOut,
+    responses=_SESSION_ERRORS,
+    tags=["curator"],
+)
+def ledger(request: Request, name: SessionName, who: Curator) -> Any:
+    """Every committed debit of the session, orphans included (curator)."""
+    session = _live(request, name, who)
+    lines = session.ledger()
+    status = session.status()
+    return {
+        "session": name,
+        "epsilon": status.epsilon,
+        "delta": status.delta,
+        "accountant": session.record.config["parameters"]["accountant"],
+        "epsilon_spent": status.epsilon_spent,
+        "entries": [vars(line) for line in lines],
+    }
+
+
+@curator_routes.get(
+    "/v1/sessions/{name}/answers",
+    response_model=list[m.ReleaseOut],
+    responses=_SESSION_ERRORS,
+    tags=["curator"],
+)
+def answers(request: Request, name: SessionName, who: Curator) -> Any:
+    """The release log: every answered request, in order (curator)."""
+    _live(request, name, who)
+    return [
+        {
+            "index": r.index,
+            "query": _released_spec(r.query_key),
+            "theta": r.answer["value"],
+            "source": r.answer["source"],
+            "repeated": r.answer["repeated"],
+            "token_id": r.token_id,
+        }
+        for r in _store(request).releases(name)
+    ]
+
+
+@curator_routes.post(
+    "/v1/sessions/{name}/tokens",
+    status_code=201,
+    response_model=m.IssuedToken,
+    responses=_SESSION_ERRORS,
+    tags=["curator"],
+)
+def issue_token(request: Request, name: SessionName, body: m.TokenCreate, who: Curator) -> Any:
+    """Issues an analyst token scoped to this session (curator); shown once."""
+    _live(request, name, who)
+    token, record = new_token(role="analyst", session=name, label=body.label)
+    _store(request).add_token(record)
+    return {**_token_out(record), "token": token}
+
+
+@curator_routes.get(
+    "/v1/sessions/{name}/tokens",
+    response_model=list[m.TokenOut],
+    responses=_SESSION_ERRORS,
+    tags=["curator"],
+)
+def list_tokens(request: Request, name: SessionName, who: Curator) -> Any:
+    """The session's analyst tokens, revoked ones included (curator)."""
+    _live(request, name, who)
+    return [_token_out(t) for t in _store(request).list_tokens(session=name)]
+
+
+@curator_routes.delete(
+    "/v1/tokens/{token_id}",
+    status_code=204,
+    responses={**_ERRORS, 404: {"model": m.ErrorOut, "description": "No such token."}},
+    tags=["curator"],
+)
+def revoke_token(
+    request: Request, token_id: Annotated[str, Path(max_length=64)], _: Curator
+) -> Response:
+    """Revokes an analyst token (curator). Curator tokens rotate with the CLI."""
+    if not _store(request).revoke_token(token_id, role="analyst"):
+        raise _fail(404, f"No active analyst token {token_id!r}.")
+    return Response(status_code=204)
+
+
 def create_app(
     store: StateStore,
     *,
@@ -184,15 +405,6 @@ def create_app(
     app.state.sessions = sessions
     app.state.store = store
 
-    def live(name: str, who: Principal, *, analyst_only: bool = False) -> LiveSession:
-        allowed = who.role == "analyst" and who.session == name
-        if not allowed and (analyst_only or who.role != "curator"):
-            raise _fail(403, f"This token may not use session {name!r}.")
-        try:
-            return sessions.get(name)
-        except SessionNotFound:
-            raise _fail(404, f"No session named {name!r}.") from None
-
     @app.exception_handler(Exception)
     async def _bug(_: Request, err: Exception) -> JSONResponse:  # never echo the text
         return JSONResponse(status_code=500, content={"detail": "Internal server error."})
@@ -201,172 +413,8 @@ def create_app(
     async def _unavailable(_: Request, err: SessionUnavailable) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": str(err)})
 
-    @app.get("/health", tags=["meta"])
-    def health() -> dict[str, str]:
-        """Liveness probe (no token needed)."""
-        return {"status": "ok"}
-
-    @app.get("/v1/me", response_model=m.MeOut, responses=_ERRORS, tags=["meta"])
-    def me(who: Caller) -> dict[str, Any]:
-        """The calling token's id, role and session."""
-        return {"token_id": who.token_id, "role": who.role, "session": who.session}
-
-    @app.post(
-        "/v1/sessions",
-        status_code=201,
-        response_model=m.SessionOut,
-        responses={**_ERRORS, 409: {"model": m.ErrorOut, "description": "The name is taken."}},
-        tags=["curator"],
-    )
-    def create_session(body: m.SessionCreate, _: Curator) -> Any:
-        """Creates a release session over a dataset and schema on the server (curator)."""
-        try:
-            config = session_config(
-                data_path=body.data_path,
-                schema_path=body.schema_path,
-                epsilon=body.epsilon,
-                delta=body.delta,
-                parameters=body.parameters.model_dump(exclude_unset=True),
-                public_data_path=body.public_data_path,
-                accept_drafted_schema=body.accept_drafted_schema,
-            )
-            record = sessions.create(body.name, config)
-        except StoreError as err:
-            raise _fail(409, str(err)) from None
-        except (ValueError, SessionUnavailable) as err:
-            return _invalid(str(err))
-        return _session_out(record.name, record.created, record.config)
-
-    @app.get("/v1/sessions", response_model=list[m.SessionOut], responses=_ERRORS, tags=["curator"])
-    def list_sessions(_: Curator) -> list[dict[str, Any]]:
-        """All sessions (curator)."""
-        return [_session_out(r.name, r.created, r.config) for r in store.list_sessions()]
-
-    @app.get(
-        "/v1/sessions/{name}",
-        response_model=m.StatusOut,
-        responses=_SESSION_ERRORS,
-        tags=["analyst"],
-    )
-    def session_status(name: SessionName, who: Caller) -> Any:
-        """The session's budget and progress (curator, or an analyst of this session)."""
-        return live(name, who).status()
-
-    @app.post(
-        "/v1/sessions/{name}/queries",
-        response_model=m.AnswerOut,
-        responses={
-            **_SESSION_ERRORS,
-            409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
-        },
-        tags=["analyst"],
-        openapi_extra=_QUERY_BODY,
-    )
-    def ask(name: SessionName, spec: Annotated[dict[str, Any], Body()], who: Caller) -> Any:
-        """Answers one CM query privately (an analyst of this session).
-
-        The body is a :class:`~pmwcm.service.models.QuerySpec`, validated by
-        :meth:`CMQuery.from_dict` alone; refusals are answered from :data:`REFUSALS`.
-        """
-        session = live(name, who, analyst_only=True)
-        try:
-            query = m.QuerySpec.to_query(spec)
-            answer = session.ask(query, token_id=who.token_id)
-        except PmwcmError as err:  # decided from the spec, the domain and n only
-            return _refusal(err)
-        except StoreError as err:
-            detail = f"The answer could not be committed, so it was not released: {err}"
-            raise _fail(503, detail) from None
-        epsilon = session.record.config["epsilon"]
-        return {
-            "index": answer.index,
-            "theta": [float(v) for v in answer.value],
-            "source": answer.source,
-            "repeated": answer.repeated,
-            "updates": answer.updates,
-            "epsilon_spent": answer.epsilon_spent,
-            "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
-            "delta": answer.delta,
-        }
-
-    @app.get(
-        "/v1/sessions/{name}/ledger",
-        response_model=m.LedgerOut,
-        responses=_SESSION_ERRORS,
-        tags=["curator"],
-    )
-    def ledger(name: SessionName, who: Curator) -> Any:
-        """Every committed debit of the session, orphans included (curator)."""
-        session = live(name, who)
-        lines = session.ledger()
-        status = session.status()
-        return {
-            "session": name,
-            "epsilon": status.epsilon,
-            "delta": status.delta,
-            "accountant": session.record.config["parameters"]["accountant"],
-            "epsilon_spent": status.epsilon_spent,
-            "entries": [vars(line) for line in lines],
-        }
-
-    @app.get(
-        "/v1/sessions/{name}/answers",
-        response_model=list[m.ReleaseOut],
-        responses=_SESSION_ERRORS,
-        tags=["curator"],
-    )
-    def answers(name: SessionName, who: Curator) -> Any:
-        """The release log: every answered request, in order (curator)."""
-        live(name, who)
-        return [
-            {
-                "index": r.index,
-                "query": _released_spec(r.query_key),
-                "theta": r.answer["value"],
-                "source": r.answer["source"],
-                "repeated": r.answer["repeated"],
-                "token_id": r.token_id,
-            }
-            for r in store.releases(name)
-        ]
-
-    @app.post(
-        "/v1/sessions/{name}/tokens",
-        status_code=201,
-        response_model=m.IssuedToken,
-        responses=_SESSION_ERRORS,
-        tags=["curator"],
-    )
-    def issue_token(name: SessionName, body: m.TokenCreate, who: Curator) -> Any:
-        """Issues an analyst token scoped to this session (curator); shown once."""
-        live(name, who)
-        token, record = new_token(role="analyst", session=name, label=body.label)
-        store.add_token(record)
-        return {**_token_out(record), "token": token}
-
-    @app.get(
-        "/v1/sessions/{name}/tokens",
-        response_model=list[m.TokenOut],
-        responses=_SESSION_ERRORS,
-        tags=["curator"],
-    )
-    def list_tokens(name: SessionName, who: Curator) -> Any:
-        """The session's analyst tokens, revoked ones included (curator)."""
-        live(name, who)
-        return [_token_out(t) for t in store.list_tokens(session=name)]
-
-    @app.delete(
-        "/v1/tokens/{token_id}",
-        status_code=204,
-        responses={**_ERRORS, 404: {"model": m.ErrorOut, "description": "No such token."}},
-        tags=["curator"],
-    )
-    def revoke_token(token_id: Annotated[str, Path(max_length=64)], _: Curator) -> Response:
-        """Revokes an analyst token (curator). Curator tokens rotate with the CLI."""
-        if not store.revoke_token(token_id, role="analyst"):
-            raise _fail(404, f"No active analyst token {token_id!r}.")
-        return Response(status_code=204)
-
+    for routes in (health_routes, analyst_routes, curator_routes):
+        app.router.routes.extend(routes.routes)  # flat: every route is an APIRoute of the app
     return app
 
 
