@@ -23,6 +23,7 @@ import json
 import secrets
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -110,112 +111,187 @@ def demo_command(
 
     Prints a comparison table and writes excess_risk.png and summary.json into --output.
     """
-    import numpy as np
-
     from pmwcm.data.bundled import load_adult
-    from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline, exact_minimum
-    from pmwcm.engine.practical import PMWConfig, build_engine
     from pmwcm.kernels.workload import MixedStream, StepwiseAnalyst
     from pmwcm.mechanisms.private_data import PrivateData
 
     if queries < 1:
         raise fail(f"--queries must be a positive integer, got {queries}.")
     check_budget(epsilon, DELTA)
+    _prepare_output(output)
+    noises, rng, stream_seed, noise_name = _sources(seed)
+    dataset = load_adult(SCHEMA)
+    data = PrivateData.from_records(dataset.domain, dataset.records)
+    analysts = [StepwiseAnalyst(dataset.domain, t, loss=loss) for t, loss in ANALYSTS]
+    stream = MixedStream(dataset.domain, queries, rng=rng, analysts=analysts)
+    runs = _Runs()
+    with _progress() as progress:
+        _run_pmw(runs, data, stream, epsilon, noises[0], progress, queries)
+        _run_pmw_uniform(runs, data, epsilon, noises[1], progress, queries)
+        _run_composition(runs, data, epsilon, noises[2], progress, queries)
+        _run_nonprivate(runs, data)
+        risks = _excess_risks(runs, data, progress, queries)
+    summary = _summary(
+        runs, risks, data, epsilon=epsilon, queries=queries, seed=seed, stream_seed=stream_seed
+    )
+    summary["noise"] = noise_name
+    summary["stepwise"] = [
+        {"target": a.target, "loss": a.loss, "selected": list(a.selected)} for a in analysts
+    ]
+    summary = {k: summary[k] for k in _SUMMARY_ORDER}
+    _print_table(summary)
+    _write_outputs(output, risks, runs, summary)
+
+
+_SUMMARY_ORDER = (
+    "dataset", "n", "universe_size", "epsilon", "delta", "queries", "seed", "stream_seed",
+    "noise", "methods", "pmw", "stepwise", "per_query",
+)  # fmt: skip
+
+
+@dataclass
+class _Runs:
+    """What the demo's steps produce: the stream's items, each method's answers and timing."""
+
+    items: list[Any] = field(default_factory=list)
+    answers: list[Any] = field(default_factory=list)
+    thetas: dict[str, list[Any]] = field(default_factory=lambda: {m: [] for m in METHODS})
+    timing: dict[str, float] = field(default_factory=dict)
+    spent: dict[str, float | None] = field(default_factory=lambda: {"nonprivate": None})
+    calls: dict[str, int] = field(default_factory=lambda: {"nonprivate": 0})
+    engine: Any = None
+
+
+def _prepare_output(output: Path) -> None:
+    """Creates the ``--output`` directory; refuses a file in its place."""
     if output.exists() and not output.is_dir():
         raise fail(f"--output '{output}' exists and is not a directory.")
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise fail(f"cannot create --output '{output}': {exc.strerror or exc}.") from None
-    noises, rng, stream_seed, noise_name = _sources(seed)
-    dataset = load_adult(SCHEMA)
-    data = PrivateData.from_records(dataset.domain, dataset.records)
-    analysts = [StepwiseAnalyst(dataset.domain, t, loss=loss) for t, loss in ANALYSTS]
-    stream = MixedStream(dataset.domain, queries, rng=rng, analysts=analysts)
-    timing: dict[str, float] = {}
-    thetas: dict[str, list[Any]] = {m: [] for m in METHODS}
-    items, answers = [], []
-    with _progress() as progress:
-        start = time.perf_counter()
-        config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic")
-        engine = build_engine(data, config, noise=noises[0])
-        task = progress.add_task("PMW-CM", total=queries, info="")
-        counts: Counter[str] = Counter()
-        while (item := stream.next_item()) is not None:
-            answer = engine.answer(item.query)
-            stream.observe(answer.value)
-            items.append(item)
-            answers.append(answer)
-            counts[answer.source] += 0 if answer.repeated else 1
-            progress.update(task, advance=1, info=_pmw_info(answer, engine, counts))
-        thetas["pmw"] = [a.value for a in answers]
-        timing["pmw"] = time.perf_counter() - start
 
-        start = time.perf_counter()
-        paper = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic", prior="uniform")
-        uniform = build_engine(data, paper, noise=noises[1])
-        task = progress.add_task("PMW, paper", total=queries, info="uniform start")
-        for item in items:
-            thetas["pmw_uniform"].append(uniform.answer(item.query).value)
-            progress.advance(task)
-        timing["pmw_uniform"] = time.perf_counter() - start
 
-        start = time.perf_counter()
-        comp = CompositionBaseline(
-            data, epsilon=epsilon, delta=DELTA, queries=queries, noise=noises[2]
-        )
-        task = progress.add_task("composition", total=queries, info="")
-        for item in items:
-            thetas["composition"].append(comp.answer(item.query))
-            progress.update(task, advance=1, info=f"eps {comp.ledger.spent_epsilon():.3f}")
-        timing["composition"] = time.perf_counter() - start
+def _run_pmw(
+    runs: _Runs, data: Any, stream: Any, epsilon: float, noise: Any, progress: Any, k: int
+) -> None:
+    """Step 1: PMW-CM (practical defaults) answers the adaptive stream."""
+    from pmwcm.engine.practical import PMWConfig, build_engine
 
-        start = time.perf_counter()
-        exact = NonPrivateBaseline(data)
-        thetas["nonprivate"] = [exact.answer(item.query) for item in items]
-        timing["nonprivate"] = time.perf_counter() - start
+    start = time.perf_counter()
+    config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic")
+    engine = build_engine(data, config, noise=noise)
+    task = progress.add_task("PMW-CM", total=k, info="")
+    counts: Counter[str] = Counter()
+    while (item := stream.next_item()) is not None:
+        answer = engine.answer(item.query)
+        stream.observe(answer.value)
+        runs.items.append(item)
+        runs.answers.append(answer)
+        counts[answer.source] += 0 if answer.repeated else 1
+        progress.update(task, advance=1, info=_pmw_info(answer, engine, counts))
+    runs.thetas["pmw"] = [a.value for a in runs.answers]
+    runs.timing["pmw"] = time.perf_counter() - start
+    runs.spent["pmw"] = engine.ledger.spent_epsilon()
+    runs.calls["pmw"] = len(engine.updates)
+    runs.engine = engine
 
-        task = progress.add_task("excess risk", total=queries, info="one exact solve per query")
-        risks = {m: np.zeros(queries) for m in METHODS}
-        for i, item in enumerate(items):
-            problem = item.query.compile(dataset.domain)
-            weights = data.marginal(problem.clique).ravel()
-            best = exact_minimum(problem, weights)
-            for m in METHODS:
-                risks[m][i] = max(0.0, problem.objective(thetas[m][i], weights) - best)
-            progress.advance(task)
 
-    spent = {
-        "pmw": engine.ledger.spent_epsilon(),
-        "pmw_uniform": uniform.ledger.spent_epsilon(),
-        "composition": comp.ledger.spent_epsilon(),
-        "nonprivate": None,
-    }
-    calls = {
-        "pmw": len(engine.updates),
-        "pmw_uniform": len(uniform.updates),
-        "composition": queries,
-        "nonprivate": 0,
-    }
-    summary: dict[str, Any] = {
+def _run_pmw_uniform(
+    runs: _Runs, data: Any, epsilon: float, noise: Any, progress: Any, k: int
+) -> None:
+    """Step 2: the paper's PMW (uniform start) replays the same queries."""
+    from pmwcm.engine.practical import PMWConfig, build_engine
+
+    start = time.perf_counter()
+    paper = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic", prior="uniform")
+    uniform = build_engine(data, paper, noise=noise)
+    task = progress.add_task("PMW, paper", total=k, info="uniform start")
+    for item in runs.items:
+        runs.thetas["pmw_uniform"].append(uniform.answer(item.query).value)
+        progress.advance(task)
+    runs.timing["pmw_uniform"] = time.perf_counter() - start
+    runs.spent["pmw_uniform"] = uniform.ledger.spent_epsilon()
+    runs.calls["pmw_uniform"] = len(uniform.updates)
+
+
+def _run_composition(
+    runs: _Runs, data: Any, epsilon: float, noise: Any, progress: Any, k: int
+) -> None:
+    """Step 3: the composition baseline answers every query with the oracle."""
+    from pmwcm.engine.baselines import CompositionBaseline
+
+    start = time.perf_counter()
+    comp = CompositionBaseline(data, epsilon=epsilon, delta=DELTA, queries=k, noise=noise)
+    task = progress.add_task("composition", total=k, info="")
+    for item in runs.items:
+        runs.thetas["composition"].append(comp.answer(item.query))
+        progress.update(task, advance=1, info=f"eps {comp.ledger.spent_epsilon():.3f}")
+    runs.timing["composition"] = time.perf_counter() - start
+    runs.spent["composition"] = comp.ledger.spent_epsilon()
+    runs.calls["composition"] = k
+
+
+def _run_nonprivate(runs: _Runs, data: Any) -> None:
+    """Step 4: exact answers, for reference (no privacy)."""
+    from pmwcm.engine.baselines import NonPrivateBaseline
+
+    start = time.perf_counter()
+    exact = NonPrivateBaseline(data)
+    runs.thetas["nonprivate"] = [exact.answer(item.query) for item in runs.items]
+    runs.timing["nonprivate"] = time.perf_counter() - start
+
+
+def _excess_risks(runs: _Runs, data: Any, progress: Any, k: int) -> dict[str, Any]:
+    """Step 5: each method's excess empirical risk on each query (one exact solve each)."""
+    import numpy as np
+
+    from pmwcm.engine.baselines import exact_minimum
+
+    task = progress.add_task("excess risk", total=k, info="one exact solve per query")
+    risks = {m: np.zeros(k) for m in METHODS}
+    for i, item in enumerate(runs.items):
+        problem = item.query.compile(data.domain)
+        weights = data.marginal(problem.clique).ravel()
+        best = exact_minimum(problem, weights)
+        for m in METHODS:
+            risks[m][i] = max(0.0, problem.objective(runs.thetas[m][i], weights) - best)
+        progress.advance(task)
+    return risks
+
+
+def _summary(
+    runs: _Runs,
+    risks: dict[str, Any],
+    data: Any,
+    *,
+    epsilon: float,
+    queries: int,
+    seed: int | None,
+    stream_seed: Any,
+) -> dict[str, Any]:
+    """Step 6: the summary.json record (without the noise and the stepwise analysts)."""
+    import numpy as np
+
+    engine, answers = runs.engine, runs.answers
+    return {
         "dataset": f"bundled UCI Adult, schema {SCHEMA}",
         "n": data.n,
-        "universe_size": dataset.domain.size,
+        "universe_size": data.domain.size,
         "epsilon": epsilon,
         "delta": DELTA,
         "queries": queries,
         "seed": seed,
         "stream_seed": stream_seed,
-        "noise": noise_name,
         "methods": {
             m: {
                 "label": label,
                 "mean_excess_risk": float(risks[m].mean()),
                 "p95_excess_risk": float(np.quantile(risks[m], 0.95)),
                 "max_excess_risk": float(risks[m].max()),
-                "oracle_calls": calls[m],
-                "epsilon_spent": spent[m],
-                "time_s": timing[m],
+                "oracle_calls": runs.calls[m],
+                "epsilon_spent": runs.spent[m],
+                "time_s": runs.timing[m],
             }
             for m, label in METHODS.items()
         },
@@ -231,9 +307,6 @@ def demo_command(
                 {"label": e.label, "epsilon_after": e.epsilon_after} for e in engine.ledger.entries
             ],
         },
-        "stepwise": [
-            {"target": a.target, "loss": a.loss, "selected": list(a.selected)} for a in analysts
-        ],
         "per_query": [
             {
                 "index": i,
@@ -242,16 +315,19 @@ def demo_command(
                 "pmw_source": answers[i].source,
                 "excess_risk": {m: float(risks[m][i]) for m in METHODS},
             }
-            for i, item in enumerate(items)
+            for i, item in enumerate(runs.items)
         ],
     }
+
+
+def _write_outputs(output: Path, risks: dict[str, Any], runs: _Runs, summary: dict) -> None:
+    """Step 7: the plot and summary.json, each written atomically."""
     plot_path, summary_path = output / "excess_risk.png", output / "summary.json"
-    _print_table(summary)
     try:
         from pmwcm._atomic import atomic_write_text
         from pmwcm.cli.demo_plot import plot_excess_risk
 
-        plot_excess_risk(plot_path, risks, [a.source for a in answers], summary)
+        plot_excess_risk(plot_path, risks, [a.source for a in runs.answers], summary)
         atomic_write_text(summary_path, json.dumps(summary, indent=1, allow_nan=False) + "\n")
     except OSError as exc:
         raise fail(f"cannot write into '{output}': {exc.strerror or exc}.") from None
