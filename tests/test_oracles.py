@@ -43,6 +43,7 @@ from pmwcm.mechanisms.oracles import (
     ObjectivePerturbation,
     Oracle,
     OracleInput,
+    OracleRefused,
     OutputPerturbation,
 )
 from pmwcm.mechanisms.oracles.output_perturbation import solve_output
@@ -291,7 +292,7 @@ def refusals() -> list[tuple[str, Any, ConvexProblem, str]]:
 def test_unsupported_problem_is_refused_before_any_draw(
     recording_noise: RecordingNoise, name: str, oracle: Any, problem: ConvexProblem, match: str
 ) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(OracleRefused, match=match):  # a refusal (PmwcmError), not a bug
         oracle.check(problem)
     weights = np.full(2 if isinstance(problem, FlatProblem | CallableProblem) else 12, 1 / 12)
     data = OracleInput(problem=problem, weights=weights, n=100)

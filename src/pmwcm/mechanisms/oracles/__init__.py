@@ -6,7 +6,7 @@ Every oracle states its guarantee in its docstring and exposes it as a
 ``dp_accounting`` event, so that one accountant composes all of them.
 """
 
-from pmwcm.mechanisms.oracles.base import Oracle, OracleInput
+from pmwcm.mechanisms.oracles.base import Oracle, OracleInput, OracleRefused
 from pmwcm.mechanisms.oracles.noisy_gd import NoisyGradientDescent
 from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePerturbation
 from pmwcm.mechanisms.oracles.output_perturbation import OutputPerturbation
@@ -16,5 +16,6 @@ __all__ = [
     "ObjectivePerturbation",
     "Oracle",
     "OracleInput",
+    "OracleRefused",
     "OutputPerturbation",
 ]

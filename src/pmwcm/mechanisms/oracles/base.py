@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import dp_accounting
 import numpy as np
 
+from pmwcm.errors import Refused
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
 from pmwcm.mechanisms.oracles.strongly_convex import project_rows
@@ -48,6 +49,14 @@ class OracleInput:
             raise ValueError(f"n must be a positive number of records, got n={self.n}.")
 
 
+class OracleRefused(Refused, ValueError):
+    """The oracle cannot serve this query, decided from its public constants.
+
+    :meth:`Oracle.check` raises it; the engine calls ``check`` before it reads the
+    data or spends anything, so it is a refusal, never a failure after a debit.
+    """
+
+
 @runtime_checkable
 class Oracle(Protocol):
     """A differentially private single-query CM solver ``M'``."""
@@ -62,7 +71,7 @@ class Oracle(Protocol):
         ...
 
     def check(self, problem: ConvexProblem) -> None:
-        """Raises ValueError if the oracle cannot serve ``problem`` (before any noise)."""
+        """Raises :class:`OracleRefused` if it cannot serve ``problem`` (before any noise)."""
         ...
 
     def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:

@@ -55,6 +55,7 @@ from pmwcm.mechanisms.noise import NoiseSource, OpenDPNoise, add_gaussian
 from pmwcm.mechanisms.oracles.base import (
     MAX_NOISE_SCALE,
     OracleInput,
+    OracleRefused,
     check_noise_level,
     data_free_answer,
 )
@@ -89,7 +90,9 @@ class NoisyGradientDescent:
 
     def check(self, problem: ConvexProblem) -> None:
         if not problem.lipschitz > 0:
-            raise ValueError(f"noisy_gd needs a positive gradient bound, got {problem.lipschitz}.")
+            raise OracleRefused(
+                f"noisy_gd needs a positive gradient bound, got {problem.lipschitz}."
+            )
         constants = {
             "G B": problem.lipschitz,
             "lambda R": problem.l2 * problem.radius,
@@ -98,7 +101,7 @@ class NoisyGradientDescent:
         }
         for label, value in constants.items():
             if not math.isfinite(value):
-                raise ValueError(
+                raise OracleRefused(
                     f"noisy_gd needs finite constants, got {label} = {value} (radius "
                     f"{problem.radius:g}, l2 {problem.l2:g}); use a smaller radius or l2."
                 )

@@ -117,6 +117,7 @@ from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import (
     MAX_NOISE_SCALE,
     OracleInput,
+    OracleRefused,
     check_noise_level,
     data_free_answer,
     release_in_ball,
@@ -201,13 +202,13 @@ class ObjectivePerturbation:
 
     def check(self, problem: ConvexProblem) -> None:
         if not isinstance(problem, GLMProblem):
-            raise ValueError("objective_perturbation serves catalogue GLM queries only.")
+            raise OracleRefused("objective_perturbation serves catalogue GLM queries only.")
         if problem.loss.smoothness is None:
-            raise ValueError(
+            raise OracleRefused(
                 f"objective_perturbation needs a smooth loss, got {problem.loss.name!r}."
             )
         if not math.isfinite(problem.loss.derivative_bound(math.inf)):
-            raise ValueError(
+            raise OracleRefused(
                 f"objective_perturbation needs a loss with a bounded derivative on all of R, "
                 f"got {problem.loss.name!r}."
             )

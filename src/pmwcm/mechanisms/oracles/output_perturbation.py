@@ -66,6 +66,7 @@ from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import (
     MAX_NOISE_SCALE,
     OracleInput,
+    OracleRefused,
     check_noise_level,
     data_free_answer,
     release_in_ball,
@@ -135,7 +136,7 @@ class OutputPerturbation:
                 bounded solve needs more than ``max_iterations`` at any accuracy.
         """
         if not problem.l2 > 0:
-            raise ValueError(
+            raise OracleRefused(
                 f"output_perturbation needs a strongly convex query (l2 > 0), got l2={problem.l2}."
             )
         constants = {
@@ -145,7 +146,7 @@ class OutputPerturbation:
         }
         for label, value in constants.items():
             if not math.isfinite(value):
-                raise ValueError(
+                raise OracleRefused(
                     f"output_perturbation needs finite constants, got {label} = {value} "
                     f"(radius {problem.radius:g}, l2 {problem.l2:g}); use a smaller radius."
                 )
@@ -155,7 +156,7 @@ class OutputPerturbation:
                     problem, gap=oscillation_bound(problem), max_iterations=self.max_iterations
                 )
             except SolveRefused as exc:
-                raise ValueError(f"output_perturbation cannot bound its solve: {exc}") from exc
+                raise OracleRefused(f"output_perturbation cannot bound its solve: {exc}") from exc
 
     def plan(self, problem: ConvexProblem, n: int) -> OutputPlan:
         """The solve for ``problem`` on ``n`` records and the distance it guarantees.
