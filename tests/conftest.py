@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from pmwcm.kernels.domain import Domain
@@ -117,3 +118,26 @@ def toy_records(seed: int, n: int = 4000) -> NDArray[np.int64]:
 def toy_data(seed: int) -> PrivateData:
     """4,000 records on :data:`TOY_DOMAIN` drawn with the ``seed`` fixture."""
     return PrivateData.from_records(TOY_DOMAIN, toy_records(seed))
+
+
+@st.composite
+def degenerate_weights(draw: Any, cells: int) -> NDArray[np.float64]:
+    """Cell weights summing to one that stress a solver: spikes, zeros and dust."""
+    kind = draw(st.sampled_from(["spike", "two", "dust", "dirichlet"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    if kind == "spike":
+        w = np.zeros(cells)
+        w[rng.integers(cells)] = 1.0
+        w[rng.integers(cells)] += draw(st.sampled_from([0.0, 1e-12, 1e-8, 1e-4]))
+    elif kind == "two":
+        w = np.zeros(cells)
+        i, j = rng.choice(cells, 2, replace=False)
+        share = draw(st.sampled_from([1e-8, 1e-3, 0.5]))
+        w[i], w[j] = 1.0 - share, share
+    elif kind == "dust":
+        w = rng.random(cells) * 1e-12
+        w[rng.integers(cells)] = 1.0
+    else:
+        w = rng.dirichlet(np.full(cells, draw(st.sampled_from([0.01, 0.1, 1.0]))))
+    return w / w.sum()

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
+from conftest import degenerate_weights
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.kernels.domain import Domain
@@ -161,29 +162,6 @@ def reference_minimum(problem: GLMProblem, weights: np.ndarray) -> float:
         return lp_lower_bound(problem, weights)
     solution = minimize(problem, weights, tol=1e-11, max_iter=5000)
     return solution.value - solution.gap
-
-
-@st.composite
-def degenerate_weights(draw: Any, cells: int) -> np.ndarray:
-    """Cell weights summing to one that stress a solver: spikes, zeros and dust."""
-    kind = draw(st.sampled_from(["spike", "two", "dust", "dirichlet"]))
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
-    if kind == "spike":
-        w = np.zeros(cells)
-        w[rng.integers(cells)] = 1.0
-        w[rng.integers(cells)] += draw(st.sampled_from([0.0, 1e-12, 1e-8, 1e-4]))
-    elif kind == "two":
-        w = np.zeros(cells)
-        i, j = rng.choice(cells, 2, replace=False)
-        share = draw(st.sampled_from([1e-8, 1e-3, 0.5]))
-        w[i], w[j] = 1.0 - share, share
-    elif kind == "dust":
-        w = rng.random(cells) * 1e-12
-        w[rng.integers(cells)] = 1.0
-    else:
-        w = rng.dirichlet(np.full(cells, draw(st.sampled_from([0.01, 0.1, 1.0]))))
-    return w / w.sum()
 
 
 SHAPES = [(("a",), 1.0, 0.0), (("a", "c"), 1.0, 0.0), (("a", "b", "c"), 4.0, 0.0)]

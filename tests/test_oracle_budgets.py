@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from scipy.optimize import lsq_linear
 from scipy.optimize import minimize as scipy_minimize
 
+from conftest import degenerate_weights
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.problem import FloatArray
 from pmwcm.kernels.queries import CMQuery, GLMProblem
@@ -64,28 +65,6 @@ def compiled(loss: str, features: tuple[str, ...], radius: float, l2: float) -> 
     target = "c" if loss in ("squared", "huber", "absolute", "quantile") else "y"
     feats = tuple(f if f != target else "y" for f in features)
     return CMQuery(loss=loss, target=target, features=feats, radius=radius, l2=l2).compile(DOMAIN)
-
-
-@st.composite
-def degenerate_weights(draw: Any, cells: int) -> FloatArray:
-    """Cell weights summing to one that stress a solver: spikes, zeros and dust."""
-    kind = draw(st.sampled_from(["spike", "two", "dust", "dirichlet"]))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if kind == "spike":
-        w = np.zeros(cells)
-        w[rng.integers(cells)] = 1.0
-        w[rng.integers(cells)] += draw(st.sampled_from([0.0, 1e-12, 1e-8, 1e-4]))
-    elif kind == "two":
-        w = np.zeros(cells)
-        i, j = rng.choice(cells, 2, replace=False)
-        share = draw(st.sampled_from([1e-8, 1e-3, 0.5]))
-        w[i], w[j] = 1.0 - share, share
-    elif kind == "dust":
-        w = rng.random(cells) * 1e-12
-        w[rng.integers(cells)] = 1.0
-    else:
-        w = rng.dirichlet(np.full(cells, draw(st.sampled_from([0.01, 0.1, 1.0]))))
-    return w / w.sum()
 
 
 FEATURES = [("a",), ("a", "c"), ("a", "b", "c")]
