@@ -31,7 +31,9 @@ constants in :mod:`pmwcm.engine.theory`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -44,7 +46,7 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.kernels.queries import CMQuery
-from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
 from pmwcm.mechanisms.private_data import PrivateData
@@ -106,6 +108,67 @@ class UpdateRecord:
     query: CMQuery | LinearQuery
     round: QueryRound
     private: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class PastUpdate:
+    """One update as the state keeps it: the query and the private answer that defined ``u``.
+
+    The round is not kept: it is compiled again from the query and public
+    inputs (:meth:`OnlinePMW.round_for`), so a state carries no compiled objects
+    and can be encoded as JSON (:mod:`pmwcm.engine.snapshot`).
+    """
+
+    query: CMQuery | LinearQuery
+    private: Any
+
+
+def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineState:
+    """Everything an engine's future behaviour depends on, beyond its public ingredients.
+
+    An explicit value (in the style of optax's optimiser states) so that saving,
+    restoring and crash recovery read and write the engine through one door
+    (:meth:`OnlinePMW.state`, :meth:`OnlinePMW.restore`) instead of assigning its
+    attributes from outside. It is secret: ``sparse_vector`` holds the threshold
+    noise, ``updates`` the private answers behind every update.
+
+    Attributes:
+        hypothesis: the hypothesis ``Dhat_t``, the engine's own histogram object,
+            shared rather than copied: a copy re-normalises the values, which can
+            move the last bit and so the next answers. Sharing is safe because
+            the engine never changes a hypothesis in place (each update builds a
+            new one); never call its in-place methods (``reweight``).
+        updates: the updates made so far, in order (replayed by the sweeps).
+        answers: every answer given, in order (repeats included).
+        released: :func:`query_key` -> position in ``answers`` of the released
+            answer (repeats are answered from here, never with fresh noise).
+        sv_paid: whether the sparse vector's one-off charge is in the ledger.
+        sparse_vector: the sparse vector's exported state (positives, threshold noise).
+        ledger: the ledger's entries, in order.
+    """
+
+    hypothesis: Histogram
+    updates: tuple[PastUpdate, ...] = ()
+    answers: tuple[Answer, ...] = ()
+    released: Mapping[str, int] = field(default_factory=dict)
+    sv_paid: bool = False
+    sparse_vector: Mapping[str, Any] = field(default_factory=dict)
+    ledger: tuple[LedgerEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "updates", tuple(self.updates))
+        object.__setattr__(self, "answers", tuple(self.answers))
+        object.__setattr__(self, "released", _frozen_mapping(self.released))
+        object.__setattr__(self, "sparse_vector", _frozen_mapping(self.sparse_vector))
+        object.__setattr__(self, "ledger", tuple(self.ledger))
+        for key, index in self.released.items():
+            if not 0 <= index < len(self.answers):
+                raise ValueError(f"Released key {key!r} points at no answer (index {index}).")
 
 
 class OnlinePMW:
@@ -170,6 +233,113 @@ class OnlinePMW:
     def halted(self) -> bool:
         """Whether the ``T`` updates are spent."""
         return len(self.updates) >= self.settings.max_updates
+
+    def state(self) -> EngineState:
+        """The engine's state as one frozen value (secret; see :class:`EngineState`)."""
+        return EngineState(
+            hypothesis=self.hypothesis,
+            updates=tuple(PastUpdate(query=u.query, private=u.private) for u in self.updates),
+            answers=tuple(self.answers),
+            released={key: answer.index for key, answer in self.released.items()},
+            sv_paid=self.sv_paid,
+            sparse_vector=self.sparse_vector.export_state(),
+            ledger=tuple(self.ledger.entries),
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        data: PrivateData,
+        *,
+        settings: EngineSettings,
+        sparse_vector: SparseVector,
+        oracle: Oracle,
+        oracle_noise_level: float,
+        ledger: PrivacyLedger,
+        noise: NoiseSource,
+        state: EngineState,
+    ) -> OnlinePMW:
+        """An engine continuing from ``state``, built from its public ingredients.
+
+        Nothing is drawn and nothing is measured: the hypothesis is the state's,
+        the update rounds are compiled again from public inputs, and the sparse
+        vector takes the state's threshold noise and positives, so the engine's
+        next answers are the ones the saved engine would have given (with the
+        same noise stream).
+
+        Args:
+            data, settings, oracle, oracle_noise_level, noise: as for :class:`OnlinePMW`.
+            sparse_vector: a sparse vector of the same kind and cutoff; its state
+                is replaced by ``state.sparse_vector`` (so it must not serve
+                another engine afterwards).
+            ledger: the ledger owning the interaction. An empty one is filled with
+                ``state.ledger``; otherwise its entries must begin with
+                ``state.ledger`` (crash recovery's ledger also holds debits that
+                were committed after the state was saved).
+            state: what :meth:`state` returned.
+
+        Raises:
+            ValueError: the state does not fit these ingredients.
+            BudgetExceededError: the state's ledger does not fit ``ledger``'s budget.
+        """
+        engine = cls(
+            data,
+            settings=settings,
+            sparse_vector=sparse_vector,
+            oracle=oracle,
+            oracle_noise_level=oracle_noise_level,
+            ledger=ledger,
+            noise=noise,
+        )
+        engine._load(state)
+        return engine
+
+    def _load(self, state: EngineState) -> None:
+        """Takes ``state`` into this freshly constructed engine (for :meth:`restore`).
+
+        Everything that can fail (the checks, compiling the update rounds) runs
+        before the ledger is touched, so a refused state leaves the caller's
+        ledger as it was.
+        """
+        if len(state.updates) > self.settings.max_updates:
+            raise ValueError(
+                f"The state holds {len(state.updates)} updates; max_updates is "
+                f"{self.settings.max_updates}."
+            )
+        if state.hypothesis.domain != self.domain:
+            raise ValueError("The state's hypothesis is over a different domain than the data.")
+        updates = [
+            UpdateRecord(query=u.query, round=self.round_for(u.query), private=u.private)
+            for u in state.updates
+        ]
+        entries = self.ledger.entries
+        if entries and (
+            len(entries) < len(state.ledger)
+            or any(
+                (mine.label, mine.event) != (theirs.label, theirs.event)
+                for mine, theirs in zip(entries, state.ledger, strict=False)
+            )
+        ):
+            raise ValueError("The ledger's entries do not begin with the state's ledger.")
+        self.sparse_vector.import_state(dict(state.sparse_vector))
+        if not entries:
+            for entry in state.ledger:
+                self.ledger.spend(entry.event, label=entry.label)
+        self.hypothesis = state.hypothesis  # shared: see EngineState.hypothesis
+        self.sv_paid = state.sv_paid
+        self.updates = updates
+        self.answers = list(state.answers)
+        self.released = {key: self.answers[index] for key, index in state.released.items()}
+
+    def round_for(self, query: CMQuery | LinearQuery) -> QueryRound:
+        """The round ``query`` runs (compiled from public inputs only; see :meth:`cm_round`)."""
+        if isinstance(query, LinearQuery):
+            return LinearRound(
+                clique=query.clique,
+                table=query.table(self.domain),
+                learning_rate=self.settings.learning_rate,
+            )
+        return self.cm_round(query)
 
     def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
@@ -241,12 +411,7 @@ class OnlinePMW:
         The engine's noise level is then the Laplace multiplier (build it with
         :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
         """
-        round_ = LinearRound(
-            clique=query.clique,
-            table=query.table(self.domain),
-            learning_rate=self.settings.learning_rate,
-        )
-        return self.run_round(query, round_)
+        return self.run_round(query, self.round_for(query))
 
     def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
         """Runs one round; an already released query is answered again for free."""
@@ -295,6 +460,9 @@ class OnlinePMW:
         private: Any,
     ) -> None:
         """Applies the update and its sweeps to a copy, then commits both at once.
+
+        The hypothesis is replaced, never changed in place: states taken earlier
+        (:meth:`state`) share the old one and must keep seeing it.
 
         A sweep that raised after the record was appended would leave an update
         on file that every later round replays and fails on again; working on a

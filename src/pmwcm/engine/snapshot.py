@@ -4,29 +4,34 @@ A snapshot holds everything the engine's future behaviour depends on: the
 hypothesis histogram, the update history (queries and private answers, for the
 post-processing sweeps), every released answer (so repeats are answered from
 the log, never with fresh noise), the sparse vector's state *including its
-secret threshold noise*, and the ledger's entries. Restoring it into a freshly
-built engine (same data, same configuration) continues the interaction
+secret threshold noise*, and the ledger's entries: the JSON encoding of an
+:class:`~pmwcm.engine.online.EngineState`. Restoring it with the ingredients of a
+freshly built engine (same data, same configuration) continues the interaction
 exactly; nothing is re-drawn. Snapshots are secret: they must be stored where
 only the curator can read them.
 
 The JSON part is :attr:`EngineSnapshot.state`; the histogram travels separately
-as an array (it can be millions of cells).
+as an array (it can be millions of cells). This module only encodes and
+decodes: the engine itself builds and takes its state
+(:meth:`~pmwcm.engine.online.OnlinePMW.state`,
+:meth:`~pmwcm.engine.online.OnlinePMW.restore`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pmwcm.engine.online import Answer, OnlinePMW, UpdateRecord, query_key
-from pmwcm.engine.rounds import LinearRound
+from pmwcm.engine.online import Answer, EngineState, OnlinePMW, PastUpdate, query_key
 from pmwcm.kernels.counting import LinearQuery
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray
 from pmwcm.kernels.queries import CMQuery
-from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 
 STATE_VERSION = 1
@@ -99,72 +104,96 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
     )
 
 
-def snapshot(engine: OnlinePMW) -> EngineSnapshot:
-    """Everything needed to continue ``engine`` later (secret; see the module docstring)."""
-    released = {key: answer.index for key, answer in engine.released.items()}
-    state = {
+def encode_state(state: EngineState) -> EngineSnapshot:
+    """The JSON form of ``state`` (the format every stored snapshot has)."""
+    encoded = {
         "version": STATE_VERSION,
         "updates": [
             {"query": query_to_dict(u.query), "private": _value_to_json(u.private)}
-            for u in engine.updates
+            for u in state.updates
         ],
-        "answers": [answer_to_dict(a) for a in engine.answers],
-        "released": released,
-        "sv_paid": engine.sv_paid,
-        "sparse_vector": engine.sparse_vector.export_state(),
-        "ledger": [
-            {"label": e.label, "event": event_to_dict(e.event)} for e in engine.ledger.entries
-        ],
+        "answers": [answer_to_dict(a) for a in state.answers],
+        "released": dict(state.released),
+        "sv_paid": state.sv_paid,
+        "sparse_vector": dict(state.sparse_vector),
+        "ledger": [{"label": e.label, "event": event_to_dict(e.event)} for e in state.ledger],
     }
-    return EngineSnapshot(state=state, hypothesis=engine.hypothesis.to_array())
+    return EngineSnapshot(state=encoded, hypothesis=state.hypothesis.to_array())
 
 
-def restore(engine: OnlinePMW, snap: EngineSnapshot) -> None:
-    """Loads ``snap`` into a freshly built ``engine`` (same data and configuration).
+def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
+    """The inverse of :func:`encode_state`, for an engine over ``domain``.
 
-    Build that engine with ``prior=DenseHistogram(domain, snap.hypothesis)``: a
-    public starting point, so construction measures nothing from the data again
-    (a prior measured while rebuilding would be discarded unreleased, which is
-    safe but wasteful). The snapshot's ledger replaces the fresh engine's.
+    ``domain`` re-keys released CM queries canonically (snapshots from before
+    canonical keys; see :func:`_canonical_key`). The JSON keeps no running
+    totals, so the decoded ledger entries have ``epsilon_after`` NaN: the
+    restoring ledger composes the events again and records its own.
+
+    Raises:
+        ValueError: the snapshot's version is unsupported, or it is malformed.
+    """
+    state = snap.state
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"Unsupported engine state version {state.get('version')!r}.")
+    released: dict[str, int] = {}
+    for key, index in state["released"].items():
+        released[_canonical_key(key, domain)] = int(index)
+    return EngineState(
+        # DenseHistogram normalises its values: once here, as snapshots always have been.
+        hypothesis=DenseHistogram(domain, np.array(snap.hypothesis, dtype=np.float64)),
+        updates=tuple(
+            PastUpdate(
+                query=query_from_dict(item["query"]), private=_value_from_json(item["private"])
+            )
+            for item in state["updates"]
+        ),
+        answers=tuple(answer_from_dict(a) for a in state["answers"]),
+        released=released,
+        sv_paid=bool(state["sv_paid"]),
+        sparse_vector=state["sparse_vector"],
+        ledger=tuple(
+            LedgerEntry(label=e["label"], event=event_from_dict(e["event"]), epsilon_after=math.nan)
+            for e in state["ledger"]
+        ),
+    )
+
+
+def snapshot(engine: OnlinePMW) -> EngineSnapshot:
+    """Everything needed to continue ``engine`` later (secret; see the module docstring)."""
+    return encode_state(engine.state())
+
+
+def restore(engine: OnlinePMW, snap: EngineSnapshot) -> OnlinePMW:
+    """An engine continuing ``snap``, built from a fresh ``engine``'s ingredients.
+
+    ``engine`` (same data and configuration, never used) supplies the public
+    ingredients, its sparse vector included (whose state the snapshot's
+    replaces), so drop it and use the engine returned. Build it with
+    ``prior=DenseHistogram(domain, snap.hypothesis)`` or any public prior, so
+    construction measures nothing from the data again (a prior measured while
+    rebuilding would be discarded unreleased, which is safe but wasteful). The
+    snapshot's ledger replaces the fresh engine's: a new ledger with the same
+    budget and accountant holds exactly its entries.
 
     Raises:
         ValueError: if the engine has already been used, or the snapshot does not fit it.
     """
     if engine.answers or engine.updates or engine.sv_paid:
         raise ValueError("restore() needs a freshly built engine.")
-    state = snap.state
-    if state.get("version") != STATE_VERSION:
-        raise ValueError(f"Unsupported engine state version {state.get('version')!r}.")
-    # The snapshot's ledger replaces whatever construction charged (e.g. a prior
-    # measured again while rebuilding): its entries are what was really spent.
     old = engine.ledger
-    ledger = PrivacyLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
-    for entry in state["ledger"]:
-        ledger.spend(event_from_dict(entry["event"]), label=entry["label"])
-    engine.ledger = ledger
-    engine.sparse_vector.import_state(state["sparse_vector"])
-    engine.sv_paid = bool(state["sv_paid"])
-    engine.hypothesis = DenseHistogram(engine.domain, np.asarray(snap.hypothesis))
-    for item in state["updates"]:
-        query = query_from_dict(item["query"])
-        round_: Any
-        if isinstance(query, LinearQuery):
-            round_ = LinearRound(
-                clique=query.clique,
-                table=query.table(engine.domain),
-                learning_rate=engine.settings.learning_rate,
-            )
-        else:
-            round_ = engine.cm_round(query)
-        engine.updates.append(
-            UpdateRecord(query=query, round=round_, private=_value_from_json(item["private"]))
-        )
-    engine.answers.extend(answer_from_dict(a) for a in state["answers"])
-    for key, index in state["released"].items():
-        engine.released[_canonical_key(key, engine)] = engine.answers[int(index)]
+    return OnlinePMW.restore(
+        engine.data,
+        settings=engine.settings,
+        sparse_vector=engine.sparse_vector,
+        oracle=engine.oracle,
+        oracle_noise_level=engine.oracle_noise_level,
+        ledger=PrivacyLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant),
+        noise=engine.noise,
+        state=decode_state(snap, engine.domain),
+    )
 
 
-def _canonical_key(key: str, engine: OnlinePMW) -> str:
+def _canonical_key(key: str, domain: Domain) -> str:
     """Re-keys a stored CM key canonically (snapshots from before canonical keys).
 
     A snapshot written when keys were the spec as typed may hold two spellings
@@ -173,13 +202,15 @@ def _canonical_key(key: str, engine: OnlinePMW) -> str:
     """
     if not key.startswith("cm:"):
         return key
-    return query_key(CMQuery.from_dict(json.loads(key.removeprefix("cm:"))), engine.domain)
+    return query_key(CMQuery.from_dict(json.loads(key.removeprefix("cm:"))), domain)
 
 
 __all__ = [
     "EngineSnapshot",
     "answer_from_dict",
     "answer_to_dict",
+    "decode_state",
+    "encode_state",
     "query_from_dict",
     "query_key",
     "query_to_dict",

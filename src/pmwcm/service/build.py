@@ -13,8 +13,9 @@ anything: it pre-spends the genesis debits into the build-time ledger (so the
 oracle's noise level is calibrated around exactly the same events), passes a
 placeholder prior (so nothing is measured again; the stored hypothesis
 replaces it), checks that the calibrated noise level equals the stored one,
-and hands back the engine with an empty :class:`DurableLedger` for
-:func:`pmwcm.service.durable.recover` to fill with every committed debit.
+and hands back the engine as the ingredients from which
+:func:`pmwcm.service.durable.recover` builds the live engine, with a fresh
+:class:`DurableLedger` holding every committed debit.
 """
 
 from __future__ import annotations
@@ -197,7 +198,10 @@ def genesis(
 def rebuild(
     config: Mapping[str, Any], debits: list[DebitRecord], *, noise: NoiseSource
 ) -> OnlinePMW:
-    """The session's engine as :func:`genesis` built it, with an empty ledger (draws nothing).
+    """The session's engine as :func:`genesis` built it (draws nothing).
+
+    Its ledger holds the build-time debits only: pass it to
+    :func:`pmwcm.service.durable.recover`, which builds the engine that serves.
 
     Raises:
         SessionUnavailable: a file changed, or the calibration differs from the stored one.
@@ -218,5 +222,4 @@ def rebuild(
             f"The engine calibrates to noise level {engine.oracle_noise_level!r}, not the "
             f"stored {config['noise_level']!r}; the library changed under the session."
         )
-    engine.ledger = _ledger(pmw)
     return engine

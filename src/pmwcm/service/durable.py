@@ -34,6 +34,7 @@ released or charged. We assume crashes do not depend on the private data.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +43,7 @@ import numpy as np
 from dp_accounting import DpEvent
 
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.snapshot import EngineSnapshot, restore, snapshot
+from pmwcm.engine.snapshot import EngineSnapshot, decode_state, snapshot
 from pmwcm.mechanisms.accounting import Accountant, LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
@@ -111,11 +112,13 @@ def decode_hypothesis(blob: bytes) -> np.ndarray:
 
 def recover(
     engine: OnlinePMW, stored: StoredSnapshot | None, debits: list[DebitRecord]
-) -> list[int]:
-    """Loads the committed state into a freshly built ``engine``.
+) -> tuple[OnlinePMW, list[int]]:
+    """The engine continuing the committed state, built from a fresh ``engine``'s ingredients.
 
-    Afterwards ``engine.ledger`` is a fresh, detached :class:`DurableLedger`
-    holding every committed debit (whatever ledger the engine had before).
+    The recovered engine's ledger is a fresh, detached :class:`DurableLedger`
+    holding every committed debit (whatever ledger ``engine`` had). ``engine``
+    only supplies the ingredients, its sparse vector included (whose state the
+    committed one replaces): drop it and serve the engine returned.
 
     Args:
         engine: built from the session's configuration, never used.
@@ -123,10 +126,12 @@ def recover(
         debits: every committed debit, in order.
 
     Returns:
-        The positions of the orphan debits (committed, but after the snapshot).
+        The recovered engine, and the positions of the orphan debits (committed,
+        but after the snapshot).
 
     Raises:
         StoreError: the snapshot's ledger is not a prefix of the debits.
+        ValueError: the snapshot does not fit the engine.
     """
     logged = stored.state["ledger"] if stored is not None else []
     if len(logged) > len(debits) or any(
@@ -135,17 +140,28 @@ def recover(
     ):
         raise StoreError("The stored snapshot's ledger is not a prefix of the committed debits.")
     orphans = debits[len(logged) :]
-    if stored is not None:
-        # restore() gets no ledger: the durable one below is built from every debit
-        state = dict(stored.state, ledger=[])
-        hypothesis = decode_hypothesis(stored.hypothesis)
-        restore(engine, EngineSnapshot(state=state, hypothesis=hypothesis))
+    if stored is None:
+        state = dataclasses.replace(engine.state(), ledger=())
+    else:
+        snap = EngineSnapshot(state=stored.state, hypothesis=decode_hypothesis(stored.hypothesis))
+        state = decode_state(snap, engine.domain)
+    if orphans:
+        # Orphaned positives still count towards the cutoff, and the threshold
+        # noise they were tested against is kept; the sparse vector is always
+        # charged first, so an orphan means it is paid.
+        state = dataclasses.replace(state, sparse_vector=orphans[-1].sv_state, sv_paid=True)
     old = engine.ledger
     ledger = DurableLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
     for debit in debits:  # the union, in commit order
         ledger.spend(event_from_dict(debit.event), label=debit.label)
-    engine.ledger = ledger
-    if orphans:
-        engine.sparse_vector.import_state(orphans[-1].sv_state)
-        engine.sv_paid = True  # the sparse vector is always charged first
-    return [d.seq for d in orphans]
+    recovered = OnlinePMW.restore(
+        engine.data,
+        settings=engine.settings,
+        sparse_vector=engine.sparse_vector,
+        oracle=engine.oracle,
+        oracle_noise_level=engine.oracle_noise_level,
+        ledger=ledger,
+        noise=engine.noise,
+        state=state,
+    )
+    return recovered, [d.seq for d in orphans]

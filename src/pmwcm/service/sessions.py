@@ -103,7 +103,7 @@ class LiveSession:
             debits = self.store.debits(self.name)
             engine = rebuild(self.record.config, debits, noise=self._noise_factory())
             try:
-                orphans = recover(engine, self.store.load_snapshot(self.name), debits)
+                engine, orphans = recover(engine, self.store.load_snapshot(self.name), debits)
             except (StoreError, ValueError) as err:
                 message = f"Session {self.name!r} cannot be restored: {err}"
                 raise SessionUnavailable(message) from err
