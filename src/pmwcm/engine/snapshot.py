@@ -140,7 +140,9 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
         released[_canonical_key(key, domain)] = int(index)
     return EngineState(
         # DenseHistogram normalises its values: once here, as snapshots always have been.
-        hypothesis=DenseHistogram(domain, np.array(snap.hypothesis, dtype=np.float64)),
+        hypothesis=DenseHistogram.from_normalized(
+            domain, np.array(snap.hypothesis, dtype=np.float64)
+        ),
         updates=tuple(
             PastUpdate(
                 query=query_from_dict(item["query"]), private=_value_from_json(item["private"])

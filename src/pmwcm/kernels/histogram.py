@@ -154,6 +154,22 @@ class DenseHistogram:
         self._values = values / total
 
     @classmethod
+    def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
+        """A histogram holding ``values`` exactly, for values already summing to one.
+
+        The constructor divides by the total, which can move the last bit of a
+        histogram that was normalised before (a snapshot read back from JSON), and
+        with it every later answer. This keeps the values as they are; they are
+        still checked, and must sum to one within float64 rounding.
+        """
+        histogram = cls(domain, values)
+        exact = np.array(values, dtype=np.float64)
+        if abs(float(exact.sum()) - 1.0) > 1e-9:
+            raise ValueError(f"values must sum to one, got {float(exact.sum())}.")
+        histogram._values = exact
+        return histogram
+
+    @classmethod
     def uniform(cls, domain: Domain) -> DenseHistogram:
         """The uniform histogram, the paper's ``Dhat_1``."""
         return cls(domain, np.full(domain.shape, 1.0 / domain.size))
