@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they load on firs
     from pmwcm.data.schema_draft import draft_schema
     from pmwcm.data.table import DataError, Dataset
     from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline, excess_risk
-    from pmwcm.engine.online import Answer, EngineHalted, OnlinePMW
+    from pmwcm.engine.online import Answer, EngineHalted, EngineState, OnlinePMW
     from pmwcm.engine.practical import PMWConfig, build_engine
     from pmwcm.engine.settings import EngineSettings
     from pmwcm.engine.theory import TheoryParameters, build_theory_engine
@@ -80,6 +80,7 @@ _EXPORTS = {
     "DworkRothSparse": "pmwcm.mechanisms.sparse_vector",
     "EngineHalted": "pmwcm.engine.online",
     "EngineSettings": "pmwcm.engine.settings",
+    "EngineState": "pmwcm.engine.online",
     "Histogram": "pmwcm.kernels.histogram",
     "LinearQuery": "pmwcm.kernels.counting",
     "LyuSuLiSparse": "pmwcm.mechanisms.sparse_vector",
@@ -144,6 +145,7 @@ __all__ = [
     "DworkRothSparse",
     "EngineHalted",
     "EngineSettings",
+    "EngineState",
     "Halted",
     "Histogram",
     "InvalidQuery",
