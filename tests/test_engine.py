@@ -41,7 +41,7 @@ from pmwcm.engine.baselines import excess_risk
 from pmwcm.engine.online import Answer, EngineHalted, OnlinePMW, query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.rounds import CMRound
-from pmwcm.engine.settings import EngineSettings
+from pmwcm.engine.settings import AfterHalt, EngineSettings
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
@@ -70,7 +70,7 @@ def make_engine(
     *,
     max_updates: int = 3,
     threshold: float | None = ALWAYS,
-    after_halt: str = "refuse",
+    after_halt: AfterHalt = "refuse",
     **config: Any,
 ) -> OnlinePMW:
     cfg = PMWConfig(

@@ -40,7 +40,10 @@ from conftest import TOY_DOMAIN, RecordingNoise
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.baselines import CompositionBaseline, exact_minimum
 from pmwcm.engine.practical import (
+    AccountantName,
     PMWConfig,
+    PriorName,
+    SparseVectorName,
     build_engine,
     calibrate_noise_level,
     default_threshold,
@@ -139,9 +142,9 @@ SPLITS = [
 def test_build_engine_splits_exactly_the_budget(
     toy_data: PrivateData,
     seed: int,
-    prior: str,
-    sparse_vector: str,
-    accountant: str,
+    prior: PriorName,
+    sparse_vector: SparseVectorName,
+    accountant: AccountantName,
     sv_fraction: float,
     epsilon: float,
 ) -> None:

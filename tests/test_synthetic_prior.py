@@ -34,7 +34,14 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.engine.practical import PRIORS, PMWConfig, build_engine, make_accountant
+from pmwcm.engine.practical import (
+    PRIORS,
+    AccountantName,
+    PMWConfig,
+    PriorName,
+    build_engine,
+    make_accountant,
+)
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.mechanisms.accounting import (
@@ -96,7 +103,7 @@ def test_priors_list_the_mbi_backends() -> None:
 @pytest.mark.parametrize("method", ["aim", "mst"])
 @pytest.mark.parametrize("accountant", ["pld", "zcdp"])
 def test_missing_mbi_is_a_clear_error_and_charges_nothing(
-    no_mbi: None, chain: PrivateData, method: str, accountant: str
+    no_mbi: None, chain: PrivateData, method: PriorName, accountant: AccountantName
 ) -> None:
     ledger = ledger_for(accountant, epsilon=4.0)
     config = PMWConfig(
@@ -163,8 +170,8 @@ class FakeRelease:
 def test_engine_charges_the_prior_before_it_runs(
     monkeypatch: pytest.MonkeyPatch,
     chain: PrivateData,
-    method: str,
-    accountant: str,
+    method: PriorName,
+    accountant: AccountantName,
     epsilon: float,
     sv_fraction: float,
 ) -> None:

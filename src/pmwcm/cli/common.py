@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
     from pmwcm.engine.online import OnlinePMW
+    from pmwcm.engine.practical import PriorName
+    from pmwcm.engine.settings import AfterHalt
     from pmwcm.kernels.domain import Domain
     from pmwcm.kernels.queries import CMQuery
     from pmwcm.mechanisms.noise import NoiseSource
@@ -394,9 +396,10 @@ def build_run_engine(
     config = PMWConfig(  # max_updates=0 picks the library default
         epsilon=epsilon,
         delta=delta,
-        after_halt=after_halt,
+        # typer hands over plain strings; PMWConfig checks them against the Literals
+        after_halt=cast("AfterHalt", after_halt),
         max_updates=max_updates or 0,
-        prior=prior,
+        prior=cast("PriorName", prior),
     )
     private = PrivateData.from_records(dataset.domain, dataset.records)
     start = None if public is None else public_prior(dataset.domain, public)

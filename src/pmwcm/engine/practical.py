@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 import dp_accounting
 
@@ -135,19 +135,19 @@ class PMWConfig:
     epsilon: float
     delta: float
     max_updates: int = 0
-    sparse_vector: str = "lyu_su_li"
+    sparse_vector: SparseVectorName = "lyu_su_li"
     sv_fraction: float = 0.3
     learning_rate: float | None = 4.0
     threshold: float | None = None
     expected_queries: int = 0
-    prior: str = "marginals"
+    prior: PriorName = "marginals"
     prior_fraction: float = 0.4
     sensitivity_factor: float = 2.0
     solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
-    after_halt: str = "refuse"
+    after_halt: AfterHalt = "refuse"
     sweeps: int = 2
     oracle: Oracle = field(default_factory=NoisyGradientDescent)
-    accountant: str = "pld"
+    accountant: AccountantName = "pld"
 
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
@@ -207,7 +207,7 @@ class PMWConfig:
             threshold=threshold,
             sensitivity_factor=self.sensitivity_factor,
             solver_tol=self.solver_tol,
-            after_halt=cast(AfterHalt, self.after_halt),  # validated in __post_init__
+            after_halt=self.after_halt,
             sweeps=self.sweeps,
         )
 
