@@ -28,6 +28,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_noise_level,
     calibrate_parameter,
 )
+from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
@@ -201,3 +202,24 @@ def test_named_solver_budgets() -> None:
         SolverBudget(tol=0.0, max_iter=10)
     with pytest.raises(ValueError, match="max_iter"):
         SolverBudget(tol=1e-6, max_iter=0)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "match"),
+    [
+        (0.0, 1e-6, "epsilon must be positive and finite, got epsilon=0.0"),
+        (-1.0, 1e-6, "epsilon=-1.0"),
+        (float("nan"), 1e-6, "epsilon=nan"),
+        (float("inf"), 1e-6, "epsilon=inf"),
+        (True, 1e-6, "epsilon must be a number"),
+        (1.0, 0.0, r"delta must lie in \(0, 1\), got delta=0.0"),
+        (1.0, 1.0, "delta=1.0"),
+        (1.0, "0.1", "delta must be a number"),
+    ],
+)
+def test_one_budget_check_names_the_bad_value(epsilon: Any, delta: Any, match: str) -> None:
+    """``PMWConfig`` and the AIM/MST prior share :func:`check_budget`."""
+    with pytest.raises(ValueError, match=match):
+        check_budget(epsilon, delta)
+    with pytest.raises(ValueError, match=match):
+        PMWConfig(epsilon=epsilon, delta=delta)

@@ -76,6 +76,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_noise_level,
     calibrate_parameter,
 )
+from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
@@ -164,12 +165,7 @@ class PMWConfig:
                 f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
                 f"got prior_fraction={self.prior_fraction}."
             )
-        if not (isinstance(self.epsilon, int | float) and self.epsilon > 0):
-            raise ValueError(f"epsilon must be positive, got epsilon={self.epsilon!r}.")
-        if not math.isfinite(self.epsilon):
-            raise ValueError(f"epsilon must be finite, got epsilon={self.epsilon}.")
-        if not (isinstance(self.delta, int | float) and 0 < self.delta < 1):
-            raise ValueError(f"delta must lie in (0, 1), got delta={self.delta!r}.")
+        check_budget(self.epsilon, self.delta)
         if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
             raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
         if self.sparse_vector not in SPARSE_VECTORS:

@@ -25,6 +25,25 @@ def check_delta(delta: float, *, name: str = "delta", closed: bool = False) -> f
     return delta
 
 
+def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """A total budget as floats: ``epsilon`` positive and finite, ``delta`` in ``(0, 1)``.
+
+    The one check of a user's ``(epsilon, delta)``; the message names the bad value.
+
+    >>> check_budget(1, 1e-6)
+    (1.0, 1e-06)
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
+        raise ValueError(f"epsilon must be a number, got epsilon={epsilon!r}.")
+    if isinstance(delta, bool) or not isinstance(delta, int | float):
+        raise ValueError(f"delta must be a number, got delta={delta!r}.")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
+    return float(epsilon), float(delta)
+
+
 def check_count(count: int, *, name: str = "count") -> int:
     """``count`` as a non-negative int; raises naming it otherwise."""
     if isinstance(count, bool) or int(count) != count or count < 0:

@@ -74,6 +74,7 @@ from pmwcm.mechanisms.accounting import (
     ZCDPAccountant,
     calibrate_parameter,
 )
+from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.private_data import PrivateData
 
 METHODS = ("aim", "mst")
@@ -121,11 +122,7 @@ def replace_one_rho(epsilon: float, delta: float) -> float:
     :func:`~pmwcm.mechanisms.accounting.calibrate_parameter` to a relative 1e-9;
     the returned value was verified to fit.
     """
-    epsilon, delta = float(epsilon), float(delta)
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
+    epsilon, delta = check_budget(epsilon, delta)
     accountant = ZCDPAccountant()
 
     def fits(rho: float) -> bool:
