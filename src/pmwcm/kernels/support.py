@@ -1,0 +1,173 @@
+"""A hypothesis on a weighted support of records: histograms beyond dense universes.
+
+A dense histogram stores one float per cell of ``X``, so ``X`` must be
+enumerable. The engine never needs that: every operation it asks of its
+hypothesis reads a record only through a query's clique ``C`` (docs/design.md
+section 2). A :class:`SupportHistogram` is a distribution on ``M`` records
+``x_1..x_M`` (integer codes, one row each) with log-weights ``w_i``:
+
+    Dhat(x) = sum_{i : x_i = x} p_i,    p_i = exp(w_i) / sum_j exp(w_j).
+
+* ``marginal(C)``: a weighted bincount of the records' codes on ``C``, cost
+  ``O(M |C|)`` whatever ``|X|``;
+* ``reweight(C, f)``: ``w_i <- w_i + f(x_i,C)``, the multiplicative-weights
+  update restricted to the support (exact on it: ``Dhat exp(f) / Z`` keeps its
+  support);
+* ``sample(n)``: records drawn by ``p``.
+
+The dense histogram is the special case "support = all of ``X``", which is how
+``tests/test_support_histogram.py`` checks every operation against
+:class:`~pmwcm.kernels.histogram.DenseHistogram` to ``1e-12``. Probabilities are
+kept normalised after every update, in log space (``logsumexp``), so no weight
+underflows however many updates a cell receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import logsumexp
+
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import FloatArray
+
+__all__ = ["SupportHistogram"]
+
+
+def smallest_code_dtype(domain: Domain) -> np.dtype:
+    """The narrowest unsigned integer type that holds every attribute's codes."""
+    return np.min_scalar_type(max(max(domain.sizes) - 1, 0))
+
+
+class SupportHistogram:
+    """A distribution on ``M`` support records with log-weights.
+
+    Args:
+        domain: the universe the records live in.
+        records: integer codes, shape ``(M, len(domain))``, each column within
+            its attribute's size (stored in the smallest dtype that holds them).
+        log_weights: ``w``, shape ``(M,)``; ``None`` for uniform weights.
+
+    Raises:
+        ValueError: for records outside the domain, an empty support, or
+            non-finite log-weights.
+
+    >>> d = Domain.from_sizes({"a": 2, "b": 3})
+    >>> h = SupportHistogram(d, np.array([[0, 0], [1, 2], [1, 2]]))
+    >>> h.marginal(["a"]).tolist()
+    [0.3333333333333333, 0.6666666666666666]
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        records: NDArray[np.integer],
+        log_weights: FloatArray | None = None,
+    ) -> None:
+        records = np.asarray(records)
+        if records.ndim != 2 or records.shape[1] != len(domain):
+            raise ValueError(f"records must have shape (M, {len(domain)}), got {records.shape}.")
+        if records.shape[0] == 0:
+            raise ValueError("A support needs at least one record.")
+        if records.size and (records.min() < 0 or np.any(records.max(axis=0) >= domain.shape)):
+            raise ValueError("records hold codes outside the domain's value sets.")
+        weights = (
+            np.zeros(records.shape[0])
+            if log_weights is None
+            else np.asarray(log_weights, dtype=np.float64)
+        )
+        if weights.shape != (records.shape[0],):
+            raise ValueError(
+                f"log_weights must have shape ({records.shape[0]},), got {weights.shape}."
+            )
+        if not np.all(np.isfinite(weights)):
+            raise ValueError("log_weights must be finite.")
+        self.domain = domain
+        self._records = records.astype(smallest_code_dtype(domain), copy=False)
+        self._log_weights = weights - logsumexp(weights)
+        self._probabilities = np.exp(self._log_weights)
+
+    @classmethod
+    def full(cls, domain: Domain, values: FloatArray | None = None) -> SupportHistogram:
+        """Every cell of ``X`` as a record (only for enumerable ``X``); ``values`` its masses.
+
+        With ``values`` given (a non-negative tensor of ``domain.shape``), cells of
+        zero mass are kept out of the support.
+        """
+        cells = np.indices(domain.shape).reshape(len(domain), -1).T
+        if values is None:
+            return cls(domain, cells)
+        mass = np.asarray(values, dtype=np.float64).reshape(-1)
+        keep = mass > 0
+        return cls(domain, cells[keep], np.log(mass[keep]))
+
+    @property
+    def records(self) -> NDArray[np.integer]:
+        """The support's records (a read-only view)."""
+        view = self._records.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def probabilities(self) -> FloatArray:
+        """``p``, the records' probabilities (a copy; sums to one)."""
+        return self._probabilities.copy()
+
+    def _codes(self, attrs: Sequence[str]) -> tuple[NDArray[np.intp], tuple[int, ...]]:
+        axes = self.domain.axes(attrs)
+        sizes = tuple(self.domain.shape[a] for a in axes)
+        if not axes:
+            return np.zeros(self._records.shape[0], dtype=np.intp), sizes
+        columns = tuple(self._records[:, a].astype(np.intp) for a in axes)
+        return np.ravel_multi_index(columns, sizes), sizes
+
+    def marginal(self, attrs: Sequence[str]) -> FloatArray:
+        """The marginal table on ``attrs``: a weighted bincount of the records' codes."""
+        codes, sizes = self._codes(attrs)
+        cells = int(np.prod(sizes, dtype=np.int64))
+        table = np.bincount(codes, weights=self._probabilities, minlength=cells)
+        return np.asarray(table, dtype=np.float64).reshape(sizes)
+
+    def reweight(
+        self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
+    ) -> None:
+        """In place: ``w_i <- w_i + log_factor[x_i,attrs]``, then renormalised in log space.
+
+        ``marginal`` is accepted for the :class:`~pmwcm.kernels.histogram.Histogram`
+        contract and not needed: the normaliser is a ``logsumexp`` over the support.
+        """
+        codes, sizes = self._codes(attrs)
+        log_factor = np.asarray(log_factor, dtype=np.float64)
+        if log_factor.shape != sizes:
+            raise ValueError(f"log_factor has shape {log_factor.shape}, expected {sizes}.")
+        if not np.all(np.isfinite(log_factor)):
+            raise ValueError("log_factor must be finite.")
+        weights = self._log_weights + log_factor.reshape(-1)[codes]
+        self._log_weights = weights - logsumexp(weights)
+        self._probabilities = np.exp(self._log_weights)
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
+        """``n`` records drawn from the support by their probabilities."""
+        if n < 0:
+            raise ValueError(f"n must be non-negative, got n={n}.")
+        cdf = np.cumsum(self._probabilities)
+        index = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+        index = np.minimum(index, cdf.size - 1)
+        return self._records[index].astype(np.int64)
+
+    def to_array(self) -> FloatArray:
+        """The dense tensor over ``X`` (only for enumerable ``X``)."""
+        codes, sizes = self._codes(self.domain.names)
+        table = np.bincount(codes, weights=self._probabilities, minlength=self.domain.size)
+        return np.asarray(table, dtype=np.float64).reshape(sizes)
+
+    def copy(self) -> SupportHistogram:
+        """An independent copy (records shared: they are never written)."""
+        twin = SupportHistogram.__new__(SupportHistogram)
+        twin.domain = self.domain
+        twin._records = self._records
+        twin._log_weights = self._log_weights.copy()
+        twin._probabilities = self._probabilities.copy()
+        return twin
