@@ -1,7 +1,7 @@
 """Fixed-budget convex minimisation with an a-priori error bound: the real-data solve.
 
 Whatever reads the private data must not fail, stop early or branch visibly on
-it (``docs/design.md``, "The real-data side of a round"). The certified solvers
+it (docs/design.md section 3, "The real-data side of a round"). The certified solvers
 of :mod:`pmwcm.kernels.solvers` stop when *their* certificate is met, so both their
 running time and their success depend on the data. This module runs a method
 whose iteration count is fixed **before** the data is read, from public
