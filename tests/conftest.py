@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from numpy.typing import NDArray
 
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import GLMProblem
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
@@ -141,3 +142,24 @@ def degenerate_weights(draw: Any, cells: int) -> NDArray[np.float64]:
     else:
         w = rng.dirichlet(np.full(cells, draw(st.sampled_from([0.01, 0.1, 1.0]))))
     return w / w.sum()
+
+
+class CountingProblem(GLMProblem):
+    """A GLM problem that counts its data-gradient evaluations (``evaluations``).
+
+    Every solver step evaluates the gradient once, so the count is the work a
+    solve did; tests compare it across datasets.
+    """
+
+    evaluations: int
+
+    def data_gradient(self, theta: NDArray[np.float64], weights: NDArray[np.float64]) -> Any:
+        object.__setattr__(self, "evaluations", self.evaluations + 1)
+        return super().data_gradient(theta, weights)
+
+
+def counting(problem: GLMProblem) -> CountingProblem:
+    """``problem`` as a :class:`CountingProblem` starting at zero evaluations."""
+    copy = CountingProblem(**{f: getattr(problem, f) for f in problem.__dataclass_fields__})
+    object.__setattr__(copy, "evaluations", 0)
+    return copy

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from conftest import degenerate_weights
+from conftest import counting, degenerate_weights
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.kernels.domain import Domain
@@ -225,28 +225,6 @@ def test_the_gap_check_bites_on_a_plan_with_a_tenth_of_the_iterations(loss: str)
     assert worst > 1.0
 
 
-class CountingProblem(GLMProblem):
-    """A problem that counts its gradient evaluations."""
-
-    def gradient(self, theta: Any, weights: Any) -> Any:
-        self.calls.append(1)  # type: ignore[attr-defined]
-        return super().gradient(theta, weights)
-
-
-def counting(problem: GLMProblem) -> CountingProblem:
-    copy = CountingProblem(
-        query=problem.query,
-        clique=problem.clique,
-        loss=problem.loss,
-        features=problem.features,
-        labels=problem.labels,
-        radius=problem.radius,
-        l2=problem.l2,
-    )
-    object.__setattr__(copy, "calls", [])
-    return copy
-
-
 @pytest.mark.parametrize("loss", LOSSES)
 @settings(derandomize=True, max_examples=10, deadline=None)
 @given(data=st.data())
@@ -256,7 +234,7 @@ def test_the_work_is_the_same_for_every_dataset(loss: str, data: Any) -> None:
     plan = plan_solve(problem, gap=engine_gap(problem), max_iterations=10**6)
     weights = data.draw(degenerate_weights(problem.features.shape[0]))
     fixed_budget_minimize(problem, weights, plan)
-    assert len(problem.calls) == plan.iterations  # type: ignore[attr-defined]
+    assert problem.evaluations == plan.iterations
 
 
 def test_plans_read_public_constants_only_and_pick_the_cheaper_method() -> None:
