@@ -22,7 +22,7 @@ def _raw_domain() -> dict[str, int]:
 
 
 def test_list_and_names() -> None:
-    assert list_schemas() == ("adult-binary", "adult-categorical")
+    assert list_schemas() == ("adult-binary", "adult-categorical", "adult-full")
     assert adult_schema("binary") == adult_schema("adult-binary")
     assert adult_schema() is adult_schema("binary")
     with pytest.raises(SchemaError, match=r"unknown bundled schema 'tiny'; choose one of \["):

@@ -1,4 +1,4 @@
-"""Bundled public data: UCI Adult with two ready-made schemas.
+"""Bundled public data: UCI Adult with three ready-made schemas.
 
 The data is the integer-coded Adult file of the private-pgm project (UCI
 Adult, Becker & Kohavi 1996, CC BY 4.0; this coding Apache-2.0); see
@@ -7,9 +7,12 @@ Adult, Becker & Kohavi 1996, CC BY 4.0; this coding Apache-2.0); see
 * ``adult-binary`` (default): 14 no/yes attributes, ``|X| = 2**14 = 16,384``.
 * ``adult-categorical``: 12 coarse categorical attributes,
   ``|X| = 1,228,800`` (a 9.8 MB dense float64 histogram).
+* ``adult-full``: the 14 columns at their native resolution (every code of
+  ``adult-domain.json`` its own value), ``|X| = 6.4e17``: far too large for a
+  dense histogram, so only a backend that never enumerates ``X`` can fit it.
 
 >>> list_schemas()
-('adult-binary', 'adult-categorical')
+('adult-binary', 'adult-categorical', 'adult-full')
 >>> adult_schema("binary").domain().size
 16384
 """
@@ -24,7 +27,7 @@ from pmwcm.data.table import Dataset
 
 __all__ = ["adult_schema", "list_schemas", "load_adult"]
 
-_SCHEMAS = ("adult-binary", "adult-categorical")
+_SCHEMAS = ("adult-binary", "adult-categorical", "adult-full")
 
 
 def list_schemas() -> tuple[str, ...]:
@@ -50,7 +53,8 @@ def adult_schema(name: str = "binary") -> Schema:
     """A bundled schema for Adult.
 
     Args:
-        name: ``"binary"`` / ``"adult-binary"`` or ``"categorical"`` / ``"adult-categorical"``.
+        name: ``"binary"`` / ``"adult-binary"``, ``"categorical"`` /
+            ``"adult-categorical"`` or ``"full"`` / ``"adult-full"``.
 
     Raises:
         SchemaError: for an unknown name (the message lists the known ones).
