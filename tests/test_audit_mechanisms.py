@@ -22,7 +22,7 @@ from pmwcm.audit.engine import RAISED, EngineModel, crosscheck_engine, engine_ca
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.rounds import CMRound, as_table
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import SolverError
@@ -163,7 +163,7 @@ class RefusingRound(CMRound):
     holds 9/20 of ``D0`` and 8/20 of ``D1``; the "down" queries' holds 8/20 of both."""
 
     def error(self, data_marginal: Any, answer: Any) -> float:
-        if float(data_marginal.ravel()[-1]) > 0.425:
+        if float(as_table(data_marginal).mass[-1]) > 0.425:
             raise SolverError("could not certify the gap on this data")
         return super().error(data_marginal, answer)
 

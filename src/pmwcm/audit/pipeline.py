@@ -74,7 +74,8 @@ from pmwcm.audit.events import (
 from pmwcm.audit.oracles import _Tape
 from pmwcm.engine.online import EngineHalted, OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
-from pmwcm.engine.rounds import CMRound
+from pmwcm.engine.rounds import CMRound, as_table
+from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import SolverError, minimize
@@ -267,16 +268,17 @@ class _CertifiedDataRound(CMRound):
     is the same bug: whether the solve succeeds depends on the data.
     """
 
-    def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:
-        weights = data_marginal.ravel()
+    def error(self, data_marginal: FloatArray | CliqueTable, answer: FloatArray) -> float:
+        table = as_table(data_marginal)
+        weights = table.mass
+        p = self.problem_on(table)
         tol = self.hypothesis_tol  # the pre-fix tolerance (1e-5 non-smooth, 1e-8 smooth)
-        solution = minimize(self.problem, weights, tol=tol, max_iter=1000)
+        solution = minimize(p, weights, tol=tol, max_iter=1000)
         if not solution.converged or solution.iterations > CERTIFY_BUDGET:
             raise SolverError(
                 f"Solver could not certify gap {tol} in {CERTIFY_BUDGET} iterations "
                 f"(reached {solution.gap:.3g})."
             )
-        p = self.problem
         return p.objective(answer, weights) - p.objective(solution.theta, weights)
 
 

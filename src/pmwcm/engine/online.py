@@ -31,6 +31,7 @@ constants in :mod:`pmwcm.engine.theory`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,11 +42,12 @@ import numpy as np
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.errors import Halted
+from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
-from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
@@ -354,7 +356,17 @@ class OnlinePMW:
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
         settings = self.settings
-        problem = query.compile(self.domain)
+        query.canonical(self.domain)  # QueryError for an attribute the domain lacks
+        shape = self.domain.project(query.clique).sizes
+        if math.prod(shape) >= MAX_CLIQUE_CELLS:
+            raise QueryError(
+                f"The query's clique {list(query.clique)} has {math.prod(shape):.3g} cells; "
+                f"at most {MAX_CLIQUE_CELLS:.3g} can be addressed. Use fewer or coarser attributes."
+            )
+        # A large clique is never enumerated: its tables are sparse and the
+        # problem is compiled on their cells (CMRound.problem_on); here only its constants.
+        none = np.zeros((0, len(shape)), dtype=np.int64)
+        problem = query.compile(self.domain, cells=None if is_dense(shape) else none)
         hypothesis_tol = settings.solver_tol
         if problem.smoothness is None:
             hypothesis_tol = max(hypothesis_tol, settings.nonsmooth_tol)
@@ -420,7 +432,7 @@ class OnlinePMW:
         if released is not None:
             return self._record(released.value, released.source, repeated=True)
         round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
-        hyp_marginal = self.hypothesis.marginal(round_.clique)
+        hyp_marginal = self.hypothesis.clique_table(round_.clique)
         if self.halted:
             if self.settings.after_halt == "refuse":
                 raise EngineHalted(
@@ -430,7 +442,7 @@ class OnlinePMW:
                 )
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
         hyp_answer = round_.hypothesis_answer(hyp_marginal)
-        data_marginal = self.data.marginal(round_.clique)
+        data_marginal = self.data.clique_table(round_.clique)
         error = round_.error(data_marginal, hyp_answer)
         if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
@@ -471,8 +483,8 @@ class OnlinePMW:
         """
         record = UpdateRecord(query=query, round=round_, private=private)
         updated = self.hypothesis.copy()
-        updated.reweight(
-            round_.clique, round_.log_factor(marginal, answer, private), marginal=marginal
+        updated.reweight_table(
+            round_.clique, marginal, round_.log_factor(marginal, answer, private)
         )
         history = [*self.updates, record]
         for _ in range(self.settings.sweeps):
@@ -506,7 +518,7 @@ class OnlinePMW:
 
 def _replay(hypothesis: Histogram, past: UpdateRecord) -> None:
     """Re-applies a past update at ``hypothesis``, in place (MWEM-style; free)."""
-    marginal = hypothesis.marginal(past.round.clique)
-    answer = past.round.hypothesis_answer(marginal)
-    factor = past.round.log_factor(marginal, answer, past.private)
-    hypothesis.reweight(past.round.clique, factor, marginal=marginal)
+    table = hypothesis.clique_table(past.round.clique)
+    answer = past.round.hypothesis_answer(table)
+    factor = past.round.log_factor(table, answer, past.private)
+    hypothesis.reweight_table(past.round.clique, table, factor)

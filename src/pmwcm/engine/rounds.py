@@ -37,13 +37,14 @@ the normalisation removes; dropping it keeps ``|u| <= S``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import dp_accounting
 import numpy as np
 
 from pmwcm.engine.settings import HYPOTHESIS_SOLVE
+from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimize
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.solvers import minimize
@@ -59,11 +60,11 @@ class QueryRound(Protocol):
         """The attributes the query depends on."""
         ...
 
-    def hypothesis_answer(self, dhat_marginal: FloatArray) -> Any:
+    def hypothesis_answer(self, dhat_marginal: FloatArray | CliqueTable) -> Any:
         """The answer computed on the hypothesis's clique marginal."""
         ...
 
-    def error(self, data_marginal: FloatArray, answer: Any) -> float:
+    def error(self, data_marginal: FloatArray | CliqueTable, answer: Any) -> float:
         """``q(D)``: how badly ``answer`` does on the real data (>= 0 up to tau)."""
         ...
 
@@ -76,12 +77,19 @@ class QueryRound(Protocol):
         ...
 
     def private_answer(
-        self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
+        self,
+        data_marginal: FloatArray | CliqueTable,
+        *,
+        n: int,
+        noise_level: float,
+        noise: NoiseSource,
     ) -> Any:
         """A fresh private answer from the real data (already paid for)."""
         ...
 
-    def log_factor(self, dhat_marginal: FloatArray, answer: Any, private: Any) -> FloatArray:
+    def log_factor(
+        self, dhat_marginal: FloatArray | CliqueTable, answer: Any, private: Any
+    ) -> FloatArray:
         """``-eta u(x_C)`` on the clique for the update ``Dhat <- Dhat exp(.)``."""
         ...
 
@@ -109,6 +117,10 @@ class CMRound:
     data_solve: FixedSolve
     sensitivity_factor: float
     learning_rate: float
+    #: the problems compiled on sparse tables' cells, by table (see :meth:`problem_on`).
+    _on_cells: dict[int, tuple[CliqueTable, ConvexProblem]] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def clique(self) -> tuple[str, ...]:
@@ -124,25 +136,49 @@ class CMRound:
         """The a-priori gap of the real-data solve (it enters the sensitivity)."""
         return self.data_solve.gap
 
-    def hypothesis_answer(self, dhat_marginal: FloatArray) -> FloatArray:
+    def problem_on(self, table: CliqueTable) -> ConvexProblem:
+        """The problem evaluated on ``table``'s cells (its weights are ``table.mass``).
+
+        A dense table is read by :attr:`problem` itself (compiled on every cell of
+        the clique); a sparse one by the same problem on its occupied cells
+        (:meth:`~pmwcm.kernels.queries.GLMProblem.on_cells`), with the same
+        constants. Compiled once per table.
+        """
+        if table.is_dense and _cells(self.problem) == table.mass.size:
+            return self.problem
+        cached = self._on_cells.get(id(table))
+        if cached is not None and cached[0] is table:
+            return cached[1]
+        on_cells = getattr(self.problem, "on_cells", None)
+        if on_cells is None:
+            raise TypeError(f"{type(self.problem).__name__} cannot be evaluated on a sparse table.")
+        problem = on_cells(table.cells())
+        if len(self._on_cells) >= 8:
+            self._on_cells.clear()
+        self._on_cells[id(table)] = (table, problem)
+        return problem
+
+    def hypothesis_answer(self, dhat_marginal: FloatArray | CliqueTable) -> FloatArray:
         """``theta_hat``, the certified minimiser on the public hypothesis.
 
         Never raises: should the certificate not be reached, the best point found
         is still a public function of the hypothesis, and the sparse vector
         measures its excess risk on the real data like any other ``theta_hat``.
         """
+        table = as_table(dhat_marginal)
         return minimize(
-            self.problem,
-            dhat_marginal.ravel(),
+            self.problem_on(table),
+            table.mass,
             tol=self.hypothesis_tol,
             max_iter=HYPOTHESIS_SOLVE.max_iter,
         ).theta
 
-    def error(self, data_marginal: FloatArray, answer: FloatArray) -> float:
+    def error(self, data_marginal: FloatArray | CliqueTable, answer: FloatArray) -> float:
         """``max(0, L_D(theta_hat) - L_D(theta_D))``, ``theta_D`` from the fixed-budget solve."""
-        weights = data_marginal.ravel()
-        best = fixed_budget_minimize(self.problem, weights, self.data_solve)
-        p = self.problem
+        table = as_table(data_marginal)
+        weights = table.mass
+        p = self.problem_on(table)
+        best = fixed_budget_minimize(p, weights, self.data_solve)
         return max(0.0, p.objective(answer, weights) - p.objective(best, weights))
 
     def sensitivity(self, n: int) -> float:
@@ -154,12 +190,20 @@ class CMRound:
         return self.oracle.privacy_event(noise_level)
 
     def private_answer(
-        self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
+        self,
+        data_marginal: FloatArray | CliqueTable,
+        *,
+        n: int,
+        noise_level: float,
+        noise: NoiseSource,
     ) -> FloatArray:
-        data = OracleInput(problem=self.problem, weights=data_marginal.ravel(), n=n)
+        table = as_table(data_marginal)
+        data = OracleInput(problem=self.problem_on(table), weights=table.mass, n=n)
         return self.oracle.answer(data, noise_level=noise_level, noise=noise)
 
-    def direction(self, answer: FloatArray, private: FloatArray) -> FloatArray:
+    def direction(
+        self, answer: FloatArray, private: FloatArray, table: CliqueTable | None = None
+    ) -> FloatArray:
         """``u(x_C) = <theta_priv - theta_hat, grad l_x(theta_hat)>`` per clique cell.
 
         For a non-smooth loss the gradient is that of the Moreau surrogate the
@@ -172,28 +216,42 @@ class CMRound:
         absolute loss ``<u, Dhat>`` reached -0.26. Its slopes stay within ``G``,
         so ``|u| <= S`` still holds.
         """
-        return self._gradient_problem().cell_gradients(answer) @ (private - answer)
+        problem = self.problem if table is None else self.problem_on(table)
+        return self._gradient_problem(problem).cell_gradients(answer) @ (private - answer)
 
-    def _gradient_problem(self) -> ConvexProblem:
+    def _gradient_problem(self, problem: ConvexProblem) -> ConvexProblem:
         """The problem whose gradient defines ``u``: the loss, or its solver surrogate."""
-        if self.problem.smoothness is not None:
-            return self.problem
+        if problem.smoothness is not None:
+            return problem
         try:
-            surrogate, unit_slack = self.problem.smoothed(1.0)
+            surrogate, unit_slack = problem.smoothed(1.0)
         except NotImplementedError:
-            return self.problem
+            return problem
         if unit_slack <= 0:
             return surrogate
         # The solver's choice (pmwcm.kernels.solvers.minimize):
         # slack(mu) * total = tol / 2, total = 1.
-        return self.problem.smoothed(self.hypothesis_tol / (2.0 * unit_slack))[0]
+        return problem.smoothed(self.hypothesis_tol / (2.0 * unit_slack))[0]
 
     def log_factor(
-        self, dhat_marginal: FloatArray, answer: FloatArray, private: FloatArray
+        self, dhat_marginal: FloatArray | CliqueTable, answer: FloatArray, private: FloatArray
     ) -> FloatArray:
+        """``-eta u`` on the table's cells: shaped like a dense table, flat on a sparse one."""
+        table = as_table(dhat_marginal)
         eta = self.learning_rate / self.problem.scale
-        u = self.direction(answer, private)
-        return (-eta * u).reshape(dhat_marginal.shape)
+        u = self.direction(answer, private, table)
+        return (-eta * u).reshape(table.shape) if table.is_dense else -eta * u
+
+
+def as_table(marginal: FloatArray | CliqueTable) -> CliqueTable:
+    """A clique table from a dense marginal array (tables pass through)."""
+    return marginal if isinstance(marginal, CliqueTable) else CliqueTable.dense(marginal)
+
+
+def _cells(problem: ConvexProblem) -> int:
+    """How many clique cells ``problem`` is evaluated on (-1 when it does not say)."""
+    labels = getattr(problem, "labels", None)
+    return -1 if labels is None else len(labels)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -205,11 +263,13 @@ class LinearRound:
     learning_rate: float
     scale: float = 1.0
 
-    def hypothesis_answer(self, dhat_marginal: FloatArray) -> float:
-        return float((self.table * dhat_marginal).sum())
+    def hypothesis_answer(self, dhat_marginal: FloatArray | CliqueTable) -> float:
+        table = as_table(dhat_marginal)
+        return float(table.gather(self.table) @ table.mass)
 
-    def error(self, data_marginal: FloatArray, answer: float) -> float:
-        return abs(float((self.table * data_marginal).sum()) - answer)
+    def error(self, data_marginal: FloatArray | CliqueTable, answer: float) -> float:
+        table = as_table(data_marginal)
+        return abs(float(table.gather(self.table) @ table.mass) - answer)
 
     def sensitivity(self, n: int) -> float:
         return 1.0 / n
@@ -218,13 +278,23 @@ class LinearRound:
         return dp_accounting.LaplaceDpEvent(noise_level)
 
     def private_answer(
-        self, data_marginal: FloatArray, *, n: int, noise_level: float, noise: NoiseSource
+        self,
+        data_marginal: FloatArray | CliqueTable,
+        *,
+        n: int,
+        noise_level: float,
+        noise: NoiseSource,
     ) -> float:
-        true = float((self.table * data_marginal).sum())
+        table = as_table(data_marginal)
+        true = float(table.gather(self.table) @ table.mass)
         # add_laplace, not true + noise.laplace(...): the float sum leaks (Mironov 2012).
         noisy = add_laplace([true], noise_level / n, noise=noise)[0]
         return float(np.clip(noisy, 0.0, 1.0))
 
-    def log_factor(self, dhat_marginal: FloatArray, answer: float, private: float) -> FloatArray:
+    def log_factor(
+        self, dhat_marginal: FloatArray | CliqueTable, answer: float, private: float
+    ) -> FloatArray:
+        table = as_table(dhat_marginal)
         sign = 1.0 if answer > private else -1.0
-        return -self.learning_rate * sign * self.table
+        factor = -self.learning_rate * sign * table.gather(self.table)
+        return factor.reshape(table.shape) if table.is_dense else factor

@@ -33,9 +33,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from pmwcm.kernels.clique_table import CliqueTable, FloatArray
 from pmwcm.kernels.domain import Domain
-
-FloatArray = NDArray[np.float64]
 
 
 @runtime_checkable
@@ -52,6 +51,17 @@ class Histogram(Protocol):
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
     ) -> None:
         """In place: ``D(x) <- D(x) exp(log_factor[x_attrs]) / Z``."""
+        ...
+
+    def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
+        """The marginal on ``attrs`` as the engine's rounds read it (dense or sparse)."""
+        ...
+
+    def reweight_table(
+        self, attrs: Sequence[str], table: CliqueTable, log_factor: FloatArray
+    ) -> None:
+        """:meth:`reweight` by a factor given on ``table``'s cells (``table`` is the
+        current :meth:`clique_table` on ``attrs``)."""
         ...
 
     def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -222,6 +232,16 @@ class DenseHistogram:
         np.multiply(
             self._values, broadcast_factor(self.domain.shape, axes, factor / z), out=self._values
         )
+
+    def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
+        """Always dense: a dense histogram only holds universes small enough for it."""
+        return CliqueTable.dense(self.marginal(attrs))
+
+    def reweight_table(
+        self, attrs: Sequence[str], table: CliqueTable, log_factor: FloatArray
+    ) -> None:
+        shaped = np.asarray(log_factor, dtype=np.float64).reshape(table.shape)
+        self.reweight(attrs, shaped, marginal=table.table())
 
     def normalize(self) -> None:
         """Re-normalises to total mass one (removes accumulated rounding)."""

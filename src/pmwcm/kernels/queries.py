@@ -36,12 +36,14 @@ scale ``S = 2 R G B``, strong convexity ``lambda``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.errors import InvalidQuery
 from pmwcm.kernels.domain import Domain
@@ -220,8 +222,15 @@ class CMQuery:
             interactions=self.interactions,
         )
 
-    def compile(self, domain: Domain) -> GLMProblem:
+    def compile(self, domain: Domain, *, cells: NDArray[np.int64] | None = None) -> GLMProblem:
         """The query as a :class:`GLMProblem` on its clique's marginal table.
+
+        Args:
+            domain: the universe.
+            cells: the clique cells the problem is evaluated on, as per-attribute
+                codes ``(cells, |C|)``; ``None`` for every cell in C-order (a dense
+                table). The constants (``B``, hence ``G``, ``S``, the smoothness)
+                are the same either way: they bound every cell of the clique.
 
         Raises:
             QueryError: unknown attribute, or a classification loss on a non-binary target.
@@ -229,7 +238,33 @@ class CMQuery:
         self._check_attributes(domain)
         loss = make_loss(self.loss, self.loss_param)
         sub = domain.project(self.clique)
-        cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
+        t_size = sub.sizes[-1]
+        if loss.label_kind == "binary" and t_size != 2:
+            raise QueryError(
+                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
+                f"{t_size} values."
+            )
+        if cells is None:
+            cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
+        phi, labels = self._features(sub, cells)
+        # ``B`` over the whole clique: every block's norm is largest at the all-zero
+        # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
+        corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+        bound = float(np.linalg.norm(corner[0]))
+        return GLMProblem(
+            query=self,
+            clique=self.clique,
+            sizes=sub.sizes,
+            loss=loss,
+            features=phi,
+            labels=labels,
+            radius=float(self.radius),
+            l2=float(self.l2),
+            feature_norm_bound=bound,
+        )
+
+    def _features(self, sub: Domain, cells: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+        """``phi(x_C)`` and ``y(x_C)`` for the given clique cells."""
         blocks = [
             _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
             for i, a in enumerate(self.features)
@@ -245,22 +280,7 @@ class CMQuery:
         if self.intercept:
             blocks.append(np.ones((cells.shape[0], 1)))
         phi = np.hstack(blocks) / math.sqrt(len(blocks))
-        t_size = sub.sizes[-1]
-        if loss.label_kind == "binary" and t_size != 2:
-            raise QueryError(
-                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
-                f"{t_size} values."
-            )
-        labels = _scaled(cells[:, -1], t_size)
-        return GLMProblem(
-            query=self,
-            clique=self.clique,
-            loss=loss,
-            features=phi,
-            labels=labels,
-            radius=float(self.radius),
-            l2=float(self.l2),
-        )
+        return phi, _scaled(cells[:, -1], sub.sizes[-1])
 
 
 def _is_number(value: object) -> bool:
@@ -315,6 +335,11 @@ class GLMProblem(ConvexProblem):
     """A catalogue query on its clique: ``l(theta; x_C) = f(<theta, phi(x_C)>, y(x_C))``.
 
     The data term only; the engine and solvers add ``(lambda/2)||theta||^2``.
+    ``features`` and ``labels`` are given for some cells of the clique (all of
+    them for a dense table, the occupied ones for a sparse
+    :class:`~pmwcm.kernels.clique_table.CliqueTable`); ``feature_norm_bound``
+    bounds ``||phi||`` on *every* cell, so the constants the privacy proofs use
+    never depend on which cells a table happens to hold.
     """
 
     query: CMQuery | None
@@ -324,6 +349,8 @@ class GLMProblem(ConvexProblem):
     labels: FloatArray
     radius: float
     l2: float
+    sizes: tuple[int, ...] = ()
+    feature_norm_bound: float | None = None
 
     @property
     def dim(self) -> int:
@@ -331,8 +358,23 @@ class GLMProblem(ConvexProblem):
 
     @property
     def feature_bound(self) -> float:
-        """``B``: the largest ``||phi(x)||_2`` (at most 1 by construction)."""
-        return float(np.sqrt((self.features**2).sum(axis=1)).max())
+        """``B``: the largest ``||phi(x)||_2`` over the clique (at most 1 by construction)."""
+        seen = float(np.sqrt((self.features**2).sum(axis=1)).max()) if len(self.features) else 0.0
+        if self.feature_norm_bound is None:
+            return seen
+        return max(self.feature_norm_bound, seen)
+
+    def on_cells(self, cells: NDArray[np.int64]) -> GLMProblem:
+        """The same problem (same constants) evaluated on other cells of the clique.
+
+        Raises:
+            ValueError: the problem was not compiled from a query.
+        """
+        if self.query is None or not self.sizes:
+            raise ValueError("on_cells needs a problem compiled from a CMQuery.")
+        sub = Domain.from_sizes(dict(zip(self.clique, self.sizes, strict=True)))
+        phi, labels = self.query._features(sub, cells)
+        return dataclasses.replace(self, features=phi, labels=labels)
 
     @property
     def derivative_bound(self) -> float:
@@ -373,13 +415,5 @@ class GLMProblem(ConvexProblem):
         if self.loss.smoothness is not None:
             return self, 0.0
         g = self.derivative_bound
-        surrogate = GLMProblem(
-            query=self.query,
-            clique=self.clique,
-            loss=self.loss.moreau(mu),
-            features=self.features,
-            labels=self.labels,
-            radius=self.radius,
-            l2=self.l2,
-        )
+        surrogate = dataclasses.replace(self, loss=self.loss.moreau(mu))
         return surrogate, mu * g * g / 2.0

@@ -30,8 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
+from pmwcm.kernels.clique_table import CliqueTable, FloatArray, is_dense
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import FloatArray
 
 __all__ = ["SupportHistogram"]
 
@@ -86,8 +86,15 @@ class SupportHistogram:
             raise ValueError("log_weights must be finite.")
         self.domain = domain
         self._records = records.astype(smallest_code_dtype(domain), copy=False)
+        self._set_log_weights(weights)
+
+    def _set_log_weights(self, weights: FloatArray) -> None:
+        """Normalises ``weights`` in log space and drops every cached marginal."""
         self._log_weights = weights - logsumexp(weights)
         self._probabilities = np.exp(self._log_weights)
+        # Marginals and clique tables by clique, valid until the next reweight.
+        self._marginals: dict[tuple[str, ...], FloatArray] = {}
+        self._tables: dict[tuple[str, ...], CliqueTable] = {}
 
     @classmethod
     def full(cls, domain: Domain, values: FloatArray | None = None) -> SupportHistogram:
@@ -102,6 +109,25 @@ class SupportHistogram:
         mass = np.asarray(values, dtype=np.float64).reshape(-1)
         keep = mass > 0
         return cls(domain, cells[keep], np.log(mass[keep]))
+
+    @classmethod
+    def uniform(cls, domain: Domain, size: int, *, rng: np.random.Generator) -> SupportHistogram:
+        """``size`` records drawn uniformly from ``X``, equal weights: the uniform start
+        on a support (an unbiased ``size``-point approximation of the uniform histogram)."""
+        if size < 1:
+            raise ValueError(f"size must be positive, got size={size}.")
+        records = np.stack([rng.integers(0, s, size) for s in domain.sizes], axis=1)
+        return cls(domain, records)
+
+    @property
+    def size(self) -> int:
+        """``M``, the number of support records."""
+        return int(self._records.shape[0])
+
+    @property
+    def log_weights(self) -> FloatArray:
+        """``log p``, the records' normalised log-weights (a copy)."""
+        return self._log_weights.copy()
 
     @property
     def records(self) -> NDArray[np.integer]:
@@ -120,15 +146,57 @@ class SupportHistogram:
         sizes = tuple(self.domain.shape[a] for a in axes)
         if not axes:
             return np.zeros(self._records.shape[0], dtype=np.intp), sizes
-        columns = tuple(self._records[:, a].astype(np.intp) for a in axes)
-        return np.ravel_multi_index(columns, sizes), sizes
+        # Horner's rule in int64 (C-order flat codes; callers keep cliques under 2^63 cells).
+        codes = self._records[:, axes[0]].astype(np.int64)
+        for axis, size in zip(axes[1:], sizes[1:], strict=True):
+            codes *= size
+            codes += self._records[:, axis]
+        return codes, sizes
 
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
         """The marginal table on ``attrs``: a weighted bincount of the records' codes."""
+        key = tuple(attrs)
+        cached = self._marginals.get(key)
+        if cached is not None:
+            return cached.copy()
         codes, sizes = self._codes(attrs)
         cells = int(np.prod(sizes, dtype=np.int64))
-        table = np.bincount(codes, weights=self._probabilities, minlength=cells)
-        return np.asarray(table, dtype=np.float64).reshape(sizes)
+        counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
+        table: FloatArray = np.asarray(counts, dtype=np.float64).reshape(sizes)
+        self._marginals[key] = table
+        return table.copy()
+
+    def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
+        """Dense for a small clique; on a large one, the support's occupied cells only."""
+        key = tuple(attrs)
+        cached = self._tables.get(key)
+        if cached is not None:
+            return cached
+        sizes = tuple(self.domain.shape[a] for a in self.domain.axes(attrs))
+        if is_dense(sizes):
+            table = CliqueTable.dense(self.marginal(attrs))
+        else:
+            codes, _ = self._codes(attrs)
+            table = CliqueTable.from_codes(sizes, codes, self._probabilities)
+        self._tables[key] = table
+        return table
+
+    def reweight_table(
+        self, attrs: Sequence[str], table: CliqueTable, log_factor: FloatArray
+    ) -> None:
+        """:meth:`reweight` by a factor on ``table``'s cells (every record's cell is one)."""
+        if table.is_dense:
+            self.reweight(attrs, np.asarray(log_factor).reshape(table.shape))
+            return
+        assert table.codes is not None
+        log_factor = np.asarray(log_factor, dtype=np.float64)
+        if log_factor.shape != table.codes.shape or not np.all(np.isfinite(log_factor)):
+            raise ValueError("log_factor must be finite, one value per cell of the table.")
+        codes, _ = self._codes(attrs)
+        cell = np.minimum(np.searchsorted(table.codes, codes), table.codes.size - 1)
+        if not np.array_equal(table.codes[cell], codes):
+            raise ValueError("The table does not hold every support record's cell.")
+        self._set_log_weights(self._log_weights + log_factor[cell])
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -144,9 +212,7 @@ class SupportHistogram:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {sizes}.")
         if not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite.")
-        weights = self._log_weights + log_factor.reshape(-1)[codes]
-        self._log_weights = weights - logsumexp(weights)
-        self._probabilities = np.exp(self._log_weights)
+        self._set_log_weights(self._log_weights + log_factor.reshape(-1)[codes])
 
     def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
         """``n`` records drawn from the support by their probabilities."""
@@ -170,4 +236,6 @@ class SupportHistogram:
         twin._records = self._records
         twin._log_weights = self._log_weights.copy()
         twin._probabilities = self._probabilities.copy()
+        twin._marginals = dict(self._marginals)  # cached tables are never written
+        twin._tables = dict(self._tables)
         return twin

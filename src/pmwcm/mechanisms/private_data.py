@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from pmwcm.kernels.clique_table import CliqueTable, is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray
 
@@ -59,6 +60,7 @@ class PrivateData:
         self._records = records
         self._histogram = histogram
         self._cache: dict[tuple[str, ...], FloatArray] = {}
+        self._tables: dict[tuple[str, ...], CliqueTable] = {}
 
     @classmethod
     def from_records(cls, domain: Domain, records: NDArray[np.integer]) -> PrivateData:
@@ -85,6 +87,27 @@ class PrivateData:
                     table = np.ones(())
             table.setflags(write=False)
             self._cache[key] = table
+        return table
+
+    def clique_table(self, clique: Sequence[str]) -> CliqueTable:
+        """``D_C`` as the engine's rounds read it: dense on a small clique, on the
+        occupied cells (at most ``n``) of a large one (the rule of
+        :func:`~pmwcm.kernels.clique_table.is_dense`, public)."""
+        key = tuple(clique)
+        table = self._tables.get(key)
+        if table is None:
+            axes = self.domain.axes(key)
+            shape = tuple(self.domain.sizes[a] for a in axes)
+            if is_dense(shape) or self._records is None:
+                table = CliqueTable.dense(self.marginal(key))
+            else:
+                codes = np.zeros(self.n, dtype=np.int64)
+                for axis, size in zip(axes, shape, strict=True):
+                    codes *= size
+                    codes += self._records[:, axis]
+                table = CliqueTable.from_codes(shape, codes)
+            table.mass.setflags(write=False)
+            self._tables[key] = table
         return table
 
     def histogram(self) -> DenseHistogram:

@@ -1,0 +1,102 @@
+"""A clique marginal as the engine's rounds see it: dense, or on its occupied cells only.
+
+A query's loss reads a distribution only through its marginal ``D_C`` on the
+query's clique ``C`` (docs/design.md section 2). On a small clique that marginal
+is a dense table of ``prod_{a in C} s_a`` cells. At full resolution a clique of
+six native attributes can have ``10^10`` cells while a distribution on ``n``
+records or ``M`` support points puts mass on at most ``n`` (or ``M``) of them:
+the marginal is then kept **on its occupied cells only**, as sorted flat cell
+codes (C-order over the clique's shape) and their masses. Every sum over the
+clique (a loss, a gradient, a counting query) is the same on either form,
+because the omitted cells carry zero mass.
+
+Whether a clique is dense or sparse is decided by :func:`is_dense` from the
+clique's cell count alone (public: the schema), never from the data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+__all__ = ["DENSE_CLIQUE_CELLS", "MAX_CLIQUE_CELLS", "CliqueTable", "FloatArray", "is_dense"]
+
+#: Cliques with at most this many cells are kept dense (one float per cell).
+DENSE_CLIQUE_CELLS = 2**16
+#: Cell codes are int64: a query's clique must have fewer cells than this.
+MAX_CLIQUE_CELLS = 2**62
+
+
+def is_dense(shape: tuple[int, ...]) -> bool:
+    """Whether a clique of this shape is kept as a dense table (a public rule)."""
+    return math.prod(shape) <= DENSE_CLIQUE_CELLS
+
+
+@dataclass(frozen=True, eq=False)
+class CliqueTable:
+    """A marginal on a clique: masses on all its cells, or on its occupied ones.
+
+    Attributes:
+        shape: the clique's sizes, in clique order.
+        codes: ``None`` for a dense table (every cell, C-order); otherwise the
+            sorted, distinct flat codes of the cells carrying mass.
+        mass: the masses, flat, aligned with ``codes`` (or with every cell).
+    """
+
+    shape: tuple[int, ...]
+    codes: NDArray[np.int64] | None
+    mass: FloatArray
+
+    @classmethod
+    def dense(cls, table: FloatArray) -> CliqueTable:
+        """A dense table (any shape): every cell, C-order."""
+        table = np.asarray(table, dtype=np.float64)
+        return cls(shape=tuple(table.shape), codes=None, mass=table.reshape(-1))
+
+    @classmethod
+    def from_codes(
+        cls, shape: tuple[int, ...], codes: NDArray[np.integer], weights: FloatArray | None = None
+    ) -> CliqueTable:
+        """The (weighted) histogram of flat cell ``codes``, kept on the occupied cells.
+
+        ``weights`` default to ``1 / len(codes)`` each (an empirical marginal).
+        """
+        codes = np.asarray(codes, dtype=np.int64)
+        cells, inverse = np.unique(codes, return_inverse=True)
+        if weights is None:
+            counts = np.bincount(inverse, minlength=cells.size)
+            mass = counts.astype(np.float64) / max(codes.size, 1)
+        else:
+            mass = np.bincount(inverse, weights=weights, minlength=cells.size)
+        return cls(shape=tuple(shape), codes=cells, mass=np.asarray(mass, dtype=np.float64))
+
+    @property
+    def is_dense(self) -> bool:
+        """Whether every cell of the clique is present."""
+        return self.codes is None
+
+    def cells(self) -> NDArray[np.int64]:
+        """The present cells as per-attribute codes, shape ``(cells, |C|)``."""
+        if self.codes is None:
+            return np.indices(self.shape).reshape(len(self.shape), -1).T.astype(np.int64)
+        if not self.shape:
+            return np.zeros((self.codes.size, 0), dtype=np.int64)
+        return np.stack(np.unravel_index(self.codes, self.shape), axis=1).astype(np.int64)
+
+    def table(self) -> FloatArray:
+        """The dense table of shape ``shape`` (only for a dense clique or a small one)."""
+        if self.codes is None:
+            return self.mass.reshape(self.shape)
+        out = np.zeros(math.prod(self.shape))
+        out[self.codes] = self.mass
+        return out.reshape(self.shape)
+
+    def gather(self, values: FloatArray) -> FloatArray:
+        """A dense per-cell array (shape ``shape``) read at the present cells, flat."""
+        flat = np.asarray(values, dtype=np.float64).reshape(-1)
+        return flat if self.codes is None else flat[self.codes]
