@@ -70,9 +70,11 @@ class CliqueTable:
         cells, inverse = np.unique(codes, return_inverse=True)
         if weights is None:
             counts = np.bincount(inverse, minlength=cells.size)
-            mass = counts.astype(np.float64) / max(codes.size, 1)
+            mass: FloatArray = counts.astype(np.float64) / max(codes.size, 1)
         else:
-            mass = np.bincount(inverse, weights=weights, minlength=cells.size)
+            mass = np.asarray(
+                np.bincount(inverse, weights=weights, minlength=cells.size), dtype=np.float64
+            )
         return cls(shape=tuple(shape), codes=cells, mass=np.asarray(mass, dtype=np.float64))
 
     @property
