@@ -42,6 +42,7 @@ import numpy as np
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.errors import Halted
+from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
@@ -225,6 +226,8 @@ class OnlinePMW:
         self.released: dict[str, Answer] = {}
         #: whether the sparse vector's event is in the ledger.
         self.sv_paid = False
+        #: the hypothesis backend and why (set by ``build_engine``; public).
+        self.backend: BackendChoice | None = None
 
     @property
     def domain(self) -> Domain:

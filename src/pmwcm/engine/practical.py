@@ -64,7 +64,16 @@ from pmwcm.engine.settings import (
     AfterHalt,
     EngineSettings,
 )
+from pmwcm.kernels.backend import (
+    BACKENDS,
+    DEFAULT_HYPOTHESIS_MEMORY,
+    BackendChoice,
+    BackendName,
+    choose_backend,
+)
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
+from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import (
     Accountant,
     BudgetSplit,
@@ -80,6 +89,7 @@ from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
+from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
 
@@ -124,6 +134,11 @@ class PMWConfig:
         sweeps: post-processing replays of past updates after each update.
         oracle: the single-query oracle.
         accountant: ``"pld"`` (tight) or ``"zcdp"``.
+        backend: the hypothesis backend, ``"auto"`` (dense while it fits
+            ``hypothesis_memory``, a weighted support beyond), ``"dense"`` or
+            ``"support"`` (:func:`~pmwcm.kernels.backend.choose_backend`).
+        hypothesis_memory: bytes the hypothesis may take.
+        support_size: ``M`` for the support backend; 0 for the default.
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
     :data:`PriorName`, :data:`AccountantName` and
@@ -149,6 +164,9 @@ class PMWConfig:
     sweeps: int = 2
     oracle: Oracle = field(default_factory=NoisyGradientDescent)
     accountant: AccountantName = "pld"
+    backend: BackendName = "auto"
+    hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
+    support_size: int = 0
 
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
@@ -186,6 +204,28 @@ class PMWConfig:
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
         self.split  # noqa: B018  (validates the shares)
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got backend={self.backend!r}.")
+        if not (isinstance(self.hypothesis_memory, int) and self.hypothesis_memory > 0):
+            raise ValueError(
+                f"hypothesis_memory must be a positive integer (bytes), "
+                f"got hypothesis_memory={self.hypothesis_memory!r}."
+            )
+        if not (isinstance(self.support_size, int) and self.support_size >= 0):
+            raise ValueError(
+                "support_size must be a non-negative integer, "
+                f"got support_size={self.support_size!r}."
+            )
+
+    def backend_choice(self, domain: Domain) -> BackendChoice:
+        """The hypothesis backend for ``domain`` under these settings (public; may raise
+        ``ValueError`` naming the setting that does not fit)."""
+        return choose_backend(
+            domain,
+            memory_budget=self.hypothesis_memory,
+            support_size=self.support_size,
+            backend=self.backend,
+        )
 
     @property
     def split(self) -> BudgetSplit:
@@ -295,9 +335,16 @@ def calibrate_oracle(
 
 
 def _paid_marginal_prior(
-    data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger, noise: NoiseSource
+    data: PrivateData,
+    config: PMWConfig,
+    *,
+    ledger: PrivacyLedger,
+    noise: NoiseSource,
+    backend: BackendChoice,
 ) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
-    """Charges, then measures, all 2-way marginals at the prior's share of the budget.
+    """Charges, then measures, all 2-way marginals at the prior's share of the budget,
+    and fits them on the chosen backend (dense, or a support of ``M`` records:
+    :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way).
 
     Returns the prior and the events charged for it.
     """
@@ -307,7 +354,13 @@ def _paid_marginal_prior(
     )
     event = measurement_event(multiplier)
     ledger.spend(event, label="prior: noisy 2-way marginals")
-    return marginal_prior(data, noise_multiplier=multiplier, noise=noise), [event]
+    if backend.kind == "support":
+        prior: Histogram = support_marginal_prior(
+            data, noise_multiplier=multiplier, noise=noise, size=backend.support_size
+        )
+    else:
+        prior = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    return prior, [event]
 
 
 def _paid_synthetic_prior(
@@ -374,11 +427,23 @@ def build_engine(
             "prior='public' needs the public histogram as build_engine(..., prior=...); "
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
+    backend = config.backend_choice(data.domain)
+    if prior is None and config.prior in ("aim", "mst") and backend.kind != "dense":
+        raise ValueError(
+            f"prior={config.prior!r} hands over a full contingency table, which needs the dense "
+            f"backend; this universe gets the support backend ({backend.reason}). "
+            "Use prior='marginals' (the default) or a coarser schema."
+        )
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]
     if prior is None and config.prior == "marginals":
-        prior, prior_events = _paid_marginal_prior(data, config, ledger=ledger, noise=noise)
+        prior, prior_events = _paid_marginal_prior(
+            data, config, ledger=ledger, noise=noise, backend=backend
+        )
         fixed_events += prior_events
+    elif prior is None and config.prior == "uniform" and backend.kind == "support":
+        rng = post_processing_rng(noise)
+        prior = SupportHistogram.uniform(data.domain, backend.support_size, rng=rng)
     elif prior is None and config.prior in ("aim", "mst"):
         prior, prior_events = _paid_synthetic_prior(data, config, ledger=ledger)
         fixed_events += prior_events
@@ -398,7 +463,7 @@ def build_engine(
     if threshold is None:
         threshold = default_threshold(noise_scale, config)
     settings = config.engine_settings(learning_rate=learning_rate, threshold=threshold)
-    return OnlinePMW(
+    engine = OnlinePMW(
         data,
         settings=settings,
         sparse_vector=sv,
@@ -408,3 +473,5 @@ def build_engine(
         noise=noise,
         prior=prior,
     )
+    engine.backend = backend
+    return engine

@@ -29,7 +29,7 @@ import numpy as np
 from pmwcm.engine.online import Answer, EngineState, OnlinePMW, PastUpdate, query_key
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, FloatArray
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
@@ -39,10 +39,11 @@ STATE_VERSION = 1
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSnapshot:
-    """A JSON-ready state plus the hypothesis histogram."""
+    """A JSON-ready state plus the hypothesis (any backend; bytes via
+    :func:`~pmwcm.kernels.histogram_codec.encode_histogram`)."""
 
     state: dict[str, Any]
-    hypothesis: FloatArray
+    hypothesis: Histogram
 
 
 def query_to_dict(query: CMQuery | LinearQuery) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def encode_state(state: EngineState) -> EngineSnapshot:
         "sparse_vector": dict(state.sparse_vector),
         "ledger": [{"label": e.label, "event": event_to_dict(e.event)} for e in state.ledger],
     }
-    return EngineSnapshot(state=encoded, hypothesis=state.hypothesis.to_array())
+    return EngineSnapshot(state=encoded, hypothesis=state.hypothesis)
 
 
 def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
@@ -139,10 +140,7 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
     for key, index in state["released"].items():
         released[_canonical_key(key, domain)] = int(index)
     return EngineState(
-        # DenseHistogram normalises its values: once here, as snapshots always have been.
-        hypothesis=DenseHistogram.from_normalized(
-            domain, np.array(snap.hypothesis, dtype=np.float64)
-        ),
+        hypothesis=_histogram(snap.hypothesis, domain),
         updates=tuple(
             PastUpdate(
                 query=query_from_dict(item["query"]), private=_value_from_json(item["private"])
@@ -160,6 +158,15 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
     )
 
 
+def _histogram(hypothesis: Histogram | FloatArray, domain: Domain) -> Histogram:
+    """The snapshot's hypothesis over ``domain`` (a dense array is read as before)."""
+    if isinstance(hypothesis, Histogram):
+        if hypothesis.domain != domain:
+            raise ValueError("The snapshot's hypothesis is over a different domain.")
+        return hypothesis.copy()
+    return DenseHistogram.from_normalized(domain, np.array(hypothesis, dtype=np.float64))
+
+
 def snapshot(engine: OnlinePMW) -> EngineSnapshot:
     """Everything needed to continue ``engine`` later (secret; see the module docstring)."""
     return encode_state(engine.state())
@@ -171,7 +178,7 @@ def restore(engine: OnlinePMW, snap: EngineSnapshot) -> OnlinePMW:
     ``engine`` (same data and configuration, never used) supplies the public
     ingredients, its sparse vector included (whose state the snapshot's
     replaces), so drop it and use the engine returned. Build it with
-    ``prior=DenseHistogram(domain, snap.hypothesis)`` or any public prior, so
+    ``prior=snap.hypothesis`` or any public prior, so
     construction measures nothing from the data again (a prior measured while
     rebuilding would be discarded unreleased, which is safe but wasteful). The
     snapshot's ledger replaces the fresh engine's: a new ledger with the same
@@ -183,7 +190,7 @@ def restore(engine: OnlinePMW, snap: EngineSnapshot) -> OnlinePMW:
     if engine.answers or engine.updates or engine.sv_paid:
         raise ValueError("restore() needs a freshly built engine.")
     old = engine.ledger
-    return OnlinePMW.restore(
+    restored = OnlinePMW.restore(
         engine.data,
         settings=engine.settings,
         sparse_vector=engine.sparse_vector,
@@ -193,6 +200,8 @@ def restore(engine: OnlinePMW, snap: EngineSnapshot) -> OnlinePMW:
         noise=engine.noise,
         state=decode_state(snap, engine.domain),
     )
+    restored.backend = engine.backend
+    return restored
 
 
 def _canonical_key(key: str, domain: Domain) -> str:

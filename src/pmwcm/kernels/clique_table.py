@@ -27,7 +27,7 @@ FloatArray = NDArray[np.float64]
 __all__ = ["DENSE_CLIQUE_CELLS", "MAX_CLIQUE_CELLS", "CliqueTable", "FloatArray", "is_dense"]
 
 #: Cliques with at most this many cells are kept dense (one float per cell).
-DENSE_CLIQUE_CELLS = 2**16
+DENSE_CLIQUE_CELLS = 2**12
 #: Cell codes are int64: a query's clique must have fewer cells than this.
 MAX_CLIQUE_CELLS = 2**62
 

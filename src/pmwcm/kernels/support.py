@@ -97,6 +97,23 @@ class SupportHistogram:
         self._tables: dict[tuple[str, ...], CliqueTable] = {}
 
     @classmethod
+    def from_normalized(
+        cls, domain: Domain, records: NDArray[np.integer], log_weights: FloatArray
+    ) -> SupportHistogram:
+        """A support holding ``log_weights`` exactly, for weights already normalised.
+
+        The constructor renormalises in log space, which can move the last bit of
+        weights read back from a snapshot, and with it every later answer.
+        """
+        support = cls(domain, records, log_weights)
+        exact = np.array(log_weights, dtype=np.float64)
+        if abs(float(logsumexp(exact))) > 1e-9:
+            raise ValueError("log_weights must be normalised (logsumexp 0).")
+        support._log_weights = exact
+        support._probabilities = np.exp(exact)
+        return support
+
+    @classmethod
     def full(cls, domain: Domain, values: FloatArray | None = None) -> SupportHistogram:
         """Every cell of ``X`` as a record (only for enumerable ``X``); ``values`` its masses.
 

@@ -35,15 +35,14 @@ released or charged. We assume crashes do not depend on the private data.
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from dp_accounting import DpEvent
 
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.snapshot import EngineSnapshot, decode_state, snapshot
+from pmwcm.kernels.histogram_codec import decode_histogram, encode_histogram
 from pmwcm.mechanisms.accounting import Accountant, LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
@@ -98,16 +97,10 @@ class DurableLedger(PrivacyLedger):
 
 
 def encode_snapshot(engine: OnlinePMW) -> StoredSnapshot:
-    """The engine's snapshot, with the hypothesis as ``.npy`` bytes."""
+    """The engine's snapshot, with the hypothesis as bytes
+    (:func:`~pmwcm.kernels.histogram_codec.encode_histogram`)."""
     snap = snapshot(engine)
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(snap.hypothesis, dtype=np.float64), allow_pickle=False)
-    return StoredSnapshot(state=snap.state, hypothesis=buffer.getvalue())
-
-
-def decode_hypothesis(blob: bytes) -> np.ndarray:
-    """The inverse of the hypothesis encoding in :func:`encode_snapshot`."""
-    return np.asarray(np.load(io.BytesIO(blob), allow_pickle=False), dtype=np.float64)
+    return StoredSnapshot(state=snap.state, hypothesis=encode_histogram(snap.hypothesis))
 
 
 def recover(
@@ -143,7 +136,8 @@ def recover(
     if stored is None:
         state = dataclasses.replace(engine.state(), ledger=())
     else:
-        snap = EngineSnapshot(state=stored.state, hypothesis=decode_hypothesis(stored.hypothesis))
+        hypothesis = decode_histogram(stored.hypothesis, engine.domain)
+        snap = EngineSnapshot(state=stored.state, hypothesis=hypothesis)
         state = decode_state(snap, engine.domain)
     if orphans:
         # Orphaned positives still count towards the cutoff, and the threshold
@@ -164,4 +158,5 @@ def recover(
         noise=engine.noise,
         state=state,
     )
+    recovered.backend = engine.backend
     return recovered, [d.seq for d in orphans]

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import dp_accounting
 import numpy as np
@@ -37,6 +38,8 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray, broadcast_factor, dense_marginal
 from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
 from pmwcm.mechanisms.private_data import PrivateData
+
+State = TypeVar("State")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +92,58 @@ def measure_marginals(
     return out
 
 
+def entropic_descent(
+    start: State,
+    measurements: Sequence[Measurement],
+    *,
+    marginals: Callable[[State], list[FloatArray]],
+    moved: Callable[[State, list[FloatArray], float], State],
+    iterations: int,
+    step: float = 1.0,
+    rtol: float = 1e-5,
+) -> State:
+    """Entropic mirror descent onto ``measurements``, for any representation of ``Dhat``.
+
+    Minimises ``L(Dhat) = sum_k ||Dhat_{C_k} - y_k||^2 / 2`` over the simplex with
+    ``Dhat <- Dhat exp(-s g) / Z``, ``g(x) = sum_k (Dhat_{C_k} - y_k)(x_{C_k})``
+    (the gradient of ``L``), growing ``s`` by 10% after an accepted step and
+    halving it (and undoing the step) when ``L`` increases. Stops after
+    ``iterations`` or when ``L`` improves by less than ``rtol`` relative.
+
+    ``marginals(state)`` gives ``Dhat_{C_k}`` for every measurement and
+    ``moved(state, residuals, s)`` the state after one step (a new object): the
+    dense fit (:func:`fit_histogram`) and the support fit
+    (:func:`pmwcm.mechanisms.priors.support.fit_support`) are this loop with two
+    representations, and agree when the support is all of ``X``.
+    """
+    if iterations < 0:
+        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
+    if not measurements:
+        raise ValueError("the fit needs at least one measurement.")
+
+    def residuals(state: State) -> tuple[float, list[FloatArray]]:
+        tables = marginals(state)
+        res = [t - m.values for t, m in zip(tables, measurements, strict=True)]
+        return 0.5 * sum(float((r * r).sum()) for r in res), res
+
+    state = start
+    current, res = residuals(state)
+    for _ in range(iterations):
+        trial = moved(state, res, step)
+        value, trial_res = residuals(trial)
+        if value <= current:
+            improvement = current - value
+            state, current, res = trial, value, trial_res
+            step *= 1.1
+            if improvement <= rtol * current:
+                break
+        else:
+            step *= 0.5
+            if step < 1e-10:
+                break
+    return state
+
+
 def fit_histogram(
     domain: Domain,
     measurements: Sequence[Measurement],
@@ -98,53 +153,34 @@ def fit_histogram(
     rtol: float = 1e-5,
     start: DenseHistogram | None = None,
 ) -> DenseHistogram:
-    """Entropic mirror descent onto the measurements (post-processing only).
+    """:func:`entropic_descent` on a dense histogram (post-processing only).
 
-    Minimises ``L(Dhat) = sum_k ||Dhat_{C_k} - y_k||^2 / 2`` over the simplex with
-    ``Dhat <- Dhat exp(-s g) / Z``, ``g(x) = sum_k (Dhat_{C_k} - y_k)(x_{C_k})``
-    (the gradient of ``L``), growing ``s`` by 10% after an accepted step and
-    halving it (and undoing the step) when ``L`` increases. Each iteration is
-    ``2K`` streaming passes over the histogram. Stops after ``iterations`` or
-    when ``L`` improves by less than ``rtol`` relative.
+    Each iteration is ``2K`` streaming passes over the histogram.
     """
-    if iterations < 0:
-        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
-    if not measurements:
-        raise ValueError("fit_histogram needs at least one measurement.")
     axes = [domain.axes(m.clique) for m in measurements]
-    p = (start if start is not None else DenseHistogram.uniform(domain)).to_array()
 
-    def residuals(q: FloatArray) -> tuple[float, list[FloatArray]]:
-        res = [dense_marginal(q, ax) - m.values for ax, m in zip(axes, measurements, strict=True)]
-        return 0.5 * sum(float((r * r).sum()) for r in res), res
+    def marginals(q: FloatArray) -> list[FloatArray]:
+        return [dense_marginal(q, ax) for ax in axes]
 
-    def gradient(res: Sequence[FloatArray]) -> FloatArray:
+    def moved(q: FloatArray, res: list[FloatArray], s: float) -> FloatArray:
         g = np.zeros(domain.shape)
         for ax, r in zip(axes, res, strict=True):
             g += broadcast_factor(domain.shape, ax, r)
-        return g
-
-    def stepped(q: FloatArray, g: FloatArray, s: float) -> FloatArray:
         z = -s * g
         out = q * np.exp(z - z.max())
         return out / out.sum()
 
-    current, res = residuals(p)
-    g = gradient(res)
-    for _ in range(iterations):
-        trial = stepped(p, g, step)
-        value, trial_res = residuals(trial)
-        if value <= current:
-            improvement = current - value
-            p, current, g = trial, value, gradient(trial_res)
-            step *= 1.1
-            if improvement <= rtol * current:
-                break
-        else:
-            step *= 0.5
-            if step < 1e-10:
-                break
-    return DenseHistogram(domain, p)
+    p = (start if start is not None else DenseHistogram.uniform(domain)).to_array()
+    fitted = entropic_descent(
+        p,
+        measurements,
+        marginals=marginals,
+        moved=moved,
+        iterations=iterations,
+        step=step,
+        rtol=rtol,
+    )
+    return DenseHistogram(domain, fitted)
 
 
 def default_iterations(domain: Domain, cliques: int) -> int:

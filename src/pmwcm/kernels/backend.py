@@ -1,0 +1,160 @@
+"""Which hypothesis backend a universe gets: dense while it fits, a weighted support beyond.
+
+A :class:`~pmwcm.kernels.histogram.DenseHistogram` is exact and fast but holds
+``8 |X|`` bytes, several times over (the hypothesis, the copy an update works
+on, the prior fit's trial step and gradient: :data:`DENSE_COPIES`). A
+:class:`~pmwcm.kernels.support.SupportHistogram` of ``M`` records holds about
+``M (m b + 48)`` bytes for ``m`` attributes coded in ``b`` bytes each, whatever
+``|X|``. :func:`choose_backend` takes the dense one while its copies fit the
+memory budget and the support otherwise, with ``M`` the requested support size
+capped by the same budget. The choice reads only the schema and the settings
+(public), and says why in words, for ``pmwcm schema``, ``pmwcm run`` and the
+service's status (docs/design.md section 7).
+
+>>> from pmwcm.kernels.domain import Domain
+>>> choose_backend(Domain.from_sizes({"a": 2, "b": 3})).kind
+'dense'
+>>> choose_backend(Domain.from_sizes({f"a{i}": 100 for i in range(14)})).kind
+'support'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.support import smallest_code_dtype
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_HYPOTHESIS_MEMORY",
+    "DEFAULT_SUPPORT_SIZE",
+    "DENSE_COPIES",
+    "MIN_SUPPORT_SIZE",
+    "BackendChoice",
+    "BackendName",
+    "choose_backend",
+]
+
+BackendName = Literal["auto", "dense", "support"]
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
+#: The memory the hypothesis may take (bytes), 512 MiB.
+DEFAULT_HYPOTHESIS_MEMORY = 512 * 2**20
+#: ``M`` when the support backend is chosen and no size is given (the accuracy
+#: and speed trade-off measured in benchmarks/README.md, "support size").
+DEFAULT_SUPPORT_SIZE = 2**18
+#: The smallest support worth running (below it, refuse rather than mislead).
+MIN_SUPPORT_SIZE = 1000
+#: Dense float64 tensors alive at once at the peak (hypothesis, update copy, fit trial, gradient).
+DENSE_COPIES = 4
+#: Per support record, besides its codes: log-weight, probability, a copy of each, a gather.
+SUPPORT_FLOATS_PER_RECORD = 6
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendChoice:
+    """The backend chosen for a universe, and why.
+
+    Attributes:
+        kind: ``"dense"`` or ``"support"``.
+        support_size: ``M`` for the support backend (0 for dense).
+        memory_bytes: the hypothesis's estimated peak memory.
+        reason: one sentence a curator can read.
+    """
+
+    kind: Literal["dense", "support"]
+    support_size: int
+    memory_bytes: int
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON description (for the CLI's records and the service's status)."""
+        return {
+            "kind": self.kind,
+            "support_size": self.support_size,
+            "memory_bytes": self.memory_bytes,
+            "reason": self.reason,
+        }
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB" if n < 2**40 else f"{n / 2**30:.3g} GiB"
+
+
+def dense_bytes(domain: Domain) -> int:
+    """Peak memory of the dense backend on ``domain`` (``DENSE_COPIES * 8 |X|``)."""
+    return DENSE_COPIES * 8 * domain.size
+
+
+def support_bytes(domain: Domain, size: int) -> int:
+    """Estimated peak memory of a support of ``size`` records on ``domain``."""
+    code_bytes = np.dtype(smallest_code_dtype(domain)).itemsize * len(domain)
+    return size * (code_bytes + 8 * SUPPORT_FLOATS_PER_RECORD)
+
+
+def choose_backend(
+    domain: Domain,
+    *,
+    memory_budget: int = DEFAULT_HYPOTHESIS_MEMORY,
+    support_size: int = 0,
+    backend: BackendName = "auto",
+) -> BackendChoice:
+    """Dense while it fits ``memory_budget``, else a support (module docstring).
+
+    Args:
+        domain: the universe (public).
+        memory_budget: bytes the hypothesis may take.
+        support_size: ``M`` for the support backend; 0 for
+            :data:`DEFAULT_SUPPORT_SIZE` (capped by the budget).
+        backend: ``"auto"``, or force ``"dense"`` / ``"support"``.
+
+    Raises:
+        ValueError: a forced dense backend that does not fit, a budget too small
+            for :data:`MIN_SUPPORT_SIZE` records, or a bad argument (named).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got backend={backend!r}.")
+    if not (isinstance(memory_budget, int) and memory_budget > 0):
+        raise ValueError(f"memory_budget must be a positive integer, got {memory_budget!r}.")
+    if not (isinstance(support_size, int) and support_size >= 0):
+        raise ValueError(f"support_size must be a non-negative integer, got {support_size!r}.")
+    dense = dense_bytes(domain)
+    cells = f"|X| = {domain.size:,}" if domain.size < 10**12 else f"|X| = {domain.size:.3g}"
+    if backend == "dense" or (backend == "auto" and dense <= memory_budget):
+        if dense > memory_budget:
+            raise ValueError(
+                f"backend='dense' needs {_mib(dense)} for {cells} cells, over the "
+                f"hypothesis memory budget of {_mib(memory_budget)}; use backend='auto'."
+            )
+        return BackendChoice(
+            kind="dense",
+            support_size=0,
+            memory_bytes=dense,
+            reason=(
+                f"dense: {cells} cells need {_mib(dense)} ({DENSE_COPIES} float64 tensors), "
+                f"within the {_mib(memory_budget)} hypothesis budget"
+            ),
+        )
+    per_record = support_bytes(domain, 1)
+    fitting = memory_budget // per_record
+    size = min(support_size or DEFAULT_SUPPORT_SIZE, fitting)
+    if size < MIN_SUPPORT_SIZE:
+        raise ValueError(
+            f"The hypothesis memory budget of {_mib(memory_budget)} holds only {fitting} support "
+            f"records ({per_record} bytes each); at least {MIN_SUPPORT_SIZE} are needed."
+        )
+    why = "requested" if backend == "support" else f"a dense tensor would need {_mib(dense)}"
+    capped = " (capped by the budget)" if support_size and size < support_size else ""
+    return BackendChoice(
+        kind="support",
+        support_size=size,
+        memory_bytes=support_bytes(domain, size),
+        reason=(
+            f"support: {cells} cells ({why}); a weighted support of M = {size:,} "
+            f"records{capped} takes {_mib(support_bytes(domain, size))} of the "
+            f"{_mib(memory_budget)} hypothesis budget"
+        ),
+    )
