@@ -17,7 +17,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 # pytest runs one worker per core; a multi-threaded BLAS in each oversubscribes
 # the two cores (measured 20-200x slowdowns of small BLAS calls), hence one thread.
 .DEFAULT_GOAL := test
-.PHONY: demo test constraints bench-venv bench-accuracy
+.PHONY: demo test constraints bench-venv bench-accuracy bench-full
 
 demo: $(VENV)/.installed
 	$(BIN)/pmwcm demo
@@ -36,6 +36,9 @@ bench-accuracy: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/accuracy/run.py
 	$(BENCH_VENV)/bin/python benchmarks/accuracy/theory.py
 	$(BENCH_VENV)/bin/python benchmarks/accuracy/report.py
+
+bench-full: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/accuracy/full_resolution.py
 
 $(BENCH_VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(BENCH_VENV)

@@ -3,7 +3,9 @@
 Every method is built for one ``(data, epsilon, delta, k, seed)`` and then
 answers a stream of CM queries one at a time (so adaptive analysts can use it):
 
-* ``pmw``        -- pmwcm's practical mode with its defaults (marginal prior);
+* ``pmw``        -- pmwcm's practical mode with its defaults (marginal prior,
+                    backend chosen automatically);
+* ``pmw-dense`` / ``pmw-support`` -- the same on the dense / weighted-support backend;
 * ``pmw-paper``  -- practical mode from the uniform start (the paper's algorithm,
                     tight accounting, defaults for ``prior="uniform"``);
 * ``pmw-mst``    -- practical mode with OpenDP's MST as the paid prior
@@ -37,8 +39,11 @@ import numpy as np
 
 from pmwcm.engine.baselines import CompositionBaseline, NonPrivateBaseline
 from pmwcm.engine.practical import PMWConfig, build_engine
-from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.clique_table import CliqueTable, is_dense
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.solvers import EXACT_BASELINE_SOLVE, minimize
 from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.oracles import OracleInput
 from pmwcm.mechanisms.priors.synthetic import (
     records_of,  # a histogram-backed population, as records
 )
@@ -47,6 +52,8 @@ from pmwcm.mechanisms.private_data import PrivateData
 SYNTHETIC_CACHE = Path(__file__).parent / "results" / "synthetic"
 METHODS = (
     "pmw",
+    "pmw-dense",
+    "pmw-support",
     "pmw-paper",
     "pmw-mst",
     "composition",
@@ -108,7 +115,43 @@ class CompositionAnswerer:
 
     def answer(self, query: CMQuery) -> np.ndarray:
         self.oracle_calls += 1
-        return self.baseline.answer(query)
+        if not is_large(self.data):
+            return self.baseline.answer(query)
+        # CompositionBaseline.answer on the occupied clique cells (same checks, same
+        # charge before any noise): a full-resolution clique has no dense marginal.
+        base = self.baseline
+        problem, weights = sparse_problem(self.data, query)
+        base.oracle.check(problem)
+        base.ledger.spend(base.oracle.privacy_event(base.noise_level), label="composition call")
+        data = OracleInput(problem=problem, weights=weights, n=self.data.n)
+        return base.oracle.answer(data, noise_level=base.noise_level, noise=base.noise)
+
+
+def sparse_problem(data: PrivateData, query: CMQuery) -> tuple[GLMProblem, np.ndarray]:
+    """The query compiled on ``data``'s occupied clique cells, and their masses.
+
+    The same problem as ``query.compile(domain)`` restricted to cells carrying
+    mass (the omitted cells weigh zero), so a full-resolution clique with
+    ``10^10`` cells is never enumerated (:mod:`pmwcm.kernels.clique_table`).
+    """
+    records = getattr(data, "_records", None)
+    if is_large(data) and records is not None:
+        # Built afresh, not through PrivateData's per-clique cache: a stream of
+        # 10^4 distinct cliques would keep ~10^4 tables of up to n cells alive.
+        axes = data.domain.axes(query.clique)
+        shape = tuple(data.domain.sizes[a] for a in axes)
+        if is_dense(shape):
+            table = CliqueTable.dense(data.marginal(query.clique))
+        else:
+            codes = np.zeros(data.n, dtype=np.int64)
+            for axis, size in zip(axes, shape, strict=True):
+                codes *= size
+                codes += records[:, axis]
+            table = CliqueTable.from_codes(shape, codes)
+    else:
+        table = data.clique_table(query.clique)
+    cells = None if table.is_dense else table.cells()
+    return query.compile(data.domain, cells=cells), np.asarray(table.mass)
 
 
 @dataclass
@@ -119,7 +162,11 @@ class SyntheticAnswerer:
     oracle_calls: int = 0
 
     def answer(self, query: CMQuery) -> np.ndarray:
-        return NonPrivateBaseline(self.synthetic).answer(query)
+        if not is_large(self.synthetic):
+            return NonPrivateBaseline(self.synthetic).answer(query)
+        problem, weights = sparse_problem(self.synthetic, query)
+        budget = EXACT_BASELINE_SOLVE
+        return minimize(problem, weights, tol=budget.tol, max_iter=budget.max_iter).theta
 
 
 def zcdp_for(epsilon: float, delta: float) -> float:
@@ -128,8 +175,32 @@ def zcdp_for(epsilon: float, delta: float) -> float:
     return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
 
 
+#: Above this many cells a domain is never densified here (full-resolution tables):
+#: datasets are then named, fitted and synthesised from their records.
+LARGE_DOMAIN = 2**24
+
+
+def is_large(data: PrivateData) -> bool:
+    """Whether ``data``'s domain is too large for a dense histogram (a public rule)."""
+    return data.domain.log_size > math.log(LARGE_DOMAIN)
+
+
+def records_or_rebuilt(data: PrivateData) -> np.ndarray:
+    """The data's records: as given on a large domain, else rebuilt from its histogram."""
+    records = getattr(data, "_records", None)
+    if is_large(data):
+        if records is None:
+            raise ValueError("a full-resolution PrivateData must be built from records.")
+        return np.asarray(records, dtype=np.int64)
+    return records_of(data)
+
+
 def data_digest(data: PrivateData) -> str:
     """A name for a dataset as a multiset of records: its cell counts (row order is ignored)."""
+    if is_large(data):  # the sorted records: the same multiset, without a dense table
+        records = records_or_rebuilt(data)
+        ordered = records[np.lexsort(records.T[::-1])]
+        return hashlib.sha1(np.ascontiguousarray(ordered).tobytes()).hexdigest()[:12]
     counts = np.rint(data.histogram().to_array().ravel() * data.n).astype(np.int64)
     return hashlib.sha1(counts.tobytes()).hexdigest()[:12]
 
@@ -153,7 +224,7 @@ def cached_synthesis(
         with np.load(path) as saved:
             return saved["records"], float(saved["seconds"])
     start = time.perf_counter()
-    fake = synthesize(method, data.domain, records_of(data), rho=rho)
+    fake = synthesize(method, data.domain, records_or_rebuilt(data), rho=rho)
     seconds = time.perf_counter() - start
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.stem + ".partial.npz")
@@ -171,15 +242,22 @@ def build(
     k: int,
     seed: int,
     units: str = "replace",
+    options: dict[str, object] | None = None,
 ) -> tuple[Answerer, float]:
-    """The method, ready to answer, and its set-up time in seconds."""
+    """The method, ready to answer, and its set-up time in seconds.
+
+    ``options`` are extra :class:`PMWConfig` fields for ``pmw`` (e.g. ``backend``,
+    ``support_size``); ``pmw-dense`` / ``pmw-support`` are ``pmw`` on that backend.
+    """
     start = time.perf_counter()
     domain = data.domain
     answerer: Answerer
-    if method == "pmw":
-        answerer = PMWAnswerer(
-            data, PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic"), seed
-        )
+    if method in ("pmw", "pmw-dense", "pmw-support"):
+        extra = dict(options or {})
+        if method != "pmw":
+            extra["backend"] = method.removeprefix("pmw-")
+        config = PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic", **extra)  # type: ignore[arg-type]
+        answerer = PMWAnswerer(data, config, seed)
     elif method == "pmw-paper":
         config = PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic", prior="uniform")
         answerer = PMWAnswerer(data, config, seed)

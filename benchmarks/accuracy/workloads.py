@@ -14,6 +14,9 @@ Every generator is seeded by the caller (streams use seeds ``1000 + s``, as in
   third-order interaction: a model fitted to 2-way marginals puts the label
   nearly independent of the product, so the prior's answers are far off and
   only the online corrections (or a measurement of the 4-way marginal) can fix them.
+* :func:`mixed_queries` -- issue 13's full-resolution workload: a binary target
+  and 2 to 5 other attributes, each non-binary one one-hot if it has at most
+  :data:`ONEHOT_MAX` values and ordinal otherwise.
 """
 
 from __future__ import annotations
@@ -103,4 +106,21 @@ def parity_queries(domain: Domain, k: int, *, rng: np.random.Generator) -> list[
                 interactions=groups,
             )
         )
+    return out
+
+
+#: A non-binary feature with at most this many values is one-hot, otherwise ordinal.
+ONEHOT_MAX = 16
+
+
+def mixed_queries(domain: Domain, k: int, *, rng: np.random.Generator) -> list[CMQuery]:
+    """``k`` logistic queries: a binary target, 2-5 features, one-hot or ordinal by size."""
+    sizes = dict(zip(domain.names, domain.sizes, strict=True))
+    out = []
+    for _ in range(k):
+        target, features = _target_and_features(domain, rng, low=2, high=6)
+        encodings = {
+            a: ("onehot" if sizes[a] <= ONEHOT_MAX else "ordinal") for a in features if sizes[a] > 2
+        }
+        out.append(CMQuery(loss="logistic", target=target, features=features, encodings=encodings))
     return out

