@@ -11,8 +11,9 @@
   encoding, and at ``n = 10^7`` (where ``tau`` is tiny).
 * :func:`pipeline_cases`: the shipped default pipeline end to end
   (:mod:`pmwcm.audit.pipeline`; real code, ~40 ms a trial, so it runs far fewer
-  trials than the vectorised cases), and :func:`negative_controls`, the
-  deliberately broken pipelines.
+  trials than the vectorised cases) and the paid support prior as a black box
+  (:mod:`pmwcm.audit.support_prior`; real code, ~5 ms a trial), and
+  :func:`negative_controls`, the deliberately broken pipelines and support priors.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from pmwcm.audit.pipeline import BROKEN, crosscheck_pipeline, pipeline_case
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
 from pmwcm.audit.sparse import crosscheck, opposite_shifts, sparse_vector_case
+from pmwcm.audit.support_prior import BROKEN as BROKEN_SUPPORT
+from pmwcm.audit.support_prior import support_prior_case
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.losses import LOSSES
 from pmwcm.kernels.queries import CMQuery
@@ -159,21 +162,29 @@ def standard_sensitivity(
 
 
 def pipeline_cases() -> list[AuditCase]:
-    """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`)."""
-    return [pipeline_case()]
+    """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`) and
+    the support prior (:func:`~pmwcm.audit.support_prior.support_prior_case`), real code."""
+    return [pipeline_case(), support_prior_case()]
 
 
 #: Negative controls the audit must flag at any trial count it runs (the others measure
-#: what a whole-pipeline audit can see; see docs/audit.md).
-MUST_CATCH = frozenset({"refusing real-data solve"})
+#: what a whole-pipeline audit can see; see docs/audit.md). The private support is
+#: caught with certainty from ~300 trials (0 vs all hits; 3.29 at 400, alpha 1e-6).
+MUST_CATCH = frozenset({"refusing real-data solve", "support of the private records"})
 
 
 def negative_controls() -> list[tuple[AuditCase, bool]]:
-    """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN``."""
-    return [
+    """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN`` and
+    support prior of :data:`pmwcm.audit.support_prior.BROKEN`."""
+    pipelines = [
         (pipeline_case(build=build, label=f"BROKEN {label}"), label in MUST_CATCH)
         for label, build in BROKEN.items()
     ]
+    supports = [
+        (support_prior_case(prior=prior, label=f"BROKEN {label}"), label in MUST_CATCH)
+        for label, prior in BROKEN_SUPPORT.items()
+    ]
+    return pipelines + supports
 
 
 def pipeline_crosschecks(*, trials: int, seed: int) -> list[tuple[str, str, bool]]:

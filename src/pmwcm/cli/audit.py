@@ -2,10 +2,11 @@
 
 Runs :func:`pmwcm.audit.suite.standard_cases` (``--trials`` final trials per
 input and mechanism, plus a quarter as many for the event search), the
-shipped default pipeline end to end (:func:`~pmwcm.audit.suite.pipeline_cases`,
-``--pipeline-trials``: real code at ~40 ms a trial), the cross-checks of the
+shipped default pipeline end to end and the paid support prior as a black box
+(:func:`~pmwcm.audit.suite.pipeline_cases`, ``--pipeline-trials``: real code at
+~40 ms and ~5 ms a trial), the cross-checks of the
 vectorised models against the real code, and the sensitivity search; with
-``--negative-controls`` also the deliberately broken pipelines. Prints a
+``--negative-controls`` also the deliberately broken pipelines and support priors. Prints a
 Markdown report to stdout (progress on stderr) and exits 1 if any claim is
 refuted, any cross-check disagrees, any sensitivity bound is exceeded or a
 must-catch negative control is not flagged. ``--no-suite`` runs the pipeline
