@@ -254,6 +254,12 @@ def main() -> None:
     if theory.exists():
         parts += [theory.read_text()]
     parts += [TEMPLATE_TAIL]
+    if (Path(__file__).parent / "results" / "full_resolution.jsonl").exists():
+        # Issue 13's section, from its own results file (full_resolution.py --report).
+        sys.path.insert(0, str(Path(__file__).parent))
+        from full_resolution import section
+
+        parts += ["", section()]
     DOCS.mkdir(exist_ok=True)
     (DOCS / "results.md").write_text("\n".join(parts))
     print(f"wrote {DOCS / 'results.md'}")
