@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from pmwcm.engine.online import OnlinePMW
     from pmwcm.engine.practical import PriorName
     from pmwcm.engine.settings import AfterHalt
+    from pmwcm.kernels.backend import BackendChoice
     from pmwcm.kernels.domain import Domain
+    from pmwcm.kernels.histogram import Histogram
     from pmwcm.kernels.queries import CMQuery
     from pmwcm.mechanisms.noise import NoiseSource
 
@@ -352,6 +354,16 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
         raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
 
 
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    """Writes one JSON object (indented), atomically."""
+    from pmwcm._atomic import atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps(record, indent=2, allow_nan=False) + "\n")
+    except OSError as exc:
+        raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
+
+
 def summarize(records: list[dict[str, Any]], method: str, noise_name: str) -> str:
     """One stderr line: queries, sources, refusals, epsilon spent, noise source."""
     sources = Counter(r.get("source", "error") for r in records)
@@ -370,6 +382,99 @@ def summarize(records: list[dict[str, Any]], method: str, noise_name: str) -> st
     )
 
 
+_MEMORY_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 2**10, "KIB": 2**10, "KB": 10**3,
+    "M": 2**20, "MIB": 2**20, "MB": 10**6,
+    "G": 2**30, "GIB": 2**30, "GB": 10**9,
+    "T": 2**40, "TIB": 2**40, "TB": 10**12,
+}  # fmt: skip
+
+
+def parse_memory(text: str, option: str = "--hypothesis-memory") -> int:
+    """Bytes from ``"536870912"``, ``"512MiB"``, ``"2GiB"``, ``"1.5G"`` or ``"800MB"``.
+
+    ``KiB``/``MiB``/``GiB``/``TiB`` (and ``K``/``M``/``G``/``T``) are powers of
+    1024, ``KB``/``MB``/``GB``/``TB`` powers of 1000; case and spaces are ignored.
+
+    >>> parse_memory("512MiB"), parse_memory("2G"), parse_memory("1000"), parse_memory("1 kb")
+    (536870912, 2147483648, 1000, 1000)
+    """
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).upper() if match else ""
+    if match is None or unit not in _MEMORY_UNITS:
+        raise fail(
+            f"{option} must be a number of bytes, optionally with a suffix (KiB, MiB, GiB, "
+            f"TiB, KB, MB, GB, TB), e.g. 512MiB; got {text!r}."
+        )
+    value = int(float(match.group(1)) * _MEMORY_UNITS[unit])
+    if value < 1:
+        raise fail(f"{option} must be at least 1 byte, got {text!r}.")
+    return value
+
+
+def backend_settings(
+    backend: str, hypothesis_memory: str | None, support_size: int
+) -> dict[str, Any]:
+    """``--backend``, ``--hypothesis-memory`` and ``--support-size`` checked, as
+    :class:`~pmwcm.engine.practical.PMWConfig` keyword arguments."""
+    from pmwcm.kernels.backend import BACKENDS, DEFAULT_HYPOTHESIS_MEMORY, MIN_SUPPORT_SIZE
+
+    if backend not in BACKENDS:
+        raise fail(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+    if support_size != 0 and support_size < MIN_SUPPORT_SIZE:
+        raise fail(
+            f"--support-size must be 0 (the default size) or at least {MIN_SUPPORT_SIZE:,}, "
+            f"got {support_size}."
+        )
+    memory = (
+        DEFAULT_HYPOTHESIS_MEMORY if hypothesis_memory is None else parse_memory(hypothesis_memory)
+    )
+    return {"backend": backend, "hypothesis_memory": memory, "support_size": support_size}
+
+
+def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> BackendChoice:
+    """The backend ``settings`` give ``domain`` (public: schema and settings only).
+
+    Refuses, before any data or budget is touched, a choice that does not fit
+    (a forced dense backend over the memory budget, a budget too small for a
+    support) and ``--prior aim``/``mst`` on the support backend.
+    """
+    from pmwcm.kernels.backend import choose_backend
+
+    try:
+        choice = choose_backend(
+            domain,
+            memory_budget=settings["hypothesis_memory"],
+            support_size=settings["support_size"],
+            backend=settings["backend"],
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if choice.kind == "support" and prior in ("aim", "mst"):
+        raise fail(
+            f"--prior {prior} hands over a full contingency table, which needs the dense "
+            f"backend; this universe gets the support backend ({choice.reason}). Use "
+            "--prior marginals (the default) or a coarser schema."
+        )
+    return choice
+
+
+def public_start(domain: Domain, records: np.ndarray, choice: BackendChoice) -> Histogram:
+    """The free start from PUBLIC records on the chosen backend: dense,
+    :func:`pmwcm.mechanisms.priors.marginals.public_prior`; support, the same
+    mixture on ``M`` records (:func:`pmwcm.data.public_support.public_support_start`)."""
+    from pmwcm.data.public_support import public_support_start
+    from pmwcm.mechanisms.priors.marginals import public_prior
+
+    if choice.kind == "dense":
+        return public_prior(domain, records)
+    return public_support_start(domain, records, size=choice.support_size)
+
+
 def build_run_engine(
     dataset: Dataset,
     *,
@@ -380,6 +485,7 @@ def build_run_engine(
     max_updates: int | None,
     prior: str,
     public: np.ndarray | None = None,
+    backend: dict[str, Any] | None = None,
 ) -> OnlinePMW:
     """Online PMW with the practical defaults of :class:`~pmwcm.engine.practical.PMWConfig`.
 
@@ -387,10 +493,11 @@ def build_run_engine(
     rule and its ``k``), so fitting the engine reads no private data; the
     data is read only through what the ledger pays for (the prior's noisy
     marginals, the sparse vector, the oracle calls). ``n`` is public, and so
-    are ``public`` records (the start for ``prior="public"``, free).
+    are ``public`` records (the start for ``prior="public"``, free). ``backend``
+    holds :func:`backend_settings`' keyword arguments (default: the library's);
+    the engine's :attr:`~pmwcm.engine.online.OnlinePMW.backend` says what was chosen.
     """
     from pmwcm.engine.practical import PMWConfig, build_engine
-    from pmwcm.mechanisms.priors.marginals import public_prior
     from pmwcm.mechanisms.private_data import PrivateData
 
     config = PMWConfig(  # max_updates=0 picks the library default
@@ -400,7 +507,10 @@ def build_run_engine(
         after_halt=cast("AfterHalt", after_halt),
         max_updates=max_updates or 0,
         prior=cast("PriorName", prior),
+        **(backend or {}),
     )
     private = PrivateData.from_records(dataset.domain, dataset.records)
-    start = None if public is None else public_prior(dataset.domain, public)
+    start = None
+    if public is not None:
+        start = public_start(dataset.domain, public, config.backend_choice(dataset.domain))
     return build_engine(private, config, noise=noise, prior=start)

@@ -15,9 +15,11 @@ import typer
 
 __all__ = [
     "AcceptDraftedOption",
+    "BackendOption",
     "DataOption",
     "DeltaOption",
     "EpsilonOption",
+    "HypothesisMemoryOption",
     "InsecureNoiseOption",
     "MaxUpdatesOption",
     "PriorOption",
@@ -25,6 +27,7 @@ __all__ = [
     "QueriesOption",
     "SchemaOption",
     "SeedOption",
+    "SupportSizeOption",
 ]
 
 DATA_HELP = "CSV file with a header row (the private data)."
@@ -59,6 +62,21 @@ PUBLIC_PRIOR_HELP = (
     "Never pass data derived from the private file here: that start would be unpaid."
 )
 
+BACKEND_HELP = (
+    "Advanced: the hypothesis backend: auto (the default: a dense tensor over the universe X "
+    "while it fits --hypothesis-memory, a weighted support of --support-size records beyond), "
+    "dense or support. 'pmwcm schema --check' prints the choice for a schema."
+)
+HYPOTHESIS_MEMORY_HELP = (
+    "Advanced: the memory the hypothesis may take, in bytes or with a suffix: KiB, MiB, GiB, "
+    "TiB (powers of 1024; K, M, G, T mean the same), or KB, MB, GB, TB (powers of 1000). "
+    "Default 512MiB."
+)
+SUPPORT_SIZE_HELP = (
+    "Advanced: M, the number of records of the support backend (default 0: 2^18 = 262,144, "
+    "capped by --hypothesis-memory; at least 1,000). Smaller is faster and coarser."
+)
+
 DataOption = Annotated[Path, typer.Option("--data", help=DATA_HELP)]
 SchemaOption = Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)]
 QueriesOption = Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)]
@@ -73,4 +91,11 @@ InsecureNoiseOption = Annotated[
 ]
 AcceptDraftedOption = Annotated[
     bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+]
+BackendOption = Annotated[str, typer.Option("--backend", help=BACKEND_HELP)]
+HypothesisMemoryOption = Annotated[
+    str | None, typer.Option("--hypothesis-memory", metavar="BYTES", help=HYPOTHESIS_MEMORY_HELP)
+]
+SupportSizeOption = Annotated[
+    int, typer.Option("--support-size", metavar="M", help=SUPPORT_SIZE_HELP)
 ]

@@ -36,7 +36,9 @@ import typer
 from pmwcm.cli.common import (
     answer_with_baseline,
     answer_with_engine,
+    backend_settings,
     build_run_engine,
+    check_backend,
     check_budget,
     check_engine_options,
     check_output,
@@ -48,13 +50,16 @@ from pmwcm.cli.common import (
     read_queries,
     resolve_prior,
     summarize,
+    write_json,
     write_jsonl,
 )
 from pmwcm.cli.options import (
     AcceptDraftedOption,
+    BackendOption,
     DataOption,
     DeltaOption,
     EpsilonOption,
+    HypothesisMemoryOption,
     InsecureNoiseOption,
     MaxUpdatesOption,
     PriorOption,
@@ -62,6 +67,7 @@ from pmwcm.cli.options import (
     QueriesOption,
     SchemaOption,
     SeedOption,
+    SupportSizeOption,
 )
 
 METHODS = ("pmw", "composition", "nonprivate")
@@ -77,6 +83,11 @@ _AFTER_HALT_HELP = (
     '(source "synthetic", no privacy cost, no accuracy check); refuse gives an error line.'
 )
 _OUTPUT_HELP = "Write the answers here (JSON Lines, atomically)."
+_METADATA_HELP = (
+    'Also write one JSON object describing the run (atomically): {"method", "noise", '
+    '"epsilon", "delta", "backend"}, "backend" being the hypothesis backend chosen for '
+    '--method pmw ({"kind", "support_size", "memory_bytes", "reason"}; null otherwise).'
+)
 
 
 def run_command(
@@ -94,6 +105,10 @@ def run_command(
     public_prior: PublicPriorOption = None,
     insecure_seeded_noise: InsecureNoiseOption = None,
     accept_drafted_schema: AcceptDraftedOption = False,
+    backend: BackendOption = "auto",
+    hypothesis_memory: HypothesisMemoryOption = None,
+    support_size: SupportSizeOption = 0,
+    metadata: Annotated[Path | None, typer.Option("--metadata", help=_METADATA_HELP)] = None,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -101,6 +116,10 @@ def run_command(
     "updates", "epsilon_spent", "delta", "noise"}, or {"id", "error", "noise"}
     for a refused query. "noise" is "opendp" (the default), "numpy(seed=S)"
     (--insecure-seeded-noise S) or "none" (--method nonprivate).
+
+    The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
+    chosen from the schema and these settings alone; the choice and its reason
+    go to stderr and, with --metadata FILE, into that file.
     """
     check_seed(seed)
     if method not in METHODS:
@@ -110,8 +129,14 @@ def run_command(
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
+    settings = backend_settings(backend, hypothesis_memory, support_size)
     check_output(output)
+    if metadata is not None:
+        check_output(metadata, "--metadata")
+        if metadata.resolve() == output.resolve():
+            raise fail("--output and --metadata must be different files.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
     dataset = load_data(data, parsed)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
@@ -120,6 +145,7 @@ def run_command(
         engine = build_run_engine(
             dataset, epsilon=epsilon, delta=delta, noise=noise,
             after_halt=after_halt, max_updates=max_updates, prior=start, public=public,
+            backend=settings,
         )  # fmt: skip
         records = answer_with_engine(engine, lines)
     else:
@@ -127,6 +153,11 @@ def run_command(
             method, dataset, lines, epsilon=epsilon, delta=delta, noise=noise
         )
     write_jsonl(output, records)
+    if metadata is not None:
+        about = {"method": method, "noise": noise.name, "epsilon": epsilon, "delta": delta}
+        write_json(metadata, about | {"backend": None if choice is None else choice.to_dict()})
+    if choice is not None:
+        typer.echo(f"backend {choice.reason}", err=True)
     typer.echo(summarize(records, method, noise.name), err=True)
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)

@@ -5,6 +5,12 @@ A drafted schema carries two marks: the name ``"draft"`` and
 ``pmwcm synth`` and the service refuse a schema with either mark
 (:func:`pmwcm.data.schema_draft.drafted_schema_error`) unless the user accepts
 it explicitly.
+
+``--check`` also says, on stderr, which hypothesis backend the schema's
+universe gets under the default settings (a dense tensor while it fits 512 MiB,
+a weighted support beyond; :func:`pmwcm.kernels.backend.choose_backend`) and why;
+``--backend``, ``--hypothesis-memory`` and ``--support-size`` of ``pmwcm run``
+change it.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    pass
+    from pmwcm.kernels.domain import Domain
 
 _DATA_HELP = "CSV file with a header row."
 _CHECK_HELP = "Schema JSON to validate (against --data when given)."
@@ -58,8 +64,10 @@ def schema_command(
                 )
             if data is None:
                 typer.echo(f"ok: {label}: {len(domain)} attributes, |X| = {domain.size:,}")
+                _echo_backend(domain)
                 return
             ds = Dataset.from_csv(data, schema)
+            _echo_backend(domain)
             typer.echo(
                 f"ok: {label} on '{data}': {ds.n:,} rows, {len(domain)} attributes, "
                 f"|X| = {domain.size:,}"
@@ -85,6 +93,16 @@ def schema_command(
         typer.echo(f"wrote '{output}': {len(domain)} attributes, |X| = {domain.size:,}", err=True)
     except (SchemaError, DataError) as exc:
         raise _fail(str(exc)) from None
+
+
+def _echo_backend(domain: Domain) -> None:
+    """The hypothesis backend ``domain`` gets under the default settings, on stderr."""
+    from pmwcm.kernels.backend import choose_backend
+
+    try:
+        typer.echo(f"backend (default settings): {choose_backend(domain).reason}", err=True)
+    except ValueError as exc:
+        typer.echo(f"backend (default settings): none fits: {exc}", err=True)
 
 
 def _check_output(path: Path) -> None:

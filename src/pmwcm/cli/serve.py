@@ -20,6 +20,17 @@ _ACCEPT_DRAFTED_HELP = (
     "Accept a --schema drafted from the data by 'pmwcm schema' (its value sets and bin "
     "edges leak the data outside the budget). Without it such a schema is refused."
 )
+_BACKEND_HELP = (
+    "The session's hypothesis backend: auto (dense while it fits --hypothesis-memory, a "
+    "weighted support beyond), dense or support (sets the 'backend' parameter)."
+)
+_MEMORY_HELP = (
+    "Bytes the session's hypothesis may take, e.g. 536870912, 512MiB or 2GiB (the "
+    "'hypothesis_memory' parameter; the service allows at most 4GiB)."
+)
+_SUPPORT_HELP = (
+    "M, the support backend's records; 0 for the default (the 'support_size' parameter)."
+)
 #: The top-level modules the ``service`` extra brings.
 SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic"})
 
@@ -61,6 +72,33 @@ def _start_session(app: Any, name: str, config: dict[str, Any]) -> None:
         )
 
 
+def _backend_flags(
+    backend: str | None, hypothesis_memory: str | None, support_size: int | None
+) -> dict[str, Any]:
+    """The backend flags given, as session parameters."""
+    from pmwcm.cli.common import parse_memory
+
+    flags: dict[str, Any] = {}
+    if backend is not None:
+        flags["backend"] = backend
+    if hypothesis_memory is not None:
+        flags["hypothesis_memory"] = parse_memory(hypothesis_memory)
+    if support_size is not None:
+        flags["support_size"] = support_size
+    return flags
+
+
+def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
+    """--params with the backend flags merged in; a parameter given both ways is refused."""
+    parameters = json.loads(params) if params else {}
+    if flags and isinstance(parameters, dict):
+        both = sorted(set(parameters) & set(flags))
+        if both:
+            raise ValueError(f"{both} given both in --params and as flags; give each once.")
+        parameters = parameters | flags
+    return parameters
+
+
 def serve_command(
     state: Annotated[Path, typer.Option("--state", help=_STATE_HELP)],
     data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
@@ -75,12 +113,21 @@ def serve_command(
     accept_drafted_schema: Annotated[
         bool, typer.Option("--accept-drafted-schema", help=_ACCEPT_DRAFTED_HELP)
     ] = False,
+    backend: Annotated[str | None, typer.Option("--backend", help=_BACKEND_HELP)] = None,
+    hypothesis_memory: Annotated[
+        str | None, typer.Option("--hypothesis-memory", metavar="BYTES", help=_MEMORY_HELP)
+    ] = None,
+    support_size: Annotated[
+        int | None, typer.Option("--support-size", metavar="M", help=_SUPPORT_HELP)
+    ] = None,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
     At first start the curator token is printed once on stdout. With --data,
     --schema, --epsilon and --delta a session (default name 'default') is
-    created at first start and checked at every later one.
+    created at first start and checked at every later one. --backend,
+    --hypothesis-memory and --support-size set those session parameters (as
+    --params would); the session's status reports the backend chosen and why.
     """
     try:
         import uvicorn
@@ -95,6 +142,9 @@ def serve_command(
     wanted = (data, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
         raise _fail("--data, --schema, --epsilon and --delta go together.")
+    flags = _backend_flags(backend, hypothesis_memory, support_size)
+    if flags and data is None:
+        raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
     try:
         store = SQLiteStore(state)
     except (StoreError, OSError) as err:
@@ -109,7 +159,7 @@ def serve_command(
                     "schema_path": str(schema),
                     "epsilon": epsilon,
                     "delta": delta,
-                    "parameters": json.loads(params) if params else {},
+                    "parameters": _parameters(params, flags),
                     "accept_drafted_schema": accept_drafted_schema,
                 }
             )

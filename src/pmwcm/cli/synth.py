@@ -5,8 +5,19 @@ validation, same defaults, same per-line errors). Its final hypothesis
 ``Dhat`` is a public distribution over the data universe: the command samples
 ``--rows`` records from it (default ``n``) and writes them as a CSV of value
 labels, one column per schema attribute. Optionally it also writes ``Dhat``
-itself (``--histogram``, a NumPy ``.npy`` array of shape ``domain.shape``)
-and the answers (``--answers``, the JSON Lines ``pmwcm run`` writes).
+itself (``--histogram``) and the answers (``--answers``, the JSON Lines
+``pmwcm run`` writes).
+
+The ``--histogram`` file is :func:`pmwcm.kernels.histogram_codec.encode_histogram`'s
+bytes (read back with ``decode_histogram(blob, schema.domain())``). With the
+dense backend it is a NumPy ``.npy`` array of shape ``domain.shape`` (the
+probability of every cell of ``X``; ``numpy.load`` reads it). With the support
+backend (``X`` too large for a tensor) it is a NumPy ``.npz`` archive of two
+arrays: ``records``, shape ``(M, number of attributes)``, the support's records
+as value codes in schema order (code ``j`` is the attribute's ``j``-th value or
+bin), and ``log_weights``, shape ``(M,)``, their normalised log-probabilities
+(``numpy.exp(log_weights)`` sums to 1; a record may appear more than once, its
+mass is then the sum).
 
 Privacy: the synthetic rows, the histogram and the answers are all
 post-processing of one engine run, so together they cost exactly what the
@@ -20,7 +31,6 @@ removed ``--seed`` and a schema drafted from the data are refused as by
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Annotated
 
@@ -28,7 +38,9 @@ import typer
 
 from pmwcm.cli.common import (
     answer_with_engine,
+    backend_settings,
     build_run_engine,
+    check_backend,
     check_budget,
     check_engine_options,
     check_output,
@@ -44,9 +56,11 @@ from pmwcm.cli.common import (
 )
 from pmwcm.cli.options import (
     AcceptDraftedOption,
+    BackendOption,
     DataOption,
     DeltaOption,
     EpsilonOption,
+    HypothesisMemoryOption,
     InsecureNoiseOption,
     MaxUpdatesOption,
     PriorOption,
@@ -54,11 +68,17 @@ from pmwcm.cli.options import (
     QueriesOption,
     SchemaOption,
     SeedOption,
+    SupportSizeOption,
 )
 
 _OUTPUT_HELP = "Write the synthetic dataset here (CSV of value labels, atomically)."
 _ROWS_HELP = "Number of synthetic rows (default: n, the number of rows of --data)."
-_HISTOGRAM_HELP = "Also write the final hypothesis (NumPy .npy, shape = domain shape)."
+_HISTOGRAM_HELP = (
+    "Also write the final hypothesis: dense backend, a NumPy .npy array of shape = domain "
+    "shape (one probability per cell); support backend, a NumPy .npz archive of 'records' "
+    "(M x attributes, value codes in schema order) and 'log_weights' (M normalised "
+    "log-probabilities)."
+)
 _ANSWERS_HELP = "Also write the answers (JSON Lines, as pmwcm run writes them)."
 
 
@@ -78,6 +98,9 @@ def synth_command(
     public_prior: PublicPriorOption = None,
     insecure_seeded_noise: InsecureNoiseOption = None,
     accept_drafted_schema: AcceptDraftedOption = False,
+    backend: BackendOption = "auto",
+    hypothesis_memory: HypothesisMemoryOption = None,
+    support_size: SupportSizeOption = 0,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -88,6 +111,7 @@ def synth_command(
 
     from pmwcm._atomic import atomic_write_bytes
     from pmwcm.data.table import Dataset
+    from pmwcm.kernels.histogram_codec import encode_histogram
 
     check_seed(seed)
     if rows is not None and rows < 1:
@@ -95,6 +119,7 @@ def synth_command(
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
+    settings = backend_settings(backend, hypothesis_memory, support_size)
     targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
     paths = [(p, o) for p, o in targets if p is not None]
     for path, option in paths:
@@ -103,6 +128,7 @@ def synth_command(
     if len(set(resolved)) != len(resolved):
         raise fail("--output, --histogram and --answers must be different files.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    choice = check_backend(parsed.domain(), settings, start)
     dataset = load_data(data, parsed)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
@@ -110,6 +136,7 @@ def synth_command(
     engine = build_run_engine(
         dataset, epsilon=epsilon, delta=delta, noise=noise,
         after_halt="synthetic", max_updates=max_updates, prior=start, public=public,
+        backend=settings,
     )  # fmt: skip
     records = answer_with_engine(engine, lines)
     seed_ = insecure_seeded_noise
@@ -119,13 +146,12 @@ def synth_command(
     try:
         synthetic.to_csv(output)
         if histogram is not None:
-            buffer = io.BytesIO()
-            np.save(buffer, engine.hypothesis.to_array(), allow_pickle=False)
-            atomic_write_bytes(histogram, buffer.getvalue())
+            atomic_write_bytes(histogram, encode_histogram(engine.hypothesis))
     except OSError as exc:
         raise fail(f"cannot write output: {exc.strerror or exc}.") from None
     if answers is not None:
         write_jsonl(answers, records)
+    typer.echo(f"backend {choice.reason}", err=True)
     typer.echo(summarize(records, "pmw", noise.name), err=True)
     written = ", ".join(f"'{p}'" for p, _ in paths)
     typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)

@@ -105,6 +105,7 @@ def session_config(
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
     drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
+    _check_backend(pmw, resolved["schema_path"])
     config: dict[str, Any] = {}
     for label, path in resolved.items():
         config[label] = str(path)
@@ -116,6 +117,25 @@ def session_config(
         "delta": float(delta),
         "parameters": {f: getattr(pmw, f) for f in PARAMETERS},
     }
+
+
+def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
+    """Refuses parameters whose hypothesis backend does not fit the schema's universe
+    (a forced dense backend over ``hypothesis_memory``, a budget too small for a
+    support, ``prior`` aim/mst on a support), from the schema and parameters alone.
+
+    Raises:
+        ValueError: naming the parameter and its value.
+    """
+    from pmwcm.data.schema import Schema
+
+    choice = pmw.backend_choice(Schema.from_json(schema_path).domain())
+    if choice.kind == "support" and pmw.prior in ("aim", "mst"):
+        raise ValueError(
+            f"prior={pmw.prior!r} hands over a full contingency table, which needs the dense "
+            f"backend; this universe gets the support backend ({choice.reason}). Use prior "
+            "'marginals' (the default) or a coarser schema."
+        )
 
 
 def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
@@ -156,13 +176,36 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
     return private, pmw, None if public is None else Path(public)
 
 
-def _public_start(private: PrivateData, config: Mapping[str, Any], public: Path) -> Histogram:
+def _public_start(
+    private: PrivateData, pmw: PMWConfig, config: Mapping[str, Any], public: Path
+) -> Histogram:
+    """The free start from the public records, on the session's backend."""
+    from pmwcm.data.public_support import public_support_start
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
     from pmwcm.mechanisms.priors.marginals import public_prior
 
     schema = Schema.from_json(Path(config["schema_path"]))
-    return public_prior(private.domain, Dataset.from_csv(public, schema).records)
+    records = Dataset.from_csv(public, schema).records
+    choice = pmw.backend_choice(private.domain)
+    if choice.kind == "support":
+        return public_support_start(private.domain, records, size=choice.support_size)
+    return public_prior(private.domain, records)
+
+
+def _placeholder(private: PrivateData, pmw: PMWConfig) -> Histogram:
+    """A start that :func:`rebuild` passes instead of a measured or public prior (the
+    stored hypothesis replaces it): uniform, on the session's backend (never a dense
+    tensor over a universe that gets a support)."""
+    import numpy as np
+
+    from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
+    from pmwcm.kernels.support import SupportHistogram
+
+    if pmw.backend_choice(private.domain).kind == "support":
+        rng = np.random.default_rng(0)
+        return SupportHistogram.uniform(private.domain, MIN_SUPPORT_SIZE, rng=rng)
+    return DenseHistogram.uniform(private.domain)
 
 
 def _ledger(pmw: PMWConfig) -> DurableLedger:
@@ -184,7 +227,7 @@ def genesis(
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
     private, pmw, public = _parts(config)
-    start = None if public is None else _public_start(private, config, public)
+    start = None if public is None else _public_start(private, pmw, config, public)
     engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start)
     sv_state = engine.sparse_vector.export_state()
     debits = [
@@ -215,7 +258,7 @@ def rebuild(
         ledger.spend(event_from_dict(debit.event), label=debit.label)
     # A measured or public prior is not rebuilt: the stored hypothesis replaces it.
     informed = count or public is not None
-    placeholder = DenseHistogram.uniform(private.domain) if informed else None
+    placeholder = _placeholder(private, pmw) if informed else None
     engine = build_engine(private, pmw, noise=noise, ledger=ledger, prior=placeholder)
     if engine.oracle_noise_level != config["noise_level"]:
         raise SessionUnavailable(

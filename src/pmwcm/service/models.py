@@ -18,14 +18,22 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pmwcm.engine.practical import PMWConfig
+from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
 from pmwcm.kernels.queries import CMQuery
 
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(PMWConfig) if f.default is not dataclasses.MISSING
 }
+
+#: The most memory (bytes) a session's hypothesis may be given: 4 GiB (a service limit,
+#: so that one session cannot take the server's memory; the library has none).
+MAX_HYPOTHESIS_MEMORY = 4 * 2**30
+#: The largest support a session may ask for (2^26 records; the memory cap binds first
+#: on all but the narrowest schemas).
+MAX_SUPPORT_SIZE = 2**26
 
 LossName = Literal[
     "absolute", "hinge", "huber", "logistic", "quantile", "smoothed_hinge", "squared"
@@ -81,6 +89,12 @@ class SessionParameters(_Request):
     defaults; ``learning_rate`` and ``threshold`` ``null`` pick the rules.
     ``prior`` ``"aim"`` / ``"mst"`` need ``pmwcm[mbi]`` on the server and take
     minutes at session creation.
+
+    ``backend``, ``hypothesis_memory`` and ``support_size`` choose how the
+    hypothesis is held (:func:`pmwcm.kernels.backend.choose_backend`): a dense
+    tensor over the universe while it fits ``hypothesis_memory`` bytes (at most
+    :data:`MAX_HYPOTHESIS_MEMORY`, 4 GiB, on this service), a weighted support of
+    ``support_size`` records beyond. A session's status reports the choice and why.
     """
 
     max_updates: int = Field(default=_DEFAULTS["max_updates"], ge=0, le=10_000)
@@ -96,6 +110,35 @@ class SessionParameters(_Request):
     after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
     sweeps: int = Field(default=_DEFAULTS["sweeps"], ge=0, le=100)
     accountant: Literal["pld", "zcdp"] = _DEFAULTS["accountant"]
+    backend: Literal["auto", "dense", "support"] = Field(
+        default=_DEFAULTS["backend"],
+        description="The hypothesis backend: 'auto' (dense while it fits hypothesis_memory, "
+        "a weighted support beyond), 'dense' or 'support'.",
+    )
+    hypothesis_memory: int = Field(
+        default=_DEFAULTS["hypothesis_memory"],
+        ge=1,
+        le=MAX_HYPOTHESIS_MEMORY,
+        description="Bytes the hypothesis may take (default 512 MiB); this service allows "
+        f"at most {MAX_HYPOTHESIS_MEMORY} (4 GiB).",
+    )
+    support_size: int = Field(
+        default=_DEFAULTS["support_size"],
+        ge=0,
+        le=MAX_SUPPORT_SIZE,
+        description="M, the records of the support backend: 0 for the default (2^18, capped "
+        f"by hypothesis_memory), else at least {MIN_SUPPORT_SIZE} and at most {MAX_SUPPORT_SIZE}.",
+    )
+
+    @field_validator("support_size")
+    @classmethod
+    def _support_size(cls, value: int) -> int:
+        if value != 0 and value < MIN_SUPPORT_SIZE:
+            raise ValueError(
+                f"support_size must be 0 (the default size) or at least {MIN_SUPPORT_SIZE}, "
+                f"got support_size={value}"
+            )
+        return value
 
 
 class SessionCreate(_Request):
@@ -160,7 +203,9 @@ class StatusOut(BaseModel):
     """A session's budget and progress (curator and the session's analysts).
 
     ``noise`` names the noise source: ``"opendp"`` (OpenDP, seeded by the OS
-    CSPRNG) in production; anything else is a test or experiment.
+    CSPRNG) in production; anything else is a test or experiment. ``backend``
+    says how the hypothesis is held (dense tensor or weighted support) and why;
+    it reads only the schema and the parameters (public).
     """
 
     name: str
@@ -173,6 +218,11 @@ class StatusOut(BaseModel):
     answered: int
     halted: bool
     noise: str
+    backend: dict[str, Any] | None = Field(
+        default=None,
+        description="The hypothesis backend and why: {kind, support_size, memory_bytes, "
+        "reason} (pmwcm.kernels.backend.BackendChoice).",
+    )
 
 
 class TokenOut(BaseModel):

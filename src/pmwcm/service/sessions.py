@@ -57,6 +57,7 @@ class SessionStatus:
     answered: int
     halted: bool
     noise: str
+    backend: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +170,7 @@ class LiveSession:
                 answered=len(engine.answers),
                 halted=engine.halted or engine.sparse_vector.halted,
                 noise=engine.noise.name,
+                backend=None if engine.backend is None else engine.backend.to_dict(),
             )
 
     def ledger(self) -> list[LedgerLine]:
