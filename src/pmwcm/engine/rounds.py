@@ -217,7 +217,7 @@ class CMRound:
         so ``|u| <= S`` still holds.
         """
         problem = self.problem if table is None else self.problem_on(table)
-        return self._gradient_problem(problem).cell_gradients(answer) @ (private - answer)
+        return self._gradient_problem(problem).cell_directional(answer, private - answer)
 
     def _gradient_problem(self, problem: ConvexProblem) -> ConvexProblem:
         """The problem whose gradient defines ``u``: the loss, or its solver surrogate."""

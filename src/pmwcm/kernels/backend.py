@@ -138,6 +138,11 @@ def choose_backend(
                 f"within the {_mib(memory_budget)} hypothesis budget"
             ),
         )
+    if 0 < support_size < MIN_SUPPORT_SIZE:
+        raise ValueError(
+            f"support_size={support_size} is below the smallest useful support "
+            f"({MIN_SUPPORT_SIZE} records)."
+        )
     per_record = support_bytes(domain, 1)
     fitting = memory_budget // per_record
     size = min(support_size or DEFAULT_SUPPORT_SIZE, fitting)

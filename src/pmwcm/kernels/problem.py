@@ -68,6 +68,10 @@ class ConvexProblem(ABC):
     def cell_gradients(self, theta: FloatArray) -> FloatArray:
         """``grad_theta l(theta; x_C)`` of every cell, shape ``(cells, d)``."""
 
+    def cell_directional(self, theta: FloatArray, direction: FloatArray) -> FloatArray:
+        """``<grad_theta l(theta; x_C), direction>`` of every cell, shape ``(cells,)``."""
+        return self.cell_gradients(theta) @ direction
+
     def data_gradient(self, theta: FloatArray, weights: FloatArray) -> FloatArray:
         """``sum_c w_c grad l(theta; c)``."""
         return weights @ self.cell_gradients(theta)

@@ -46,6 +46,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pmwcm.errors import InvalidQuery
+from pmwcm.kernels.design import DenseDesign, Design, design_for
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.losses import LOSSES, GLMLoss, make_loss, resolved_loss_param
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
@@ -246,41 +247,51 @@ class CMQuery:
             )
         if cells is None:
             cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
-        phi, labels = self._features(sub, cells)
+        design, labels = self._features(sub, cells)
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
         corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
-        bound = float(np.linalg.norm(corner[0]))
+        bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
             clique=self.clique,
             sizes=sub.sizes,
             loss=loss,
-            features=phi,
+            design=design,
             labels=labels,
             radius=float(self.radius),
             l2=float(self.l2),
             feature_norm_bound=bound,
         )
 
-    def _features(self, sub: Domain, cells: NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
-        """``phi(x_C)`` and ``y(x_C)`` for the given clique cells."""
+    def _features(self, sub: Domain, cells: NDArray[np.int64]) -> tuple[Design, FloatArray]:
+        """The design ``phi(x_C)`` (:mod:`pmwcm.kernels.design`) and labels ``y(x_C)`` of ``cells``.
+
+        Each block is one entry per row (a column within the block and a value),
+        blocks in order: the features, the interactions, the intercept; all
+        divided by ``sqrt(blocks)`` so that ``||phi|| <= 1``.
+        """
         blocks = [
             _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
             for i, a in enumerate(self.features)
         ]
         position = {a: i for i, a in enumerate(self.features)}
         for group in self.interactions:
-            product = blocks[position[group[0]]]
+            column, value, width = blocks[position[group[0]]]
             for name in group[1:]:
-                other = blocks[position[name]]
-                # Row-wise Kronecker product: every pair of coordinates, multiplied.
-                product = (product[:, :, None] * other[:, None, :]).reshape(len(cells), -1)
-            blocks.append(product)
+                other_column, other_value, other_width = blocks[position[name]]
+                # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
+                column = column * other_width + other_column
+                value = value * other_value
+                width = width * other_width
+            blocks.append((column, value, width))
         if self.intercept:
-            blocks.append(np.ones((cells.shape[0], 1)))
-        phi = np.hstack(blocks) / math.sqrt(len(blocks))
-        return phi, _scaled(cells[:, -1], sub.sizes[-1])
+            blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
+        offsets = np.cumsum([0] + [width for _, _, width in blocks])
+        columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
+        values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
+        design = design_for(columns.astype(np.int64), values, int(offsets[-1]))
+        return design, _scaled(cells[:, -1], sub.sizes[-1])
 
 
 def _is_number(value: object) -> bool:
@@ -323,11 +334,17 @@ def _scaled(codes: np.ndarray, size: int) -> FloatArray:
     return 2.0 * codes.astype(np.float64) / (size - 1) - 1.0
 
 
-def _encode(codes: np.ndarray, size: int, encoding: str) -> FloatArray:
-    """One feature block with Euclidean norm at most 1."""
+def _encode(
+    codes: np.ndarray, size: int, encoding: str
+) -> tuple[NDArray[np.int64], FloatArray, int]:
+    """One feature block, one entry per row: (column in the block, value, block width).
+
+    Ordinal and binary: the scaled code in one column; one-hot: a 1 at the code.
+    Either way the block's Euclidean norm is at most 1.
+    """
     if size <= 2 or encoding == "ordinal":
-        return _scaled(codes, size)[:, None]
-    return np.eye(size)[codes]
+        return np.zeros(len(codes), dtype=np.int64), _scaled(codes, size), 1
+    return np.asarray(codes, dtype=np.int64), np.ones(len(codes)), size
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -345,7 +362,7 @@ class GLMProblem(ConvexProblem):
     query: CMQuery | None
     clique: tuple[str, ...]
     loss: GLMLoss
-    features: FloatArray
+    design: Design
     labels: FloatArray
     radius: float
     l2: float
@@ -353,13 +370,18 @@ class GLMProblem(ConvexProblem):
     feature_norm_bound: float | None = None
 
     @property
+    def features(self) -> FloatArray:
+        """``Phi`` as a dense ``(cells, d)`` array (the solvers use :attr:`design`)."""
+        return self.design.dense()
+
+    @property
     def dim(self) -> int:
-        return int(self.features.shape[1])
+        return self.design.dim
 
     @property
     def feature_bound(self) -> float:
         """``B``: the largest ``||phi(x)||_2`` over the clique (at most 1 by construction)."""
-        seen = float(np.sqrt((self.features**2).sum(axis=1)).max()) if len(self.features) else 0.0
+        seen = float(self.design.row_norms().max()) if self.design.rows else 0.0
         if self.feature_norm_bound is None:
             return seen
         return max(self.feature_norm_bound, seen)
@@ -373,8 +395,8 @@ class GLMProblem(ConvexProblem):
         if self.query is None or not self.sizes:
             raise ValueError("on_cells needs a problem compiled from a CMQuery.")
         sub = Domain.from_sizes(dict(zip(self.clique, self.sizes, strict=True)))
-        phi, labels = self.query._features(sub, cells)
-        return dataclasses.replace(self, features=phi, labels=labels)
+        design, labels = self.query._features(sub, cells)
+        return dataclasses.replace(self, design=design, labels=labels)
 
     @property
     def derivative_bound(self) -> float:
@@ -395,21 +417,28 @@ class GLMProblem(ConvexProblem):
         return None if beta is None else beta * self.feature_bound**2
 
     def cell_losses(self, theta: FloatArray) -> FloatArray:
-        return self.loss.value(self.features @ theta, self.labels)
+        return self.loss.value(self.design.matvec(theta), self.labels)
 
     def cell_gradients(self, theta: FloatArray) -> FloatArray:
-        return self.loss.derivative(self.features @ theta, self.labels)[:, None] * self.features
+        slopes = self.loss.derivative(self.design.matvec(theta), self.labels)
+        return slopes[:, None] * self.features
+
+    def cell_directional(self, theta: FloatArray, direction: FloatArray) -> FloatArray:
+        if isinstance(self.design, DenseDesign):  # the dense arithmetic, bit for bit as before
+            return self.cell_gradients(theta) @ direction
+        slopes = self.loss.derivative(self.design.matvec(theta), self.labels)
+        return slopes * self.design.matvec(direction)
 
     def data_gradient(self, theta: FloatArray, weights: FloatArray) -> FloatArray:
-        slopes = self.loss.derivative(self.features @ theta, self.labels)
-        return self.features.T @ (weights * slopes)
+        slopes = self.loss.derivative(self.design.matvec(theta), self.labels)
+        return self.design.rmatvec(weights * slopes)
 
     def data_hessian(self, theta: FloatArray, weights: FloatArray) -> FloatArray | None:
         try:
-            curv = self.loss.second_derivative(self.features @ theta, self.labels)
+            curv = self.loss.second_derivative(self.design.matvec(theta), self.labels)
         except NotImplementedError:
             return None
-        return (self.features.T * (weights * curv)) @ self.features
+        return self.design.gram(weights * curv)
 
     def smoothed(self, mu: float) -> tuple[GLMProblem, float]:
         if self.loss.smoothness is not None:

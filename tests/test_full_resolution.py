@@ -1,0 +1,338 @@
+"""Issue 13's machinery: sparse clique tables, block designs, the backend choice,
+the support prior and support snapshots, each checked against its dense twin."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.snapshot import restore, snapshot
+from pmwcm.kernels.backend import MIN_SUPPORT_SIZE, choose_backend
+from pmwcm.kernels.clique_table import DENSE_CLIQUE_CELLS, CliqueTable, is_dense
+from pmwcm.kernels.design import BlockDesign, DenseDesign
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.histogram_codec import decode_histogram, encode_histogram
+from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.support import SupportHistogram
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors.marginals import fit_histogram, measure_marginals, pairwise_cliques
+from pmwcm.mechanisms.priors.support import (
+    fit_support,
+    support_marginal_prior,
+    tree_edges,
+    tree_proposal,
+)
+from pmwcm.mechanisms.private_data import PrivateData
+
+SETTINGS = settings(derandomize=True, deadline=None, max_examples=40)
+
+#: Five attributes of 6 values and a binary target: the 5-feature clique has
+#: 6^5 * 2 = 15,552 cells, over DENSE_CLIQUE_CELLS, while X stays enumerable.
+WIDE = Domain.from_sizes({"a": 6, "b": 6, "c": 6, "d": 6, "e": 6, "y": 2})
+
+
+def wide_records(seed: int, n: int = 3000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 6, size=(n, 5))
+    logit = 0.6 * (x[:, 0] - 2.5) - 0.4 * (x[:, 2] - 2.5) + 0.3 * (x[:, 4] > 3)
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+    return np.column_stack([x, y])
+
+
+WIDE_QUERIES = [
+    CMQuery(loss="logistic", target="y", features=("a", "b", "c", "d", "e")),
+    CMQuery(
+        loss="logistic",
+        target="y",
+        features=("a", "c", "e"),
+        encodings={"a": "ordinal"},
+        interactions=(("a", "c"),),
+    ),
+    CMQuery(loss="squared", target="e", features=("a", "b", "c", "d"), encodings={"b": "ordinal"}),
+    CMQuery(loss="hinge", target="y", features=("b", "d")),
+]
+
+
+# --- sparse clique tables ---
+
+
+def test_the_dense_rule_reads_only_the_clique_shape() -> None:
+    assert is_dense((DENSE_CLIQUE_CELLS,)) and not is_dense((DENSE_CLIQUE_CELLS + 1,))
+    clique = ("a", "b", "c", "d", "e", "y")
+    assert not is_dense(WIDE.project(clique).sizes)
+
+
+def test_a_sparse_table_holds_exactly_the_occupied_cells() -> None:
+    data = PrivateData.from_records(WIDE, wide_records(0))
+    clique = ("a", "b", "c", "d", "e", "y")
+    table = data.clique_table(clique)
+    assert not table.is_dense and table.codes is not None
+    dense = data.marginal(clique)
+    np.testing.assert_array_equal(np.flatnonzero(dense), table.codes)
+    np.testing.assert_allclose(table.mass, dense.reshape(-1)[table.codes], atol=1e-15)
+    np.testing.assert_allclose(table.table(), dense, atol=1e-15)
+    assert table.cells().shape == (table.codes.size, len(clique))
+
+
+@pytest.mark.parametrize("query", WIDE_QUERIES, ids=lambda q: q.loss)
+def test_losses_and_gradients_agree_on_the_sparse_and_the_dense_table(query: CMQuery) -> None:
+    data = PrivateData.from_records(WIDE, wide_records(1))
+    full = query.compile(WIDE)
+    dense = CliqueTable.dense(data.marginal(query.clique))
+    occupied = data.clique_table(query.clique)
+    if occupied.is_dense:
+        occupied = CliqueTable.from_codes(
+            dense.shape, np.flatnonzero(dense.mass), dense.mass[dense.mass > 0]
+        )
+    assert occupied.codes is not None
+    on_cells = full.on_cells(occupied.cells())
+    assert (on_cells.lipschitz, on_cells.scale, on_cells.smoothness) == (
+        full.lipschitz,
+        full.scale,
+        full.smoothness,
+    )
+    theta = np.random.default_rng(2).normal(size=full.dim) * 0.3
+    assert on_cells.objective(theta, occupied.mass) == pytest.approx(
+        full.objective(theta, dense.mass), abs=1e-13
+    )
+    np.testing.assert_allclose(
+        on_cells.gradient(theta, occupied.mass), full.gradient(theta, dense.mass), atol=1e-13
+    )
+
+
+def test_clique_cells_beyond_int64_codes_are_refused_from_the_spec() -> None:
+    huge = Domain.from_sizes({f"x{i}": 1000 for i in range(7)} | {"y": 2})
+    data = PrivateData.from_records(huge, np.zeros((5, 8), dtype=int))
+    engine = build_engine(
+        data,
+        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", support_size=MIN_SUPPORT_SIZE),
+        noise=NumpyNoise(seed=0),
+    )
+    before = engine.ledger.spent_epsilon()
+    with pytest.raises(QueryError, match="cells"):
+        engine.answer(CMQuery(loss="logistic", target="y", features=tuple(huge.names[:7])))
+    assert engine.ledger.spent_epsilon() == before and not engine.answers
+
+
+# --- block designs ---
+
+
+@SETTINGS
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+    ordinal=st.lists(st.booleans(), min_size=4, max_size=4),
+    interact=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_block_designs_are_their_dense_matrices(
+    sizes: list[int], ordinal: list[bool], interact: bool, seed: int
+) -> None:
+    names = [f"f{i}" for i in range(len(sizes))]
+    domain = Domain.from_sizes(dict(zip(names, sizes, strict=True)) | {"y": 2})
+    encodings = {n: "ordinal" for n, o in zip(names, ordinal, strict=False) if o}
+    groups = ((names[0], names[1]),) if interact and len(names) > 1 else ()
+    query = CMQuery(
+        loss="logistic", target="y", features=tuple(names), encodings=encodings, interactions=groups
+    )
+    problem = query.compile(domain)
+    cells = np.indices(domain.project(query.clique).shape).reshape(len(query.clique), -1).T
+    built = query._features(domain.project(query.clique), cells)[0]
+    block = built if isinstance(built, BlockDesign) else None
+    rng = np.random.default_rng(seed)
+    matrix = problem.features
+    theta, v, w = rng.normal(size=problem.dim), rng.normal(size=len(cells)), rng.random(len(cells))
+    designs: list[Any] = [problem.design, DenseDesign(matrix), block]
+    for design in designs:
+        if design is None:
+            continue
+        np.testing.assert_allclose(design.matvec(theta), matrix @ theta, atol=1e-12)
+        np.testing.assert_allclose(design.rmatvec(v), matrix.T @ v, atol=1e-12)
+        np.testing.assert_allclose(design.gram(w), (matrix.T * w) @ matrix, atol=1e-12)
+        np.testing.assert_allclose(design.row_norms(), np.linalg.norm(matrix, axis=1), atol=1e-12)
+        np.testing.assert_array_equal(design.dense(), matrix)
+    # B over the whole clique, whatever cells a problem holds
+    assert problem.feature_bound == pytest.approx(np.linalg.norm(matrix, axis=1).max(), abs=1e-12)
+
+
+def test_a_wide_one_hot_query_uses_the_block_form() -> None:
+    domain = load_adult("full").domain
+    query = CMQuery(loss="logistic", target="income>50K", features=("age", "native-country"))
+    problem = query.compile(domain)
+    assert isinstance(problem.design, BlockDesign) and problem.dim == 85 + 42 + 1
+
+
+# --- the backend choice ---
+
+
+def test_the_backend_is_dense_while_it_fits_and_a_support_beyond() -> None:
+    small = choose_backend(Domain.from_sizes({"a": 2, "b": 3}))
+    assert small.kind == "dense" and small.support_size == 0 and "dense" in small.reason
+    full = choose_backend(load_adult("full").domain)
+    assert full.kind == "support" and full.support_size == 2**18
+    assert "6.41e+17" in full.reason and "M = 262,144" in full.reason
+    capped = choose_backend(load_adult("full").domain, memory_budget=2**20)
+    assert capped.kind == "support" and capped.support_size < 2**18
+    assert capped.memory_bytes <= 2**20
+    assert json.loads(json.dumps(capped.to_dict()))["kind"] == "support"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"backend": "dense"}, "backend='dense' needs"),
+        ({"backend": "gpu"}, "backend must be one of"),
+        ({"memory_budget": 1000}, "holds only"),
+        ({"memory_budget": -1}, "memory_budget"),
+        ({"support_size": -5}, "support_size"),
+        ({"support_size": 256}, "support_size=256 is below"),
+    ],
+)
+def test_impossible_backend_settings_are_refused_by_name(
+    kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        choose_backend(load_adult("full").domain, **kwargs)
+
+
+def test_a_refused_backend_spends_nothing() -> None:
+    adult = load_adult("full")
+    data = PrivateData.from_records(adult.domain, adult.records)
+    config = PMWConfig(epsilon=1.0, delta=1e-6, backend="dense")
+    with pytest.raises(ValueError, match="backend='dense'"):
+        build_engine(data, config, noise=NumpyNoise(seed=0))
+    with pytest.raises(ValueError, match="contingency table"):
+        build_engine(
+            data, PMWConfig(epsilon=1.0, delta=1e-6, prior="mst"), noise=NumpyNoise(seed=0)
+        )
+
+
+# --- the support prior ---
+
+
+def test_the_support_fit_on_every_cell_is_the_dense_fit() -> None:
+    domain = Domain.from_sizes({"a": 3, "b": 2, "c": 4, "d": 2})
+    rng = np.random.default_rng(0)
+    data = PrivateData.from_records(
+        domain, np.column_stack([rng.integers(0, s, 800) for s in (3, 2, 4, 2)])
+    )
+    measured = measure_marginals(
+        data, pairwise_cliques(domain), noise_multiplier=0.5, noise=NumpyNoise(seed=1)
+    )
+    dense = fit_histogram(domain, measured, iterations=60)
+    support = fit_support(SupportHistogram.full(domain), measured, iterations=60)
+    np.testing.assert_allclose(support.to_array(), dense.to_array(), atol=1e-10)
+
+
+def test_the_tree_proposal_follows_the_released_dependence() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 5, 20_000)
+    b = (a + (rng.random(20_000) < 0.1)) % 5  # b copies a, 10% shifted
+    c = rng.integers(0, 4, 20_000)  # independent
+    domain = Domain.from_sizes({"a": 5, "b": 5, "c": 4})
+    data = PrivateData.from_records(domain, np.column_stack([a, b, c]))
+    measured = measure_marginals(
+        data, pairwise_cliques(domain), noise_multiplier=1.0, noise=NumpyNoise(seed=2)
+    )
+    assert (0, 1) in tree_edges(domain, measured)
+    records = tree_proposal(domain, measured, size=50_000, rng=np.random.default_rng(4))
+    assert records.shape == (50_000, 3) and records.max(axis=0).tolist() <= [4, 4, 3]
+    agree = float(np.mean(records[:, 0] == records[:, 1]))
+    assert agree > 0.7  # independent sampling would give 0.2
+    # every value of every attribute stays reachable (the uniform mixing)
+    assert all(np.unique(records[:, i]).size == s for i, s in enumerate(domain.sizes))
+
+
+def test_the_support_prior_is_reproducible_from_seeded_noise() -> None:
+    data = PrivateData.from_records(WIDE, wide_records(4))
+    kwargs: dict[str, Any] = {"noise_multiplier": 2.0, "size": 3000, "iterations": 20}
+    one = support_marginal_prior(data, noise=NumpyNoise(seed=5), **kwargs)
+    two = support_marginal_prior(data, noise=NumpyNoise(seed=5), **kwargs)
+    np.testing.assert_array_equal(one.records, two.records)
+    np.testing.assert_array_equal(one.log_weights, two.log_weights)
+    # the fit moves the prior towards the data's pairs (the release's signal)
+    start = SupportHistogram(WIDE, one.records)
+    err = [
+        sum(np.abs(h.marginal(c) - data.marginal(c)).sum() for c in pairwise_cliques(WIDE))
+        for h in (start, one)
+    ]
+    assert err[1] < err[0]
+
+
+# --- engines on the support backend ---
+
+
+def wide_engine(seed: int = 0, **config: Any) -> Any:
+    data = PrivateData.from_records(WIDE, wide_records(seed))
+    settings: dict[str, Any] = {
+        "epsilon": 4.0,
+        "delta": 1e-6,
+        "backend": "support",
+        "support_size": 4000,
+    }
+    return build_engine(data, PMWConfig(**(settings | config)), noise=NumpyNoise(seed=seed))
+
+
+def test_an_engine_on_a_support_with_sparse_cliques_answers_and_updates() -> None:
+    engine = wide_engine(threshold=-1.0, max_updates=2, after_halt="synthetic")
+    assert engine.backend.kind == "support"
+    assert isinstance(engine.hypothesis, SupportHistogram)
+    assert [e.label for e in engine.ledger.entries] == ["prior: noisy 2-way marginals"]
+    answers = [engine.answer(q) for q in WIDE_QUERIES]
+    assert [a.source for a in answers] == ["oracle", "oracle", "synthetic", "synthetic"]
+    assert all(np.all(np.isfinite(a.value)) for a in answers)
+
+
+def test_the_full_support_engine_matches_the_dense_one_on_sparse_cliques() -> None:
+    """Sparse tables change the summation order only, so the certified solves stop at
+    slightly different points: the transcripts agree to the solvers' tolerance."""
+    data = PrivateData.from_records(WIDE, wide_records(6))
+    config = PMWConfig(
+        epsilon=2.0, delta=1e-6, prior="uniform", max_updates=2, threshold=-1.0,
+        after_halt="synthetic",
+    )  # fmt: skip
+    runs = []
+    for prior in (DenseHistogram.uniform(WIDE), SupportHistogram.full(WIDE)):
+        engine = build_engine(data, config, noise=NumpyNoise(seed=3), prior=prior)
+        runs.append([engine.answer(q) for q in WIDE_QUERIES])
+    for dense, support in zip(*runs, strict=True):
+        assert (dense.source, dense.updates) == (support.source, support.updates)
+        np.testing.assert_allclose(support.value, dense.value, atol=1e-5)
+
+
+def test_a_support_snapshot_is_compact_and_restores_exactly() -> None:
+    engine = wide_engine(seed=7, threshold=-1.0, max_updates=3)
+    engine.answer(WIDE_QUERIES[0])
+    snap = snapshot(engine)
+    blob = encode_histogram(snap.hypothesis)
+    assert len(blob) < 4000 * (6 + 8) + 2000  # records in one byte per attribute, log-weights
+    back = decode_histogram(blob, WIDE)
+    assert isinstance(back, SupportHistogram)
+    np.testing.assert_array_equal(back.log_weights, engine.hypothesis.log_weights)
+    fresh = wide_engine(seed=7, threshold=-1.0, max_updates=3)
+    resumed = restore(fresh, type(snap)(state=json.loads(json.dumps(snap.state)), hypothesis=back))
+    assert isinstance(resumed.hypothesis, SupportHistogram)
+    np.testing.assert_array_equal(resumed.hypothesis.log_weights, engine.hypothesis.log_weights)
+    assert resumed.sparse_vector.export_state() == engine.sparse_vector.export_state()
+    again = resumed.answer(WIDE_QUERIES[0])  # a repeat comes from the log
+    assert again.repeated
+    np.testing.assert_array_equal(again.value, engine.answers[0].value)
+    clique = WIDE_QUERIES[1].clique
+    np.testing.assert_array_equal(
+        resumed.hypothesis.clique_table(clique).mass, engine.hypothesis.clique_table(clique).mass
+    )
+    assert resumed.backend == engine.backend
+
+
+def test_old_dense_snapshots_still_decode() -> None:
+    domain = Domain.from_sizes({"a": 2, "b": 3})
+    dense = DenseHistogram(domain, np.arange(1.0, 7.0).reshape(2, 3))
+    back = decode_histogram(encode_histogram(dense), domain)
+    np.testing.assert_array_equal(back.to_array(), dense.to_array())
