@@ -42,7 +42,7 @@ import numpy as np
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.errors import Halted
-from pmwcm.kernels.backend import BackendChoice
+from pmwcm.kernels.backend import BackendChoice, choose_backend
 from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
@@ -209,6 +209,11 @@ class OnlinePMW:
             )
         if prior is not None and prior.domain != data.domain:
             raise ValueError("The prior is over a different domain than the data.")
+        if prior is None and choose_backend(data.domain).kind != "dense":
+            raise ValueError(
+                f"The uniform start is a dense tensor, and |X| = {data.domain.size:.3g} is too "
+                "large for one: pass a prior (build_engine chooses a support by itself)."
+            )
         oracle.privacy_event(oracle_noise_level)  # validates the level
         self.data = data
         self.settings = settings
@@ -295,6 +300,9 @@ class OnlinePMW:
             oracle_noise_level=oracle_noise_level,
             ledger=ledger,
             noise=noise,
+            # The state's hypothesis as the start: a default uniform start would be a
+            # dense tensor, which a universe on the support backend cannot hold.
+            prior=state.hypothesis,
         )
         engine._load(state)
         return engine

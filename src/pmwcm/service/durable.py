@@ -40,13 +40,11 @@ from typing import Any
 
 from dp_accounting import DpEvent
 
-from pmwcm.engine.online import EngineState, OnlinePMW
+from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.snapshot import EngineSnapshot, decode_state, snapshot
 from pmwcm.kernels.histogram_codec import decode_histogram, encode_histogram
-from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import Accountant, LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
-from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
 
 DebitSink = Callable[[DebitRecord], None]
@@ -105,24 +103,6 @@ def encode_snapshot(engine: OnlinePMW) -> StoredSnapshot:
     return StoredSnapshot(state=snap.state, hypothesis=encode_histogram(snap.hypothesis))
 
 
-def _restore_on_support(
-    data: PrivateData, ingredients: dict[str, Any], state: EngineState
-) -> OnlinePMW:
-    """:meth:`OnlinePMW.restore` for a support hypothesis, without its dense start.
-
-    ``OnlinePMW.restore`` (``engine/online.py``) constructs the engine with no
-    prior, so ``OnlinePMW.__init__`` builds ``DenseHistogram.uniform(domain)``
-    before the state's hypothesis replaces it: a tensor over ``X``, which a
-    universe on the support backend cannot hold. This does what ``restore``
-    does, passing the state's hypothesis as the start (copied, then replaced by
-    the state's own, exactly as ``restore`` leaves it). Drop it once ``restore``
-    passes ``prior=state.hypothesis`` itself.
-    """
-    engine = OnlinePMW(data, prior=state.hypothesis, **ingredients)
-    engine._load(state)  # the engine's own loader: restore's second step
-    return engine
-
-
 def recover(
     engine: OnlinePMW, stored: StoredSnapshot | None, debits: list[DebitRecord]
 ) -> tuple[OnlinePMW, list[int]]:
@@ -168,17 +148,15 @@ def recover(
     ledger = DurableLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
     for debit in debits:  # the union, in commit order
         ledger.spend(event_from_dict(debit.event), label=debit.label)
-    ingredients: dict[str, Any] = {
-        "settings": engine.settings,
-        "sparse_vector": engine.sparse_vector,
-        "oracle": engine.oracle,
-        "oracle_noise_level": engine.oracle_noise_level,
-        "ledger": ledger,
-        "noise": engine.noise,
-    }
-    if isinstance(state.hypothesis, SupportHistogram):
-        recovered = _restore_on_support(engine.data, ingredients, state)
-    else:
-        recovered = OnlinePMW.restore(engine.data, state=state, **ingredients)
+    recovered = OnlinePMW.restore(
+        engine.data,
+        settings=engine.settings,
+        sparse_vector=engine.sparse_vector,
+        oracle=engine.oracle,
+        oracle_noise_level=engine.oracle_noise_level,
+        ledger=ledger,
+        noise=engine.noise,
+        state=state,
+    )
     recovered.backend = engine.backend
     return recovered, [d.seq for d in orphans]
