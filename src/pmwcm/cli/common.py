@@ -466,13 +466,13 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
 def public_start(domain: Domain, records: np.ndarray, choice: BackendChoice) -> Histogram:
     """The free start from PUBLIC records on the chosen backend: dense,
     :func:`pmwcm.mechanisms.priors.marginals.public_prior`; support, the same
-    mixture on ``M`` records (:func:`pmwcm.data.public_support.public_support_start`)."""
-    from pmwcm.data.public_support import public_support_start
+    mixture on ``M`` records (:func:`pmwcm.mechanisms.priors.support.public_support_prior`)."""
     from pmwcm.mechanisms.priors.marginals import public_prior
+    from pmwcm.mechanisms.priors.support import public_support_prior
 
     if choice.kind == "dense":
         return public_prior(domain, records)
-    return public_support_start(domain, records, size=choice.support_size)
+    return public_support_prior(domain, records, size=choice.support_size)
 
 
 def build_run_engine(

@@ -180,16 +180,16 @@ def _public_start(
     private: PrivateData, pmw: PMWConfig, config: Mapping[str, Any], public: Path
 ) -> Histogram:
     """The free start from the public records, on the session's backend."""
-    from pmwcm.data.public_support import public_support_start
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
     from pmwcm.mechanisms.priors.marginals import public_prior
+    from pmwcm.mechanisms.priors.support import public_support_prior
 
     schema = Schema.from_json(Path(config["schema_path"]))
     records = Dataset.from_csv(public, schema).records
     choice = pmw.backend_choice(private.domain)
     if choice.kind == "support":
-        return public_support_start(private.domain, records, size=choice.support_size)
+        return public_support_prior(private.domain, records, size=choice.support_size)
     return public_prior(private.domain, records)
 
 

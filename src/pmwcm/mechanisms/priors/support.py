@@ -69,6 +69,7 @@ __all__ = [
     "fit_support",
     "one_way_estimates",
     "post_processing_rng",
+    "public_support_prior",
     "support_iterations",
     "support_marginal_prior",
     "tree_proposal",
@@ -80,6 +81,8 @@ CONDITIONAL_MIXING = 0.1
 UNIFORM_MIXING = 0.01
 #: The fit's work budget: ``iterations * K * M`` record-clique visits.
 FIT_WORK = 2e9
+#: Bytes of clique codes the fit keeps between passes (the rest are recomputed).
+CODE_CACHE_BYTES = 512 * 2**20
 
 
 def post_processing_rng(noise: NoiseSource) -> np.random.Generator:
@@ -237,29 +240,46 @@ def fit_support(
     """
     domain = start.domain
     records = start.records
-    codes: list[NDArray[np.int64]] = []
-    for m in measurements:
-        axes = domain.axes(m.clique)
+
+    def clique_codes(m: Measurement) -> NDArray[np.integer]:
         flat = np.zeros(start.size, dtype=np.int64)
-        for axis in axes:
+        for axis in domain.axes(m.clique):
             flat *= domain.sizes[axis]
             flat += records[:, axis]
-        codes.append(flat)
+        return flat.astype(np.min_scalar_type(max(np.size(m.values) - 1, 0)))
+
+    # Codes are kept while they fit CODE_CACHE_BYTES (smallest dtype: uint16 for most
+    # pairs), and recomputed on every pass beyond: K M codes of a wide table would
+    # not fit (1,431 pairs at M = 10^6 are 2.9 GB even as uint16).
+    cached: list[NDArray[np.integer] | None] = []
+    used = 0
+    for m in measurements:
+        itemsize = np.min_scalar_type(max(np.size(m.values) - 1, 0)).itemsize
+        if used + itemsize * start.size <= CODE_CACHE_BYTES:
+            cached.append(clique_codes(m))
+            used += itemsize * start.size
+        else:
+            cached.append(None)
+
+    def codes_of(k: int) -> NDArray[np.integer]:
+        hit = cached[k]
+        return hit if hit is not None else clique_codes(measurements[k])
+
     shapes = [np.shape(m.values) for m in measurements]
 
     def marginals(log_w: FloatArray) -> list[FloatArray]:
         p = np.exp(log_w)
         return [
             np.asarray(
-                np.bincount(c, weights=p, minlength=math.prod(shape)), dtype=np.float64
+                np.bincount(codes_of(k), weights=p, minlength=math.prod(shape)), dtype=np.float64
             ).reshape(shape)
-            for c, shape in zip(codes, shapes, strict=True)
+            for k, shape in enumerate(shapes)
         ]
 
     def moved(log_w: FloatArray, res: list[FloatArray], s: float) -> FloatArray:
         g = np.zeros(start.size)
-        for c, r in zip(codes, res, strict=True):
-            g += r.reshape(-1)[c]
+        for k, r in enumerate(res):
+            g += r.reshape(-1)[codes_of(k)]
         out = log_w - s * g
         return out - logsumexp(out)
 
@@ -305,3 +325,44 @@ def support_marginal_prior(
     if iterations is None:
         iterations = support_iterations(size, len(chosen))
     return fit_support(SupportHistogram(data.domain, records), measured, iterations=iterations)
+
+
+def public_support_prior(
+    domain: Domain, records: NDArray[np.integer], *, size: int, uniform_weight: float = 0.01
+) -> SupportHistogram:
+    """A free start from *public* records on ``size`` support records (no privacy cost).
+
+    The dense :func:`~pmwcm.mechanisms.priors.marginals.public_prior` on a
+    support: the distinct public records, weighted by their counts and sharing
+    ``1 - uniform_weight``, and the rest of the ``size`` records drawn uniformly
+    from ``X``, sharing ``uniform_weight`` (so no region is out of the updates'
+    reach). With more than ``size / 2`` distinct public records, ``size / 2``
+    are resampled from them first. Reads only the public records and a
+    generator with a fixed seed: the same start every time.
+
+    >>> d = Domain.from_sizes({"a": 2, "b": 3})
+    >>> h = public_support_prior(d, np.array([[0, 0], [0, 0], [1, 2]]), size=1000)
+    >>> h.size, round(float(h.marginal(["a"])[0]), 1)
+    (1000, 0.7)
+
+    Raises:
+        ValueError: ``size < 2`` or ``uniform_weight`` outside ``(0, 1]``.
+    """
+    if size < 2:
+        raise ValueError(f"size must be at least 2, got size={size}.")
+    if not 0 < uniform_weight <= 1:
+        raise ValueError(f"uniform_weight must lie in (0, 1], got {uniform_weight}.")
+    rng = np.random.default_rng(0)
+    rows = np.asarray(records, dtype=np.int64).reshape(-1, len(domain))
+    if len(rows) == 0 or uniform_weight == 1:
+        return SupportHistogram.uniform(domain, size, rng=rng)
+    half = size // 2
+    if len(np.unique(rows, axis=0)) > half:
+        rows = rows[rng.integers(0, len(rows), half)]
+    seen, counts = np.unique(rows, axis=0, return_counts=True)
+    spare = size - len(seen)
+    uniform = np.stack([rng.integers(0, s, spare) for s in domain.sizes], axis=1)
+    weights = np.concatenate(
+        [(1 - uniform_weight) * counts / counts.sum(), np.full(spare, uniform_weight / spare)]
+    )
+    return SupportHistogram(domain, np.concatenate([seen, uniform]), np.log(weights))

@@ -1,0 +1,131 @@
+"""The support backend at scale: prior fit time, peak memory and query rate on wide tables.
+
+Issue 13's targets: peak RSS at most 2 GB with ``M = 10^6`` on a table of 50+
+attributes, and at least 100 below-threshold answers per second on 2 cores.
+Each cell runs in its own subprocess, so its peak RSS (``ru_maxrss``) is its
+own. Prints one JSON line per cell and a Markdown table at the end::
+
+    .venv-bench/bin/python benchmarks/support_scale.py                 # loans, M = 1e6
+    .venv-bench/bin/python benchmarks/support_scale.py --table adult-full --sizes 16384 262144
+
+A cell: build the engine (``PMWConfig(epsilon=1, delta=1e-6)``, the default
+paid marginal prior on the support) on the whole table, then answer ``k``
+random logistic queries (target: the table's first binary attribute; 2-5
+features; one-hot up to 16 values, ordinal beyond) and count the answers
+that came from the hypothesis. Timings are wall-clock on whatever the machine
+is doing; the machine's load average is printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pmwcm.data.table import Dataset
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def load(table: str) -> Dataset:
+    if table == "adult-full":
+        from pmwcm.data.bundled import load_adult
+
+        return load_adult("full")
+    from benchmarks.tables.load import load_table
+
+    return load_table(table)
+
+
+def queries(domain: Domain, k: int, seed: int) -> list[CMQuery]:
+    rng = np.random.default_rng(seed)
+    binary = [a for a, s in zip(domain.names, domain.sizes, strict=True) if s == 2]
+    target = binary[-1]
+    others = [a for a in domain.names if a != target]
+    out = []
+    for _ in range(k):
+        features = tuple(rng.choice(others, size=int(rng.integers(2, 6)), replace=False))
+        encodings = {f: "ordinal" for f in features if domain.size_of(str(f)) > 16}
+        out.append(
+            CMQuery(
+                loss="logistic",
+                target=target,
+                features=tuple(str(f) for f in features),
+                encodings=encodings,
+            )
+        )
+    return out
+
+
+def cell(table: str, size: int, k: int) -> dict:
+    from pmwcm.engine.practical import PMWConfig, build_engine
+    from pmwcm.mechanisms.noise import NumpyNoise
+    from pmwcm.mechanisms.private_data import PrivateData
+
+    dataset = load(table)
+    data = PrivateData.from_records(dataset.domain, dataset.records)
+    start = time.perf_counter()
+    engine = build_engine(
+        data, PMWConfig(epsilon=1.0, delta=1e-6, support_size=size), noise=NumpyNoise(seed=0)
+    )
+    built = time.perf_counter() - start
+    rss_after_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    stream = queries(dataset.domain, k, seed=1)
+    start = time.perf_counter()
+    sources = [engine.answer(q).source for q in stream]
+    answering = time.perf_counter() - start
+    below = sources.count("hypothesis")
+    return {
+        "table": table,
+        "attributes": len(dataset.domain),
+        "log10_X": round(dataset.domain.log_size / np.log(10), 2),
+        "n": data.n,
+        "M": engine.backend.support_size if engine.backend else 0,
+        "backend": engine.backend.kind if engine.backend else "?",
+        "prior_fit_s": round(built, 2),
+        "peak_rss_after_prior_mb": round(rss_after_build, 1),
+        "k": k,
+        "answers_per_s": round(k / answering, 2),
+        "hypothesis_answers": below,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "load_average": round(os.getloadavg()[0], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", default="loans")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10**6])
+    parser.add_argument("--k", type=int, default=200)
+    parser.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.cell:
+        print(json.dumps(cell(args.table, args.sizes[0], args.k)))
+        return
+    rows = []
+    for size in args.sizes:
+        command = [sys.executable, __file__, "--cell", "--table", args.table]
+        command += ["--sizes", str(size), "--k", str(args.k)]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    keys = list(rows[0])
+    print("\n| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
+    for row in rows:
+        print("| " + " | ".join(str(row[key]) for key in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()
