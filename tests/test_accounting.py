@@ -375,3 +375,53 @@ def test_ledger_invariants(events: list[de.DpEvent], budget: float) -> None:
                 assert book.entries == before
             assert spent <= book.spent_epsilon() <= budget
             spent = book.spent_epsilon()
+
+
+# --- bounded memory at any budget ---------------------------------------------------------
+
+_BOUNDED_PROBE = """
+import math, time, tracemalloc
+from dp_accounting import dp_event as de
+from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant
+acc = PLDAccountant()
+events = [
+    de.SelfComposedDpEvent(EpsilonDeltaDpEvent(epsilon=EPS / 20), 20),
+    de.SelfComposedDpEvent(de.LaplaceDpEvent(1.0 / EPS), 3),
+    de.SelfComposedDpEvent(de.GaussianDpEvent(1.0 / EPS), 4),
+]
+tracemalloc.start()
+start = time.perf_counter()
+for i, event in enumerate(events):
+    got = acc.epsilon(event, delta=1e-6)
+    assert got > 0 and (math.isfinite(got) or (i == 2 and EPS > 1e4)), (i, got)
+peak = tracemalloc.get_traced_memory()[1]
+print(time.perf_counter() - start, peak)
+"""
+
+
+@pytest.mark.parametrize("eps", [1e3, 1e6])
+def test_pld_memory_and_time_are_bounded_at_any_epsilon(eps: float) -> None:
+    """The grid spacing grows with the losses' range, so the grid never outgrows ~1e5 points
+    (eps 1,000 once took 2.3 GB; eps 10,000 a MemoryError), and stays an upper bound."""
+    import subprocess
+    import sys
+
+    code = _BOUNDED_PROBE.replace("EPS", repr(eps))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seconds, peak = map(float, out.stdout.split())
+    assert seconds < 5.0 and peak < 200 * 2**20, (seconds, peak)
+
+
+def test_pld_grid_keeps_the_interval_at_typical_budgets_and_stays_an_upper_bound() -> None:
+    """Below a range of 100 (h * 1e5) the configured interval is used as before; beyond,
+    the coarser grid still rounds up: never below the optimum, at most one interval above."""
+    acc = PLDAccountant()
+    for eps0, k in ((1.0, 100), (0.5, 20)):
+        exact = kov_epsilon(eps0, k, 1e-6)
+        assert exact <= acc.epsilon(pure(eps0, k), delta=1e-6) <= exact + 1e-8
+    for eps0, k in ((1.0, 400), (0.5, 600)):
+        exact = kov_epsilon(eps0, k, 1e-6)
+        assert exact <= acc.epsilon(pure(eps0, k), delta=1e-6) <= exact + eps0 * k * 1e-5 + 1e-8

@@ -11,6 +11,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import optimize, special
 
 from pmwcm.mechanisms.accounting.events import (
+    EventTotals,
     check_count,
     check_delta,
     check_nonneg,
@@ -37,6 +38,11 @@ class Accountant(ABC):
 
 
 _SNAP = 1e-6  # grid steps: losses this close above a grid point are snapped onto it
+#: The most grid steps a composition's loss range may span: beyond, the interval grows.
+PLD_MAX_GRID = 100_000
+#: The coarsest interval used; a wider loss range (beyond any budget the service
+#: accepts) gets basic composition, or ``inf`` with a Gaussian: valid upper bounds.
+PLD_MAX_INTERVAL = 50.0
 
 
 class PLDAccountant(Accountant):
@@ -56,6 +62,18 @@ class PLDAccountant(Accountant):
     ``0.5 / 1e-3 = 500.00000000000006``) is snapped to it, and
     ``1e-6 h + 1e-12 max(1, eps)`` is added to the result to stay pessimistic.
 
+    **Bounded memory.** A PLD is a dense array over its loss range, which grows
+    with epsilon (``k eps`` for ``k`` pure events), so a fixed ``h`` costs
+    memory and time in proportion to the budget (eps 1,000 took gigabytes). Each
+    call therefore uses the interval ``max(h, range / PLD_MAX_GRID)``, where
+    ``range`` bounds the composition's loss range (:func:`_loss_range`): at most
+    about :data:`PLD_MAX_GRID` points whatever the budget. Below a range of
+    ``h * PLD_MAX_GRID`` (100 at the default) nothing changes; above, the result
+    reads high by at most ``range / PLD_MAX_GRID`` per group (1e-5 relative).
+    Pessimistic rounding keeps it an upper bound for any interval. A range over
+    ``PLD_MAX_GRID * PLD_MAX_INTERVAL`` (5e6) is answered by basic composition
+    (``inf`` if a Gaussian is in it), also an upper bound.
+
     Args:
         value_discretization_interval: ``h``. The default ``1e-3`` costs
             0.001-0.04 s per call at typical budgets (``1e-4``: ten times more)
@@ -70,10 +88,12 @@ class PLDAccountant(Accountant):
             raise ValueError(f"value_discretization_interval must be positive and finite, got {h}.")
         self.h = h
         self.name = f"pld(h={h:g})"
-        self._groups: dict[tuple[float, float, int], pld_lib.PrivacyLossDistribution] = {}
+        self._groups: dict[tuple[float, float, int, float], pld_lib.PrivacyLossDistribution] = {}
 
-    def _group_pld(self, eps: float, delta: float, k: int) -> pld_lib.PrivacyLossDistribution:
-        key = (eps, delta, k)
+    def _group_pld(
+        self, eps: float, delta: float, k: int, h: float
+    ) -> pld_lib.PrivacyLossDistribution:
+        key = (eps, delta, k, h)
         if key not in self._groups:
             j = np.arange(k + 1, dtype=np.float64)
             log_q = -np.log1p(np.exp(-eps))  # P(loss = +eps) = 1 / (1 + e^-eps)
@@ -83,14 +103,14 @@ class PLDAccountant(Accountant):
             )  # fmt: skip
             pmf = np.exp(logpmf)
             keep = pmf >= 1e-30
-            idx = np.ceil((k - 2 * j[keep]) * eps / self.h - _SNAP).astype(np.int64)
+            idx = np.ceil((k - 2 * j[keep]) * eps / h - _SNAP).astype(np.int64)
             uniq, inv = np.unique(idx, return_inverse=True)
             mass = np.bincount(inv, weights=pmf[keep])
             infinity = float(-math.expm1(k * math.log1p(-delta)) + pmf[~keep].sum())
             if len(self._groups) > 256:
                 self._groups.clear()
             self._groups[key] = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-                dict(zip(uniq.tolist(), mass.tolist(), strict=True)), min(infinity, 1.0), self.h
+                dict(zip(uniq.tolist(), mass.tolist(), strict=True)), min(infinity, 1.0), h
             )
         return self._groups[key]
 
@@ -101,22 +121,39 @@ class PLDAccountant(Accountant):
             return math.inf
         if t.zcdp_rho > 0 or t.zcdp_xi > 0:
             raise ValueError("PLDAccountant cannot represent a ZCDpEvent; use ZCDPAccountant.")
-        plds = [self._group_pld(e, d, k) for (e, d), k in sorted(t.approx.items())]
+        width = _loss_range(t)
+        if width > PLD_MAX_GRID * PLD_MAX_INTERVAL:
+            return max(0.0, t.basic_epsilon(delta))
+        h = max(self.h, width / PLD_MAX_GRID)
+        plds = [self._group_pld(e, d, k, h) for (e, d), k in sorted(t.approx.items())]
         plds += [
-            pld_lib.from_laplace_mechanism(b, value_discretization_interval=self.h).self_compose(k)
+            pld_lib.from_laplace_mechanism(b, value_discretization_interval=h).self_compose(k)
             for b, k in sorted(t.laplace.items())
         ]
         if t.gauss_mu2 > 0:
             sd = 1.0 / math.sqrt(t.gauss_mu2)
-            plds.append(pld_lib.from_gaussian_mechanism(sd, value_discretization_interval=self.h))
+            plds.append(pld_lib.from_gaussian_mechanism(sd, value_discretization_interval=h))
         if not plds:
             return 0.0
         total = plds[0]
         for p in plds[1:]:
             total = total.compose(p)
         eps = float(total.get_epsilon_for_delta(delta))
-        eps += _SNAP * self.h + 1e-12 * max(1.0, eps)  # see the class docstring
+        eps += _SNAP * h + 1e-12 * max(1.0, eps)  # see the class docstring
         return max(0.0, min(eps, t.basic_epsilon(delta)))
+
+
+def _loss_range(t: EventTotals) -> float:
+    """A bound, up to a constant, on the width of the composed PLD's loss range.
+
+    ``k eps`` per pure group, ``k / b`` per Laplace group (unit sensitivity) and
+    ``mu^2 + 20 mu`` for the merged Gaussian (``dp_accounting`` keeps about ten
+    standard deviations ``mu`` either side of the mean ``mu^2 / 2``).
+    """
+    width = sum(k * e for (e, _), k in t.approx.items())
+    width += sum(k / b for b, k in t.laplace.items())
+    mu = math.sqrt(t.gauss_mu2)
+    return float(width + mu * mu + 20.0 * mu)
 
 
 def _zcdp_epsilon(rho: float, xi: float, delta: float) -> float:
