@@ -381,3 +381,23 @@ def test_full_resolution_adult_runs_end_to_end_on_a_small_support() -> None:
         assert answer.source in ("hypothesis", "oracle") and np.all(np.isfinite(answer.value))
     samples = engine.synthetic_records(100, rng=np.random.default_rng(0))
     assert samples.shape == (100, 14) and (samples < np.array(adult.domain.sizes)).all()
+
+
+def test_clique_caches_are_bounded() -> None:
+    """A stream of distinct cliques must not keep every table it saw (memory)."""
+    from itertools import combinations
+
+    from pmwcm.kernels.lru import DEFAULT_ENTRIES
+
+    domain = Domain.from_sizes({f"a{i}": 3 for i in range(12)})
+    records = np.random.default_rng(0).integers(0, 3, size=(500, 12))
+    support, data = SupportHistogram(domain, records), PrivateData.from_records(domain, records)
+    cliques = list(combinations(domain.names, 3))[: DEFAULT_ENTRIES + 40]
+    for clique in cliques:
+        support.clique_table(clique)
+        data.clique_table(clique)
+    assert len(support._tables) == len(data._tables) == DEFAULT_ENTRIES
+    # evicted tables are recomputed, equal to what they were
+    np.testing.assert_array_equal(
+        support.clique_table(cliques[0]).mass, support.marginal(cliques[0]).ravel()
+    )

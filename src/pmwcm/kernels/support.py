@@ -32,6 +32,7 @@ from scipy.special import logsumexp
 
 from pmwcm.kernels.clique_table import CliqueTable, FloatArray, is_dense
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.lru import LRUCache
 
 __all__ = ["SupportHistogram"]
 
@@ -93,8 +94,8 @@ class SupportHistogram:
         self._log_weights = weights - logsumexp(weights)
         self._probabilities = np.exp(self._log_weights)
         # Marginals and clique tables by clique, valid until the next reweight.
-        self._marginals: dict[tuple[str, ...], FloatArray] = {}
-        self._tables: dict[tuple[str, ...], CliqueTable] = {}
+        self._marginals: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
+        self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
 
     @classmethod
     def from_normalized(
@@ -180,7 +181,7 @@ class SupportHistogram:
         cells = int(np.prod(sizes, dtype=np.int64))
         counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
         table: FloatArray = np.asarray(counts, dtype=np.float64).reshape(sizes)
-        self._marginals[key] = table
+        self._marginals.put(key, table)
         return table.copy()
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
@@ -195,7 +196,7 @@ class SupportHistogram:
         else:
             codes, _ = self._codes(attrs)
             table = CliqueTable.from_codes(sizes, codes, self._probabilities)
-        self._tables[key] = table
+        self._tables.put(key, table)
         return table
 
     def reweight_table(
@@ -253,6 +254,6 @@ class SupportHistogram:
         twin._records = self._records
         twin._log_weights = self._log_weights.copy()
         twin._probabilities = self._probabilities.copy()
-        twin._marginals = dict(self._marginals)  # cached tables are never written
-        twin._tables = dict(self._tables)
+        twin._marginals = self._marginals.copy()  # cached tables are never written
+        twin._tables = self._tables.copy()
         return twin

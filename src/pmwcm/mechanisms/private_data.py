@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from pmwcm.kernels.clique_table import CliqueTable, is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray
+from pmwcm.kernels.lru import LRUCache
 
 
 class PrivateData:
@@ -59,8 +60,9 @@ class PrivateData:
         self.n = int(n)
         self._records = records
         self._histogram = histogram
-        self._cache: dict[tuple[str, ...], FloatArray] = {}
-        self._tables: dict[tuple[str, ...], CliqueTable] = {}
+        self._cache: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
+        # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
+        self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
 
     @classmethod
     def from_records(cls, domain: Domain, records: NDArray[np.integer]) -> PrivateData:
@@ -86,7 +88,7 @@ class PrivateData:
                 else:  # the empty clique: all the mass in one cell, as for histograms
                     table = np.ones(())
             table.setflags(write=False)
-            self._cache[key] = table
+            self._cache.put(key, table)
         return table
 
     def clique_table(self, clique: Sequence[str]) -> CliqueTable:
@@ -107,7 +109,7 @@ class PrivateData:
                     codes += self._records[:, axis]
                 table = CliqueTable.from_codes(shape, codes)
             table.mass.setflags(write=False)
-            self._tables[key] = table
+            self._tables.put(key, table)
         return table
 
     def histogram(self) -> DenseHistogram:
