@@ -392,7 +392,7 @@ def test_clique_caches_are_bounded() -> None:
     domain = Domain.from_sizes({f"a{i}": 3 for i in range(12)})
     records = np.random.default_rng(0).integers(0, 3, size=(500, 12))
     support, data = SupportHistogram(domain, records), PrivateData.from_records(domain, records)
-    cliques = list(combinations(domain.names, 3))[: DEFAULT_ENTRIES + 40]
+    cliques = list(combinations(domain.names, 4))[: DEFAULT_ENTRIES + 40]
     for clique in cliques:
         support.clique_table(clique)
         data.clique_table(clique)
