@@ -246,6 +246,7 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="*", default=["random", "stepwise"])
     parser.add_argument("--epsilons", type=float, nargs="*", default=[0.5, 1.0, 4.0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seed-list", type=int, nargs="*", help="these seeds instead of --seeds")
     parser.add_argument("--k", type=int, default=10_000)
     parser.add_argument(
         "--support-sizes",
@@ -286,6 +287,7 @@ def main() -> None:
         experiment = "smoke" if args.smoke else "full"
         if args.smoke:
             args.k, args.seeds, args.epsilons = 200, 1, [1.0]
+        seeds = args.seed_list if args.seed_list is not None else list(range(args.seeds))
         for eps in args.epsilons:
             for dataset in args.datasets:
                 methods = (
@@ -294,7 +296,7 @@ def main() -> None:
                 for workload in args.workloads:
                     if dataset == "adult-binary" and workload != "random":
                         continue
-                    for seed in range(args.seeds):
+                    for seed in seeds:
                         for method in methods:
                             cell = dict(
                                 experiment=experiment,
