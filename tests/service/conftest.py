@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -23,5 +24,7 @@ def service(tmp_path: Path, tiny: tuple[Path, Path]) -> Iterator[Service]:
     store = SQLiteStore(tmp_path / "state")
     curator = bootstrap_curator(store)
     assert curator is not None
-    with TestClient(create_app(store)) as client:
+    bundled = Path(str(resources.files("pmwcm.data.bundled").joinpath("files")))
+    dirs = [tmp_path, bundled, Path(__file__).parents[1] / "data"]  # + tests/data
+    with TestClient(create_app(store, data_dirs=dirs)) as client:
         yield Service(client, curator, tiny[0], tiny[1], tmp_path / "state")

@@ -122,7 +122,7 @@ def test_public_prior_session_spends_nothing_at_creation(service: Service) -> No
     created = service.client.post("/v1/sessions", json=body, headers=service.auth())
     assert created.status_code == 201, created.text
     out = created.json()
-    assert out["public_data_path"] == str(service.data.resolve())
+    assert out["public_data_path"] == service.data.name  # relative to its data directory
     assert out["parameters"]["prior"] == "public" and out["parameters"]["max_updates"] == 10
     ledger = service.client.get("/v1/sessions/pub/ledger", headers=service.auth()).json()
     assert ledger["entries"] == [] and ledger["epsilon_spent"] == 0.0

@@ -39,7 +39,7 @@ def test_concurrent_analysts_lose_and_double_nothing(
     store = SQLiteStore(tmp_path / "state")
     curator = bootstrap_curator(store)
     assert curator is not None
-    app = create_app(store)
+    app = create_app(store, data_dirs=[tiny[0].parent])
     with serving(app) as url, Client(url, curator) as admin:
         for name, max_updates in (("s", 4), ("t", 8)):
             admin.create_session(

@@ -31,6 +31,11 @@ _MEMORY_HELP = (
 _SUPPORT_HELP = (
     "M, the support backend's records; 0 for the default (the 'support_size' parameter)."
 )
+_DATA_DIR_HELP = (
+    "A directory whose files sessions may use (repeatable). Default: the directories of "
+    "--data and --schema, or none (no session can then be created over HTTP)."
+)
+_MAX_BODY_HELP = "The largest request body in bytes; a larger one is refused with 413."
 #: The top-level modules the ``service`` extra brings.
 SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic"})
 
@@ -120,6 +125,12 @@ def serve_command(
     support_size: Annotated[
         int | None, typer.Option("--support-size", metavar="M", help=_SUPPORT_HELP)
     ] = None,
+    data_dir: Annotated[
+        list[Path] | None, typer.Option("--data-dir", metavar="DIR", help=_DATA_DIR_HELP)
+    ] = None,
+    max_body_bytes: Annotated[
+        int | None, typer.Option("--max-body-bytes", metavar="BYTES", help=_MAX_BODY_HELP)
+    ] = None,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
@@ -128,6 +139,7 @@ def serve_command(
     created at first start and checked at every later one. --backend,
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
+    Sessions created over HTTP may only use files under the --data-dir directories.
     """
     try:
         import uvicorn
@@ -135,6 +147,7 @@ def serve_command(
 
         from pmwcm.service import SQLiteStore, StoreError, bootstrap_curator, create_app
         from pmwcm.service.build import SessionUnavailable, session_config
+        from pmwcm.service.limits import MAX_BODY_BYTES
         from pmwcm.service.models import SessionCreate
     except ModuleNotFoundError as err:
         raise missing_service_extra(err, "serve") from None
@@ -145,11 +158,20 @@ def serve_command(
     flags = _backend_flags(backend, hypothesis_memory, support_size)
     if flags and data is None:
         raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
+    dirs = list(data_dir or [])
+    if not dirs and data is not None and schema is not None:
+        dirs = [data.resolve().parent, schema.resolve().parent]
+    for directory in dirs:
+        if not directory.is_dir():
+            raise _fail(f"--data-dir {str(directory)!r} is not a directory.")
+    limit = MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
+    if limit < 1:
+        raise _fail(f"--max-body-bytes must be positive, got {limit}.")
     try:
         store = SQLiteStore(state)
     except (StoreError, OSError) as err:
         raise _fail(str(err)) from None
-    app = create_app(store)
+    app = create_app(store, data_dirs=dirs, max_body_bytes=limit)
     try:
         if data is not None:
             body = SessionCreate.model_validate(
@@ -176,7 +198,8 @@ def serve_command(
         token = bootstrap_curator(store, rotate=rotate_curator_token)
     except (ValidationError, ValueError, StoreError, SessionUnavailable) as err:
         store.close()
-        raise _fail(str(err)) from None
+        cause = f" ({err.__cause__})" if err.__cause__ is not None else ""  # the operator's
+        raise _fail(f"{err}{cause}") from None
     except BaseException:
         store.close()
         raise

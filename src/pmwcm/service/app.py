@@ -28,6 +28,19 @@ escape, it is a bug: the caller gets a bare 500 and never the exception's text.
 A schema drafted from the data (``pmwcm schema``) is refused at session creation unless
 ``accept_drafted_schema`` is true.
 
+**Limits** (:mod:`pmwcm.service.limits`, all public). A request body over the
+limit (1 MB, 1000000 bytes, by default; ``pmwcm serve --max-body-bytes``) is refused with 413
+before it is read; a body that strict JSON cannot carry (``NaN``, ``Infinity``,
+``1e400``, a lone surrogate) with 422 (:mod:`pmwcm.service.guard`). A query
+over the limits on radius, features, interactions or name lengths is refused
+with 422 before its session is loaded. Every error message is short and
+bounded, and quotes nothing of the request but a truncated field name.
+
+**Files.** A session's ``data_path``, ``schema_path`` and ``public_data_path``
+must lie under the data directories the operator allows at start-up
+(``pmwcm serve --data-dir``); no response carries a line of a file or a
+server path (a session's paths are shown relative to their data directory).
+
 **Roles.** The routes come in three groups: ``health_routes`` (open and
 identity), ``analyst_routes`` and ``curator_routes``. Every ``/v1`` route
 needs ``Authorization: Bearer <token>``. The
@@ -39,13 +52,17 @@ queries and read that session's budget. ``/health`` is open.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
 from pmwcm.kernels.queries import CMQuery
@@ -53,6 +70,8 @@ from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
 from pmwcm.service.auth import Principal, authenticate, new_token
 from pmwcm.service.build import session_config
+from pmwcm.service.guard import BodyGuard, clean_errors, invalid_body, safe
+from pmwcm.service.limits import MAX_BODY_BYTES, QUERY_LIMITS, check_query
 from pmwcm.service.sessions import (
     LiveSession,
     SessionManager,
@@ -67,6 +86,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": m.ErrorOut, "description": "Missing, unknown or revoked token."},
     403: {"model": m.ErrorOut, "description": "The token's role or session does not allow this."},
 }
+_TOO_LARGE: dict[int | str, dict[str, Any]] = {
+    413: {"model": m.ErrorOut, "description": "The request body is over the size limit."},
+}
 _SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
     **_ERRORS,
@@ -78,13 +100,12 @@ SessionName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 def _fail(status: int, detail: str) -> HTTPException:
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return HTTPException(status_code=status, detail=detail, headers=headers)
+    return HTTPException(status_code=status, detail=safe(detail), headers=headers)
 
 
 def _invalid(message: str) -> JSONResponse:
     """A 422 in FastAPI's validation-error shape, for errors found past the models."""
-    body = {"detail": [{"loc": ["body"], "msg": message, "type": "value_error"}]}
-    return JSONResponse(status_code=422, content=body)
+    return JSONResponse(status_code=422, content=invalid_body(message))
 
 
 REFUSALS: dict[type[PmwcmError], tuple[int, str]] = {
@@ -106,7 +127,7 @@ def _refusal(err: PmwcmError) -> JSONResponse:
     detail = template.format(err=err)
     if status == 422:
         return _invalid(detail)
-    return JSONResponse(status_code=status, content={"detail": detail})
+    return JSONResponse(status_code=status, content={"detail": safe(detail)})
 
 
 _QUERY_BODY = {
@@ -177,13 +198,18 @@ def _sessions(request: Request) -> SessionManager:
     return sessions
 
 
+def _authorize(name: str, who: Principal, *, analyst_only: bool = False) -> None:
+    """403 unless ``who`` may use session ``name`` (nothing is loaded)."""
+    allowed = who.role == "analyst" and who.session == name
+    if not allowed and (analyst_only or who.role != "curator"):
+        raise _fail(403, f"This token may not use session {name!r}.")
+
+
 def _live(
     request: Request, name: str, who: Principal, *, analyst_only: bool = False
 ) -> LiveSession:
     """The session ``name`` if ``who`` may use it (403 if not, 404 if there is none)."""
-    allowed = who.role == "analyst" and who.session == name
-    if not allowed and (analyst_only or who.role != "curator"):
-        raise _fail(403, f"This token may not use session {name!r}.")
+    _authorize(name, who, analyst_only=analyst_only)
     try:
         return _sessions(request).get(name)
     except SessionNotFound:
@@ -219,9 +245,11 @@ def session_status(request: Request, name: SessionName, who: Caller) -> Any:
     responses={
         **_SESSION_ERRORS,
         409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
+        **_TOO_LARGE,
     },
     tags=["analyst"],
     openapi_extra=_QUERY_BODY,
+    description="Answers one CM query privately (an analyst of this session). " + QUERY_LIMITS,
 )
 def ask(
     request: Request, name: SessionName, spec: Annotated[dict[str, Any], Body()], who: Caller
@@ -231,6 +259,11 @@ def ask(
     The body is a :class:`~pmwcm.service.models.QuerySpec`, validated by
     :meth:`CMQuery.from_dict` alone; refusals are answered from :data:`REFUSALS`.
     """
+    _authorize(name, who, analyst_only=True)
+    try:
+        check_query(spec)  # the public limits, before the session is loaded
+    except PmwcmError as err:
+        return _refusal(err)
     session = _live(request, name, who, analyst_only=True)
     try:
         query = m.QuerySpec.to_query(spec)
@@ -257,7 +290,11 @@ def ask(
     "/v1/sessions",
     status_code=201,
     response_model=m.SessionOut,
-    responses={**_ERRORS, 409: {"model": m.ErrorOut, "description": "The name is taken."}},
+    responses={
+        **_ERRORS,
+        409: {"model": m.ErrorOut, "description": "The name is taken."},
+        **_TOO_LARGE,
+    },
     tags=["curator"],
 )
 def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
@@ -271,13 +308,14 @@ def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
             parameters=body.parameters.model_dump(exclude_unset=True),
             public_data_path=body.public_data_path,
             accept_drafted_schema=body.accept_drafted_schema,
+            data_dirs=request.app.state.data_dirs,
         )
         record = _sessions(request).create(body.name, config)
     except StoreError as err:
         raise _fail(409, str(err)) from None
     except (ValueError, SessionUnavailable) as err:
         return _invalid(str(err))
-    return _session_out(record.name, record.created, record.config)
+    return _session_out(record.name, record.created, record.config, request.app.state.data_dirs)
 
 
 @curator_routes.get(
@@ -285,7 +323,10 @@ def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
 )
 def list_sessions(request: Request, _: Curator) -> list[dict[str, Any]]:
     """All sessions (curator)."""
-    return [_session_out(r.name, r.created, r.config) for r in _store(request).list_sessions()]
+    dirs = request.app.state.data_dirs
+    return [
+        _session_out(r.name, r.created, r.config, dirs) for r in _store(request).list_sessions()
+    ]
 
 
 @curator_routes.get(
@@ -335,7 +376,7 @@ def answers(request: Request, name: SessionName, who: Curator) -> Any:
     "/v1/sessions/{name}/tokens",
     status_code=201,
     response_model=m.IssuedToken,
-    responses=_SESSION_ERRORS,
+    responses={**_SESSION_ERRORS, **_TOO_LARGE},
     tags=["curator"],
 )
 def issue_token(request: Request, name: SessionName, body: m.TokenCreate, who: Curator) -> Any:
@@ -378,6 +419,8 @@ def create_app(
     *,
     noise_factory: Callable[[], NoiseSource] = default_noise,
     close_store: bool = True,
+    data_dirs: Sequence[str | os.PathLike[str]] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The service's ASGI app over ``store`` (see the module docstring).
 
@@ -386,7 +429,22 @@ def create_app(
         noise_factory: each engine's random source; keep the default
             (OpenDP, CSPRNG) for anything but tests of the plumbing.
         close_store: close ``store`` when the app shuts down.
+        data_dirs: the directories a new session's files must lie under (none by
+            default: no session can be created over HTTP until the operator allows one).
+        max_body_bytes: the largest request body (1 MB by default); larger is a 413.
+
+    Raises:
+        ValueError: a data directory that is not a directory, or a non-positive limit.
     """
+    if not (isinstance(max_body_bytes, int) and max_body_bytes >= 1):
+        raise ValueError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}.")
+    dirs: list[FilePath] = []
+    for given in data_dirs:
+        path = FilePath(given).resolve()
+        if not path.is_dir():
+            raise ValueError(f"data directory {str(given)!r} is not a directory.")
+        if path not in dirs:
+            dirs.append(path)
     sessions = SessionManager(store, noise_factory=noise_factory)
 
     @asynccontextmanager
@@ -404,6 +462,9 @@ def create_app(
     )
     app.state.sessions = sessions
     app.state.store = store
+    app.state.data_dirs = tuple(dirs)
+    app.state.max_body_bytes = max_body_bytes
+    app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes)
 
     @app.exception_handler(Exception)
     async def _bug(_: Request, err: Exception) -> JSONResponse:  # never echo the text
@@ -411,19 +472,45 @@ def create_app(
 
     @app.exception_handler(SessionUnavailable)
     async def _unavailable(_: Request, err: SessionUnavailable) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(err)})
+        return JSONResponse(status_code=503, content={"detail": safe(err)})
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, err: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the rejected input, which may not even serialise.
+        return JSONResponse(status_code=422, content={"detail": clean_errors(err.errors())})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, err: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            status_code=err.status_code, content={"detail": safe(err.detail)}, headers=err.headers
+        )
 
     for routes in (health_routes, analyst_routes, curator_routes):
         app.router.routes.extend(routes.routes)  # flat: every route is an APIRoute of the app
     return app
 
 
-def _session_out(name: str, created: float, config: dict[str, Any]) -> dict[str, Any]:
-    keys = ("data_path", "schema_path", "public_data_path", "epsilon", "delta", "parameters")
+def _shown_path(path: str | None, data_dirs: Sequence[FilePath]) -> str | None:
+    """A session file as responses show it: relative to its data directory, else its name
+    (never an absolute server path)."""
+    if path is None:
+        return None
+    file = FilePath(path)
+    for directory in data_dirs:
+        if file.is_relative_to(directory):
+            return str(file.relative_to(directory))
+    return file.name
+
+
+def _session_out(
+    name: str, created: float, config: dict[str, Any], data_dirs: Sequence[FilePath]
+) -> dict[str, Any]:
+    paths = ("data_path", "schema_path", "public_data_path")
     accepted = bool(config.get("drafted_schema_accepted", False))
     return {
         "name": name,
         "created": created,
-        **{k: config.get(k) for k in keys},
+        **{k: _shown_path(config.get(k), data_dirs) for k in paths},
+        **{k: config.get(k) for k in ("epsilon", "delta", "parameters")},
         "drafted_schema_accepted": accepted,
     }

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
@@ -41,9 +42,53 @@ PARAMETERS = tuple(
     f.name for f in dataclasses.fields(PMWConfig) if f.name not in ("epsilon", "delta", "oracle")
 )
 
+_log = logging.getLogger("pmwcm.service")
+_T = TypeVar("_T")
+_WHAT = {
+    "schema_path": "a schema (JSON)",
+    "data_path": "CSV records under the schema",
+    "public_data_path": "CSV records under the schema",
+}
+
 
 class SessionUnavailable(RuntimeError):
     """The session cannot be loaded (its files changed, or its stored state is inconsistent)."""
+
+
+class FileRefused(ValueError):
+    """A session's file is outside the data directories, missing, or unreadable as what it
+    should be. The message names the field only: never the path nor a line of the file
+    (the cause, chained, is for the operator's log)."""
+
+
+def _read(label: str, read: Callable[[], _T]) -> _T:
+    """``read()``; any failure is a :class:`FileRefused` naming ``label`` alone."""
+    try:
+        return read()
+    except Exception as err:
+        _log.warning("%s could not be read: %s", label, err)
+        raise FileRefused(
+            f"{label}: the file could not be read as {_WHAT.get(label, 'expected')}; the "
+            "server's log has the details."
+        ) from err
+
+
+def confine(label: str, path: str, data_dirs: Sequence[Path] | None) -> Path:
+    """``path`` resolved (symbolic links followed), if it is a file under ``data_dirs``
+    (``None``: anywhere, for the operator's own command line).
+
+    Raises:
+        FileRefused: outside the directories, or not a file (the message names ``label``).
+    """
+    resolved = Path(path).resolve()
+    if data_dirs is not None and not any(resolved.is_relative_to(d) for d in data_dirs):
+        raise FileRefused(
+            f"{label} is not under the data directories this server allows (the operator "
+            "sets them with pmwcm serve --data-dir)."
+        )
+    if not resolved.is_file():
+        raise FileRefused(f"{label}: no such file on the server.")
+    return resolved
 
 
 def _sha256(path: Path) -> str:
@@ -64,6 +109,7 @@ def session_config(
     public_data_path: str | None = None,
     accept_drafted_schema: bool = False,
     accept_hint: str = '"accept_drafted_schema": true',
+    data_dirs: Sequence[Path] | None = None,
 ) -> dict[str, Any]:
     """The stored configuration: absolute paths, file digests, budget and parameters.
 
@@ -80,10 +126,13 @@ def session_config(
             the session's files, budget and parameters.
         accept_drafted_schema: accept a schema still marked as drafted.
         accept_hint: how the refusal tells the caller to accept it.
+        data_dirs: the resolved directories the files must lie under (:func:`confine`);
+            ``None`` allows any (the operator's own ``pmwcm serve --data``).
 
     Raises:
-        ValueError: a file is missing, the schema is invalid or drafted, or the
-            parameters are invalid.
+        ValueError: a file is outside ``data_dirs`` or missing, the schema is invalid or
+            drafted, or the parameters are invalid. A file's refusal
+            (:class:`FileRefused`) names the field alone, never its path or content.
     """
     files = {"data_path": data_path, "schema_path": schema_path}
     if public_data_path is not None:
@@ -96,10 +145,7 @@ def session_config(
         files["public_data_path"] = public_data_path
     elif parameters.get("prior") == "public":
         raise ValueError("prior 'public' needs public_data_path (the public records).")
-    resolved = {label: Path(path).resolve() for label, path in files.items()}
-    for label, path in resolved.items():
-        if not path.is_file():
-            raise ValueError(f"{label}: no such file on the server: '{path}'.")
+    resolved = {label: confine(label, path, data_dirs) for label, path in files.items()}
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
@@ -129,7 +175,8 @@ def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
     """
     from pmwcm.data.schema import Schema
 
-    choice = pmw.backend_choice(Schema.from_json(schema_path).domain())
+    schema = _read("schema_path", lambda: Schema.from_json(schema_path))
+    choice = pmw.backend_choice(_read("schema_path", schema.domain))
     if choice.kind == "support" and pmw.prior in ("aim", "mst"):
         raise ValueError(
             f"prior={pmw.prior!r} hands over a full contingency table, which needs the dense "
@@ -148,7 +195,8 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
     from pmwcm.data.schema import Schema
     from pmwcm.data.schema_draft import drafted_schema_error
 
-    problem = drafted_schema_error(Schema.from_json(path), f"schema_path '{path}'", hint)
+    schema = _read("schema_path", lambda: Schema.from_json(path))
+    problem = drafted_schema_error(schema, "schema_path", hint)
     if problem is not None and not accept:
         raise ValueError(problem)
     return problem is not None
@@ -164,12 +212,13 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
             continue
         path = Path(config[key])
         if not path.is_file() or _sha256(path) != config[key.replace("_path", "_sha256")]:
+            _log.warning("session file %s ('%s') is missing or changed", key, path)
             raise SessionUnavailable(
-                f"'{path}' is missing or changed since the session was created; "
+                f"The session's {key} is missing or changed since the session was created; "
                 "the session cannot continue on other data."
             )
-    schema = Schema.from_json(Path(config["schema_path"]))
-    dataset = Dataset.from_csv(Path(config["data_path"]), schema)
+    schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
+    dataset = _read("data_path", lambda: Dataset.from_csv(Path(config["data_path"]), schema))
     private = PrivateData.from_records(dataset.domain, dataset.records)
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
     public = config.get("public_data_path")
@@ -185,8 +234,8 @@ def _public_start(
     from pmwcm.mechanisms.priors.marginals import public_prior
     from pmwcm.mechanisms.priors.support import public_support_prior
 
-    schema = Schema.from_json(Path(config["schema_path"]))
-    records = Dataset.from_csv(public, schema).records
+    schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
+    records = _read("public_data_path", lambda: Dataset.from_csv(public, schema).records)
     choice = pmw.backend_choice(private.domain)
     if choice.kind == "support":
         return public_support_prior(private.domain, records, size=choice.support_size)

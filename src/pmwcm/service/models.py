@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pmwcm.engine.practical import PMWConfig
 from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
 from pmwcm.kernels.queries import CMQuery
+from pmwcm.service.limits import (
+    MAX_FEATURES,
+    MAX_INTERACTIONS,
+    MAX_NAME_CHARS,
+    MAX_RADIUS,
+    QUERY_LIMITS,
+)
 
 _DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(PMWConfig) if f.default is not dataclasses.MISSING
@@ -40,7 +47,7 @@ LossName = Literal[
 ]
 Name = str
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-_ATTRIBUTE = Field(min_length=1, max_length=200)
+Attribute = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
 
 
 class _Request(BaseModel):
@@ -57,20 +64,34 @@ class QuerySpec(BaseModel):
     ``pmwcm run`` applies to a query line; the answering engine then compiles
     the query on the session's domain, refusing before anything is spent. An
     ``id`` is accepted and ignored, as in a query file (undocumented here, so
-    the fields mirror :class:`CMQuery`'s).
+    the fields mirror :class:`CMQuery`'s). The service's public limits
+    (:mod:`pmwcm.service.limits`) are checked first.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"description": QUERY_LIMITS})
 
     loss: LossName
-    target: str
-    features: list[str]
-    radius: float = Field(default=1.0, gt=0)
+    target: Attribute = Field(description=f"At most {MAX_NAME_CHARS} characters.")
+    features: list[Attribute] = Field(
+        max_length=MAX_FEATURES,
+        description=f"At most {MAX_FEATURES} features, each name at most {MAX_NAME_CHARS} "
+        "characters.",
+    )
+    radius: float = Field(
+        default=1.0, gt=0, le=MAX_RADIUS, description=f"At most {MAX_RADIUS:g} on this service."
+    )
     l2: float = Field(default=0.0, ge=0)
     intercept: bool = True
     loss_param: float | None = None
-    encodings: dict[str, Literal["auto", "onehot", "ordinal"]] = Field(default_factory=dict)
-    interactions: list[list[str]] = Field(default_factory=list)
+    encodings: dict[Attribute, Literal["auto", "onehot", "ordinal"]] = Field(
+        default_factory=dict,
+        description=f"Keys are features (names at most {MAX_NAME_CHARS} characters).",
+    )
+    interactions: list[list[Attribute]] = Field(
+        default_factory=list,
+        max_length=MAX_INTERACTIONS,
+        description=f"At most {MAX_INTERACTIONS} interactions, each of listed features.",
+    )
 
     @staticmethod
     def to_query(spec: Mapping[str, Any]) -> CMQuery:
@@ -145,7 +166,12 @@ class SessionCreate(_Request):
     """A new release session: files on the server, the total budget and the parameters."""
 
     name: Name = Field(pattern=_NAME)
-    data_path: str = Field(min_length=1, max_length=4096)
+    data_path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="The private CSV on the server, under a data directory the operator "
+        "allows (pmwcm serve --data-dir); so are schema_path and public_data_path.",
+    )
     schema_path: str = Field(min_length=1, max_length=4096)
     public_data_path: str | None = Field(
         default=None,
@@ -186,7 +212,8 @@ class MeOut(BaseModel):
 
 
 class SessionOut(BaseModel):
-    """A session as the curator sees it."""
+    """A session as the curator sees it; its files are shown relative to their data
+    directory (never as an absolute server path)."""
 
     name: str
     created: float
