@@ -165,7 +165,7 @@ def serve_child(state: Path, port: int, failpoint_rate: float, seed: int) -> Non
 
     if failpoint_rate > 0:
         _install_failpoints(failpoint_rate, seed)
-    serve_command(state=state, port=port)
+    serve_command(state=state, port=port, data_dir=[state.parent])  # the harness's data
 
 
 def _key(session: str, spec: dict[str, Any]) -> str:
@@ -206,9 +206,10 @@ class Server:
             if exe.exists()
             else [sys.executable, "-c", "from pmwcm.cli import main; main()"]
         )
+        data_dir = ["--data-dir", str(self.state.parent)]  # where the harness writes its data
         with self.log.open("ab") as err:
             self._proc = subprocess.Popen(
-                [*cmd, "serve", "--state", str(self.state), "--port", str(self.port)],
+                [*cmd, "serve", "--state", str(self.state), "--port", str(self.port), *data_dir],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
