@@ -79,8 +79,11 @@ __all__ = [
 CONDITIONAL_MIXING = 0.1
 #: Share of the uniform distribution mixed into every one-way marginal.
 UNIFORM_MIXING = 0.01
-#: The fit's work budget: ``iterations * K * M`` record-clique visits.
-FIT_WORK = 2e9
+#: The fit's work budget: ``iterations * K * M`` record-clique visits. At 2e9 the
+#: full-resolution Adult fit stopped after 83 iterations, unconverged: 2e10 (300,
+#: where the relative-improvement rule stops it) halved the mean excess risk of
+#: 500 random logistic queries (4.5e-4 to 2.1e-4, eps = 1, seed 0), 8 s to 17 s.
+FIT_WORK = 2e10
 #: Bytes of clique codes the fit keeps between passes (the rest are recomputed).
 CODE_CACHE_BYTES = 512 * 2**20
 
@@ -301,7 +304,7 @@ def fit_support(
 def support_iterations(size: int, cliques: int) -> int:
     """A public work budget for the support fit: :data:`FIT_WORK` record-clique
     visits, 30 to 300 iterations (Adult at full resolution, ``M = 2^18``, 91
-    pairs: 83)."""
+    pairs: 300; the 54-attribute loans table, ``M = 10^6``, 1,431 pairs: 30)."""
     return int(min(300, max(30, FIT_WORK // (cliques * size))))
 
 
