@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from pmwcm.engine.settings import AfterHalt
     from pmwcm.kernels.backend import BackendChoice
     from pmwcm.kernels.domain import Domain
-    from pmwcm.kernels.histogram import Histogram
     from pmwcm.kernels.queries import CMQuery
     from pmwcm.mechanisms.noise import NoiseSource
 
@@ -443,6 +442,7 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
     (a forced dense backend over the memory budget, a budget too small for a
     support) and ``--prior aim``/``mst`` on the support backend.
     """
+    from pmwcm.engine.practical import check_prior_backend
     from pmwcm.kernels.backend import choose_backend
 
     try:
@@ -452,27 +452,10 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
             support_size=settings["support_size"],
             backend=settings["backend"],
         )
+        check_prior_backend(prior, choice)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if choice.kind == "support" and prior in ("aim", "mst"):
-        raise fail(
-            f"--prior {prior} hands over a full contingency table, which needs the dense "
-            f"backend; this universe gets the support backend ({choice.reason}). Use "
-            "--prior marginals (the default) or a coarser schema."
-        )
     return choice
-
-
-def public_start(domain: Domain, records: np.ndarray, choice: BackendChoice) -> Histogram:
-    """The free start from PUBLIC records on the chosen backend: dense,
-    :func:`pmwcm.mechanisms.priors.marginals.public_prior`; support, the same
-    mixture on ``M`` records (:func:`pmwcm.mechanisms.priors.support.public_support_prior`)."""
-    from pmwcm.mechanisms.priors.marginals import public_prior
-    from pmwcm.mechanisms.priors.support import public_support_prior
-
-    if choice.kind == "dense":
-        return public_prior(domain, records)
-    return public_support_prior(domain, records, size=choice.support_size)
 
 
 def build_run_engine(
@@ -512,5 +495,7 @@ def build_run_engine(
     private = PrivateData.from_records(dataset.domain, dataset.records)
     start = None
     if public is not None:
+        from pmwcm.mechanisms.priors.support import public_start
+
         start = public_start(dataset.domain, public, config.backend_choice(dataset.domain))
     return build_engine(private, config, noise=noise, prior=start)

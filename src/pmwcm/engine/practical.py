@@ -218,14 +218,20 @@ class PMWConfig:
             )
 
     def backend_choice(self, domain: Domain) -> BackendChoice:
-        """The hypothesis backend for ``domain`` under these settings (public; may raise
-        ``ValueError`` naming the setting that does not fit)."""
-        return choose_backend(
+        """The hypothesis backend for ``domain`` under these settings (public).
+
+        Raises:
+            ValueError: naming the setting that does not fit, or ``prior`` aim/mst
+                on the support backend (they hand over a full contingency table).
+        """
+        choice = choose_backend(
             domain,
             memory_budget=self.hypothesis_memory,
             support_size=self.support_size,
             backend=self.backend,
         )
+        check_prior_backend(self.prior, choice)
+        return choice
 
     @property
     def split(self) -> BudgetSplit:
@@ -245,6 +251,23 @@ class PMWConfig:
             solver_tol=self.solver_tol,
             after_halt=self.after_halt,
             sweeps=self.sweeps,
+        )
+
+
+def check_prior_backend(prior: str, choice: BackendChoice) -> None:
+    """Refuses ``prior`` aim/mst on the support backend (public: names only).
+
+    They hand over a full contingency table over ``X``, which only the dense
+    backend can hold.
+
+    Raises:
+        ValueError: naming the prior and the backend's reason.
+    """
+    if choice.kind != "dense" and prior in ("aim", "mst"):
+        raise ValueError(
+            f"prior={prior!r} hands over a full contingency table, which needs the "
+            f"dense backend; this universe gets the support backend ({choice.reason}). "
+            "Use prior='marginals' (the default) or a coarser schema."
         )
 
 
@@ -428,12 +451,6 @@ def build_engine(
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
     backend = config.backend_choice(data.domain)
-    if prior is None and config.prior in ("aim", "mst") and backend.kind != "dense":
-        raise ValueError(
-            f"prior={config.prior!r} hands over a full contingency table, which needs the dense "
-            f"backend; this universe gets the support backend ({backend.reason}). "
-            "Use prior='marginals' (the default) or a coarser schema."
-        )
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]
     if prior is None and config.prior == "marginals":

@@ -176,13 +176,7 @@ def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
     from pmwcm.data.schema import Schema
 
     schema = _read("schema_path", lambda: Schema.from_json(schema_path))
-    choice = pmw.backend_choice(_read("schema_path", schema.domain))
-    if choice.kind == "support" and pmw.prior in ("aim", "mst"):
-        raise ValueError(
-            f"prior={pmw.prior!r} hands over a full contingency table, which needs the dense "
-            f"backend; this universe gets the support backend ({choice.reason}). Use prior "
-            "'marginals' (the default) or a coarser schema."
-        )
+    pmw.backend_choice(_read("schema_path", schema.domain))
 
 
 def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
@@ -231,15 +225,11 @@ def _public_start(
     """The free start from the public records, on the session's backend."""
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
-    from pmwcm.mechanisms.priors.marginals import public_prior
-    from pmwcm.mechanisms.priors.support import public_support_prior
+    from pmwcm.mechanisms.priors.support import public_start
 
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
     records = _read("public_data_path", lambda: Dataset.from_csv(public, schema).records)
-    choice = pmw.backend_choice(private.domain)
-    if choice.kind == "support":
-        return public_support_prior(private.domain, records, size=choice.support_size)
-    return public_prior(private.domain, records)
+    return public_start(private.domain, records, pmw.backend_choice(private.domain))
 
 
 def _placeholder(private: PrivateData, pmw: PMWConfig) -> Histogram:

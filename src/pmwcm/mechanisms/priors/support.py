@@ -51,8 +51,10 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 from scipy.special import logsumexp
 
+from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import Histogram
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
@@ -60,6 +62,7 @@ from pmwcm.mechanisms.priors.marginals import (
     entropic_descent,
     measure_marginals,
     pairwise_cliques,
+    public_prior,
 )
 from pmwcm.mechanisms.private_data import PrivateData
 
@@ -69,6 +72,7 @@ __all__ = [
     "fit_support",
     "one_way_estimates",
     "post_processing_rng",
+    "public_start",
     "public_support_prior",
     "support_iterations",
     "support_marginal_prior",
@@ -372,3 +376,12 @@ def public_support_prior(
         [(1 - uniform_weight) * counts / counts.sum(), np.full(spare, uniform_weight / spare)]
     )
     return SupportHistogram(domain, np.concatenate([seen, uniform]), np.log(weights))
+
+
+def public_start(domain: Domain, records: NDArray[np.integer], backend: BackendChoice) -> Histogram:
+    """The free start from *public* records on the chosen backend: the dense
+    :func:`~pmwcm.mechanisms.priors.marginals.public_prior`, or
+    :func:`public_support_prior` on ``backend.support_size`` records."""
+    if backend.kind == "support":
+        return public_support_prior(domain, records, size=backend.support_size)
+    return public_prior(domain, records)
