@@ -593,7 +593,7 @@ eps 0.5, 1, 4, both tables, every method; many hours on 2 cores, mostly AIM).
 
 READING = """
 **Reading.** On full-resolution Adult at eps = 1 (random workload, k = 2,000),
-pmwcm's default is 163x below composition on mean (3 seeds), 5.7x below MST at
+pmwcm's default is 163x below composition on mean (3 seeds), 5.4-5.7x below MST at
 either unit, and 2.9x below AIM at the matched replace-one unit (2 AIM runs:
 8.1e-4) with a lower max (3.2e-3 against 7.1e-3). It does **not** meet the
 issue's accuracy target against AIM at AIM's own add/remove unit: AIM-ar's one
