@@ -17,11 +17,11 @@ import pytest
 
 from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import make_accountant
+from pmwcm.errors import Halted
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.accounting import PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict
 from pmwcm.mechanisms.noise import FloatArray, NumpyNoise
-from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 from pmwcm.service import SQLiteStore, StoreError
 from pmwcm.service.build import SessionUnavailable, session_config
 from pmwcm.service.sessions import LiveSession, SessionManager
@@ -168,10 +168,35 @@ def test_orphan_oracle_debit_stays_spent_and_counts_toward_the_cutoff(
     repeat = live.ask(q("a"), token_id=None)
     assert repeat.repeated and np.array_equal(repeat.value, first.value)
     live.ask(q("b"), token_id=None)  # asked again: a fresh test, a fresh debit
-    with pytest.raises(SparseVectorHalted):  # 3 positives: the cutoff, orphan included
+    with pytest.raises(Halted):  # 3 positives: the cutoff, orphan included
         live.ask(q("c"), token_id=None)
     composed(node.store)  # never over budget
     assert [line.orphan for line in live.ledger()] == [False, False, True, False]
+
+
+def test_a_synthetic_session_serves_synthetic_answers_after_an_orphan_halts_it(
+    make_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16, Found 6: the orphan counts toward the sparse vector's cutoff but has
+    no update behind it, so the sparse vector halts before the engine's T updates are
+    spent; a session promised ``after_halt="synthetic"`` must then answer from the
+    final hypothesis, not refuse every later query."""
+    node = make_node(max_updates=2, threshold=-1e6, after_halt="synthetic")
+    node.session().ask(q("a"), token_id=None)
+
+    def crash(*args: Any) -> None:
+        raise Crash
+
+    monkeypatch.setattr(node.store, "commit_release", crash)
+    with pytest.raises(Crash):
+        node.session().ask(q("b"), token_id=None)
+    node = make_node()  # restart: 2 positives (one orphan), 1 update
+    live = node.session()
+    assert engine_state(live)["sv"]["positives"] == 2
+    spent = live.status().epsilon_spent
+    answer = live.ask(q("c"), token_id=None)
+    assert answer.source == "synthetic" and answer.updates == 1
+    assert live.status().epsilon_spent == spent  # free: post-processing
 
 
 def test_orphan_sparse_vector_debit_is_not_charged_again(

@@ -241,8 +241,16 @@ class OnlinePMW:
 
     @property
     def halted(self) -> bool:
-        """Whether the ``T`` updates are spent."""
-        return len(self.updates) >= self.settings.max_updates
+        """Whether the ``T`` updates are spent, or the sparse vector has halted.
+
+        The two agree except after crash recovery: a positive whose oracle debit
+        was committed but whose answer never was (an orphan) still counts towards
+        the sparse vector's cutoff, with no update behind it. The sparse vector
+        can then halt first; the engine is halted from then on, so
+        ``after_halt="synthetic"`` serves the final hypothesis as promised
+        instead of refusing every later query.
+        """
+        return len(self.updates) >= self.settings.max_updates or self.sparse_vector.halted
 
     def state(self) -> EngineState:
         """The engine's state as one frozen value (secret; see :class:`EngineState`)."""
