@@ -144,15 +144,12 @@ class CMRound:
         (:meth:`~pmwcm.kernels.queries.GLMProblem.on_cells`), with the same
         constants. Compiled once per table.
         """
-        if table.is_dense and _cells(self.problem) == table.mass.size:
+        if table.is_dense:
             return self.problem
         cached = self._on_cells.get(id(table))
         if cached is not None and cached[0] is table:
             return cached[1]
-        on_cells = getattr(self.problem, "on_cells", None)
-        if on_cells is None:
-            raise TypeError(f"{type(self.problem).__name__} cannot be evaluated on a sparse table.")
-        problem = on_cells(table.cells())
+        problem = self.problem.on_cells(table.cells())
         if len(self._on_cells) >= 8:
             self._on_cells.clear()
         self._on_cells[id(table)] = (table, problem)
@@ -244,14 +241,8 @@ class CMRound:
 
 
 def as_table(marginal: FloatArray | CliqueTable) -> CliqueTable:
-    """A clique table from a dense marginal array (tables pass through)."""
-    return marginal if isinstance(marginal, CliqueTable) else CliqueTable.dense(marginal)
-
-
-def _cells(problem: ConvexProblem) -> int:
-    """How many clique cells ``problem`` is evaluated on (-1 when it does not say)."""
-    labels = getattr(problem, "labels", None)
-    return -1 if labels is None else len(labels)
+    """A clique table from a marginal array, in its clique's form (tables pass through)."""
+    return marginal if isinstance(marginal, CliqueTable) else CliqueTable.of_marginal(marginal)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

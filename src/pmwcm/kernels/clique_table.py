@@ -11,7 +11,9 @@ clique (a loss, a gradient, a counting query) is the same on either form,
 because the omitted cells carry zero mass.
 
 Whether a clique is dense or sparse is decided by :func:`is_dense` from the
-clique's cell count alone (public: the schema), never from the data.
+clique's cell count alone (public: the schema), never from the data, and every
+producer of tables (the hypothesis backends, the private data, a round given a
+marginal array) follows it, so all the tables of one clique have one form.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ class CliqueTable:
         """A dense table (any shape): every cell, C-order."""
         table = np.asarray(table, dtype=np.float64)
         return cls(shape=tuple(table.shape), codes=None, mass=table.reshape(-1))
+
+    @classmethod
+    def of_marginal(cls, table: FloatArray) -> CliqueTable:
+        """A marginal array in the form :func:`is_dense` gives its clique: dense, or
+        its cells of non-zero mass (the form every producer of tables uses)."""
+        table = np.asarray(table, dtype=np.float64)
+        if is_dense(table.shape):
+            return cls.dense(table)
+        flat = table.reshape(-1)
+        codes = np.flatnonzero(flat).astype(np.int64)
+        return cls(shape=tuple(table.shape), codes=codes, mass=flat[codes])
 
     @classmethod
     def from_codes(

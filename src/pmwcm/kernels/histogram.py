@@ -234,14 +234,19 @@ class DenseHistogram:
         )
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
-        """Always dense: a dense histogram only holds universes small enough for it."""
-        return CliqueTable.dense(self.marginal(attrs))
+        """The marginal in its clique's form (:meth:`CliqueTable.of_marginal`)."""
+        return CliqueTable.of_marginal(self.marginal(attrs))
 
     def reweight_table(
         self, attrs: Sequence[str], table: CliqueTable, log_factor: FloatArray
     ) -> None:
-        shaped = np.asarray(log_factor, dtype=np.float64).reshape(table.shape)
-        self.reweight(attrs, shaped, marginal=table.table())
+        """:meth:`reweight` by a factor on ``table``'s cells; a sparse table's absent
+        cells carry no mass, so their factor (0) changes nothing."""
+        factor = np.zeros(table.shape)
+        factor.reshape(-1)[slice(None) if table.codes is None else table.codes] = np.ravel(
+            log_factor
+        )
+        self.reweight(attrs, factor, marginal=table.table())
 
     def normalize(self) -> None:
         """Re-normalises to total mass one (removes accumulated rounding)."""

@@ -68,6 +68,15 @@ class ConvexProblem(ABC):
     def cell_gradients(self, theta: FloatArray) -> FloatArray:
         """``grad_theta l(theta; x_C)`` of every cell, shape ``(cells, d)``."""
 
+    def on_cells(self, cells: NDArray[np.int64]) -> ConvexProblem:
+        """The same problem (same constants) on other cells of the clique, as
+        per-attribute codes ``(cells, |C|)`` (for sparse clique tables).
+
+        Raises:
+            NotImplementedError: a problem that cannot be re-evaluated on cells.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot be evaluated on a sparse table.")
+
     def cell_directional(self, theta: FloatArray, direction: FloatArray) -> FloatArray:
         """``<grad_theta l(theta; x_C), direction>`` of every cell, shape ``(cells,)``."""
         return self.cell_gradients(theta) @ direction

@@ -101,7 +101,7 @@ class PrivateData:
             axes = self.domain.axes(key)
             shape = tuple(self.domain.sizes[a] for a in axes)
             if is_dense(shape) or self._records is None:
-                table = CliqueTable.dense(self.marginal(key))
+                table = CliqueTable.of_marginal(self.marginal(key))
             else:
                 codes = np.zeros(self.n, dtype=np.int64)
                 for axis, size in zip(axes, shape, strict=True):
