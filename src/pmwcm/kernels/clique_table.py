@@ -19,6 +19,7 @@ marginal array) follows it, so all the tables of one clique have one form.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,14 @@ from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
 
-__all__ = ["DENSE_CLIQUE_CELLS", "MAX_CLIQUE_CELLS", "CliqueTable", "FloatArray", "is_dense"]
+__all__ = [
+    "DENSE_CLIQUE_CELLS",
+    "MAX_CLIQUE_CELLS",
+    "CliqueTable",
+    "FloatArray",
+    "cell_codes",
+    "is_dense",
+]
 
 #: Cliques with at most this many cells are kept dense (one float per cell).
 DENSE_CLIQUE_CELLS = 2**12
@@ -37,6 +45,26 @@ MAX_CLIQUE_CELLS = 2**62
 def is_dense(shape: tuple[int, ...]) -> bool:
     """Whether a clique of this shape is kept as a dense table (a public rule)."""
     return math.prod(shape) <= DENSE_CLIQUE_CELLS
+
+
+def cell_codes(
+    records: NDArray[np.integer],
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    dtype: np.dtype | type[np.integer] = np.int64,
+) -> NDArray[np.integer]:
+    """Each record's flat (C-order) cell code on the clique of ``axes``, sizes ``sizes``.
+
+    Horner's rule, computed in ``dtype``: every partial code is at most the final
+    one, so a dtype that holds ``prod(sizes) - 1`` holds them all (a narrow one
+    moves fewer bytes); callers keep cliques under :data:`MAX_CLIQUE_CELLS`.
+    """
+    dtype = np.dtype(dtype)
+    codes = np.zeros(records.shape[0], dtype=dtype)
+    for axis, size in zip(axes, sizes, strict=True):
+        codes *= dtype.type(size)
+        codes += records[:, axis]
+    return codes
 
 
 @dataclass(frozen=True, eq=False)

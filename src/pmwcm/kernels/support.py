@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from pmwcm.kernels.clique_table import CliqueTable, FloatArray, is_dense
+from pmwcm.kernels.clique_table import CliqueTable, FloatArray, cell_codes, is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.lru import LRUCache
 
@@ -159,17 +159,10 @@ class SupportHistogram:
         """``p``, the records' probabilities (a copy; sums to one)."""
         return self._probabilities.copy()
 
-    def _codes(self, attrs: Sequence[str]) -> tuple[NDArray[np.intp], tuple[int, ...]]:
+    def _codes(self, attrs: Sequence[str]) -> tuple[NDArray[np.integer], tuple[int, ...]]:
         axes = self.domain.axes(attrs)
         sizes = tuple(self.domain.shape[a] for a in axes)
-        if not axes:
-            return np.zeros(self._records.shape[0], dtype=np.intp), sizes
-        # Horner's rule in int64 (C-order flat codes; callers keep cliques under 2^63 cells).
-        codes = self._records[:, axes[0]].astype(np.int64)
-        for axis, size in zip(axes[1:], sizes[1:], strict=True):
-            codes *= size
-            codes += self._records[:, axis]
-        return codes, sizes
+        return cell_codes(self._records, axes, sizes), sizes
 
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
         """The marginal table on ``attrs``: a weighted bincount of the records' codes."""

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.kernels.clique_table import CliqueTable, is_dense
+from pmwcm.kernels.clique_table import CliqueTable, cell_codes, is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray
 from pmwcm.kernels.lru import LRUCache
@@ -103,11 +103,7 @@ class PrivateData:
             if is_dense(shape) or self._records is None:
                 table = CliqueTable.of_marginal(self.marginal(key))
             else:
-                codes = np.zeros(self.n, dtype=np.int64)
-                for axis, size in zip(axes, shape, strict=True):
-                    codes *= size
-                    codes += self._records[:, axis]
-                table = CliqueTable.from_codes(shape, codes)
+                table = CliqueTable.from_codes(shape, cell_codes(self._records, axes, shape))
             table.mass.setflags(write=False)
             self._tables.put(key, table)
         return table

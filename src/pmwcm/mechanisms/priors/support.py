@@ -52,7 +52,7 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 from scipy.special import logsumexp
 
 from pmwcm.kernels.backend import BackendChoice
-from pmwcm.kernels.clique_table import FloatArray
+from pmwcm.kernels.clique_table import FloatArray, cell_codes
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
 from pmwcm.kernels.support import SupportHistogram
@@ -249,14 +249,9 @@ def fit_support(
     records = start.records
 
     def clique_codes(m: Measurement) -> NDArray[np.integer]:
-        # Horner's rule in the codes' own (smallest) dtype: every partial code is at
-        # most the final one, and narrow arithmetic moves a quarter of int64's bytes.
+        # In the codes' own smallest dtype: a quarter of int64's memory traffic.
         dtype = np.min_scalar_type(max(np.size(m.values) - 1, 0))
-        flat = np.zeros(start.size, dtype=dtype)
-        for axis in domain.axes(m.clique):
-            flat *= dtype.type(domain.sizes[axis])
-            flat += records[:, axis]
-        return flat
+        return cell_codes(records, domain.axes(m.clique), np.shape(m.values), dtype)
 
     # Codes are kept while they fit CODE_CACHE_BYTES (smallest dtype: uint16 for most
     # pairs), and recomputed on every pass beyond: K M codes of a wide table would
