@@ -188,6 +188,7 @@ class OnlinePMW:
         noise: the random source for the oracle (the sparse vector holds its own).
         prior: the starting hypothesis (default uniform). A prior computed from
             the private data must already be paid for in ``ledger``.
+        backend: the hypothesis backend chosen and why (public; reported, not used).
     """
 
     def __init__(
@@ -201,6 +202,7 @@ class OnlinePMW:
         ledger: PrivacyLedger,
         noise: NoiseSource,
         prior: Histogram | None = None,
+        backend: BackendChoice | None = None,
     ) -> None:
         if sparse_vector.cutoff != settings.max_updates:
             raise ValueError(
@@ -231,8 +233,8 @@ class OnlinePMW:
         self.released: dict[str, Answer] = {}
         #: whether the sparse vector's event is in the ledger.
         self.sv_paid = False
-        #: the hypothesis backend and why (set by ``build_engine``; public).
-        self.backend: BackendChoice | None = None
+        #: the hypothesis backend and why (``build_engine`` chooses it; public).
+        self.backend = backend
 
     @property
     def domain(self) -> Domain:
@@ -276,6 +278,7 @@ class OnlinePMW:
         ledger: PrivacyLedger,
         noise: NoiseSource,
         state: EngineState,
+        backend: BackendChoice | None = None,
     ) -> OnlinePMW:
         """An engine continuing from ``state``, built from its public ingredients.
 
@@ -295,6 +298,7 @@ class OnlinePMW:
                 ``state.ledger`` (crash recovery's ledger also holds debits that
                 were committed after the state was saved).
             state: what :meth:`state` returned.
+            backend: the backend choice to report (as for :class:`OnlinePMW`).
 
         Raises:
             ValueError: the state does not fit these ingredients.
@@ -311,9 +315,25 @@ class OnlinePMW:
             # The state's hypothesis as the start: a default uniform start would be a
             # dense tensor, which a universe on the support backend cannot hold.
             prior=state.hypothesis,
+            backend=backend,
         )
         engine._load(state)
         return engine
+
+    def resumed(self, state: EngineState, *, ledger: PrivacyLedger) -> OnlinePMW:
+        """:meth:`restore` with this fresh engine's ingredients (its sparse vector
+        included, whose state ``state``'s replaces: drop this engine afterwards)."""
+        return type(self).restore(
+            self.data,
+            settings=self.settings,
+            sparse_vector=self.sparse_vector,
+            oracle=self.oracle,
+            oracle_noise_level=self.oracle_noise_level,
+            ledger=ledger,
+            noise=self.noise,
+            state=state,
+            backend=self.backend,
+        )
 
     def _load(self, state: EngineState) -> None:
         """Takes ``state`` into this freshly constructed engine (for :meth:`restore`).

@@ -480,7 +480,7 @@ def build_engine(
     if threshold is None:
         threshold = default_threshold(noise_scale, config)
     settings = config.engine_settings(learning_rate=learning_rate, threshold=threshold)
-    engine = OnlinePMW(
+    return OnlinePMW(
         data,
         settings=settings,
         sparse_vector=sv,
@@ -489,6 +489,5 @@ def build_engine(
         ledger=ledger,
         noise=noise,
         prior=prior,
+        backend=backend,
     )
-    engine.backend = backend
-    return engine

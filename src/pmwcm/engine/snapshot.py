@@ -190,18 +190,10 @@ def restore(engine: OnlinePMW, snap: EngineSnapshot) -> OnlinePMW:
     if engine.answers or engine.updates or engine.sv_paid:
         raise ValueError("restore() needs a freshly built engine.")
     old = engine.ledger
-    restored = OnlinePMW.restore(
-        engine.data,
-        settings=engine.settings,
-        sparse_vector=engine.sparse_vector,
-        oracle=engine.oracle,
-        oracle_noise_level=engine.oracle_noise_level,
+    return engine.resumed(
+        decode_state(snap, engine.domain),
         ledger=PrivacyLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant),
-        noise=engine.noise,
-        state=decode_state(snap, engine.domain),
     )
-    restored.backend = engine.backend
-    return restored
 
 
 def _canonical_key(key: str, domain: Domain) -> str:

@@ -148,15 +148,4 @@ def recover(
     ledger = DurableLedger(epsilon=old.epsilon, delta=old.delta, accountant=old.accountant)
     for debit in debits:  # the union, in commit order
         ledger.spend(event_from_dict(debit.event), label=debit.label)
-    recovered = OnlinePMW.restore(
-        engine.data,
-        settings=engine.settings,
-        sparse_vector=engine.sparse_vector,
-        oracle=engine.oracle,
-        oracle_noise_level=engine.oracle_noise_level,
-        ledger=ledger,
-        noise=engine.noise,
-        state=state,
-    )
-    recovered.backend = engine.backend
-    return recovered, [d.seq for d in orphans]
+    return engine.resumed(state, ledger=ledger), [d.seq for d in orphans]
