@@ -155,19 +155,21 @@ def tree_edges(domain: Domain, measurements: Sequence[Measurement]) -> list[tupl
     A maximum spanning tree of the debiased dependence weights (module
     docstring); attributes no released pair connects start their own tree.
     """
-    m = len(domain)
-    if m < 2:
-        return []
     one_way = one_way_estimates(domain, measurements)
-    weights = np.zeros((m, m))
-    for (i, j), (table, sigma) in _pair_tables(domain, measurements).items():
+    return _tree_edges(len(domain), one_way, _pair_tables(domain, measurements))
+
+
+def _tree_edges(
+    m: int, one_way: list[FloatArray], pairs: dict[tuple[int, int], tuple[FloatArray, float]]
+) -> list[tuple[int, int]]:
+    """:func:`tree_edges` from the one-way estimates and pair tables already computed."""
+    # minimum_spanning_tree drops zero entries: every released pair is shifted below
+    # zero, by its debiased weight, so an independent pair is still an edge.
+    graph = np.zeros((m, m))
+    for (i, j), (table, sigma) in pairs.items():
         excess = table - np.outer(one_way[i], one_way[j])
-        weights[i, j] = max(float((excess * excess).sum()) - table.size * sigma**2, 0.0)
-    # minimum_spanning_tree drops zero entries: shift every released pair below zero.
-    released = np.zeros((m, m), dtype=bool)
-    for i, j in _pair_tables(domain, measurements):
-        released[i, j] = True
-    graph = np.where(released, -(weights + 1e-300) - 1e-12, 0.0)
+        weight = max(float((excess * excess).sum()) - table.size * sigma**2, 0.0)
+        graph[i, j] = -(weight + 1e-300) - 1e-12
     tree = minimum_spanning_tree(graph)
     tree = tree + tree.T
     edges: list[tuple[int, int]] = []
@@ -217,7 +219,7 @@ def tree_proposal(
     one_way = one_way_estimates(domain, measurements)
     pairs = _pair_tables(domain, measurements)
     records = np.zeros((size, len(domain)), dtype=np.int64)
-    edges = tree_edges(domain, measurements)
+    edges = _tree_edges(len(domain), one_way, pairs)
     children = {child for _, child in edges}
     for axis in range(len(domain)):
         if axis not in children:
