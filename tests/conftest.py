@@ -163,3 +163,19 @@ def counting(problem: GLMProblem) -> CountingProblem:
     copy = CountingProblem(**{f: getattr(problem, f) for f in problem.__dataclass_fields__})
     object.__setattr__(copy, "evaluations", 0)
     return copy
+
+
+# --- A real PostgreSQL server (tests/postgres_cluster.py), one per xdist worker ---
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Any:
+    """The URL of a running, throw-away PostgreSQL server (started, never mocked).
+
+    If the server cannot start, every test using this fixture fails with the
+    server's own message; it is never skipped.
+    """
+    from postgres_cluster import PostgresCluster
+
+    with PostgresCluster() as cluster:
+        yield cluster.url
