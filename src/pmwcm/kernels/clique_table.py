@@ -34,12 +34,16 @@ __all__ = [
     "FloatArray",
     "cell_codes",
     "is_dense",
+    "occupied_cells",
 ]
 
 #: Cliques with at most this many cells are kept dense (one float per cell).
 DENSE_CLIQUE_CELLS = 2**12
 #: Cell codes are int64: a query's clique must have fewer cells than this.
 MAX_CLIQUE_CELLS = 2**62
+#: :func:`occupied_cells` counts into a table over every cell of the clique (no
+#: sort) while the clique has at most this many cells per code.
+DIRECT_CELLS_PER_CODE = 8
 
 
 def is_dense(shape: tuple[int, ...]) -> bool:
@@ -65,6 +69,29 @@ def cell_codes(
         codes *= dtype.type(size)
         codes += records[:, axis]
     return codes
+
+
+def occupied_cells(
+    codes: NDArray[np.integer], cell_count: int
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """The sorted distinct cell ``codes`` and each code's index among them.
+
+    ``codes[i] == cells[inverse[i]]``, as ``np.unique(codes, return_inverse=True)``
+    returns. A clique with at most :data:`DIRECT_CELLS_PER_CODE` cells per code is
+    counted into a table over all its cells and ranked by a cumulative sum,
+    ``O(len(codes) + cell_count)``; a larger one is sorted, ``O(len(codes) log)``.
+
+    >>> cells, inverse = occupied_cells(np.array([5, 2, 5, 7]), 8)
+    >>> cells.tolist(), inverse.tolist()
+    ([2, 5, 7], [1, 0, 1, 2])
+    """
+    codes = np.asarray(codes)
+    if cell_count <= DIRECT_CELLS_PER_CODE * max(codes.size, 1):
+        present = np.bincount(codes, minlength=cell_count) > 0
+        rank = np.cumsum(present, dtype=np.intp) - 1
+        return np.flatnonzero(present).astype(np.int64), rank[codes]
+    cells, inverse = np.unique(codes.astype(np.int64, copy=False), return_inverse=True)
+    return cells, inverse.reshape(-1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,11 +134,22 @@ class CliqueTable:
 
         ``weights`` default to ``1 / len(codes)`` each (an empirical marginal).
         """
-        codes = np.asarray(codes, dtype=np.int64)
-        cells, inverse = np.unique(codes, return_inverse=True)
+        codes = np.asarray(codes)
+        cells, inverse = occupied_cells(codes, math.prod(shape))
+        return cls.on_cells(shape, cells, inverse, weights)
+
+    @classmethod
+    def on_cells(
+        cls,
+        shape: tuple[int, ...],
+        cells: NDArray[np.int64],
+        inverse: NDArray[np.integer],
+        weights: FloatArray | None = None,
+    ) -> CliqueTable:
+        """The table of :meth:`from_codes` from its :func:`occupied_cells` already found."""
         if weights is None:
             counts = np.bincount(inverse, minlength=cells.size)
-            mass: FloatArray = counts.astype(np.float64) / max(codes.size, 1)
+            mass: FloatArray = counts.astype(np.float64) / max(inverse.size, 1)
         else:
             mass = np.asarray(
                 np.bincount(inverse, weights=weights, minlength=cells.size), dtype=np.float64

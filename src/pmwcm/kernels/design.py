@@ -8,12 +8,13 @@ row whatever its width ``d``: with one-hot features on native attributes
 (``d`` in the hundreds, ``B`` at most 7) a dense matrix wastes ``d / B`` of
 every product. :class:`BlockDesign` stores the ``(cells, B)`` columns and
 values and computes the three products the solvers need in ``O(cells B)``
-(``O(cells B^2)`` for the Gram matrix) instead of ``O(cells d)`` (``O(cells
+(``O(cells B^2 / 2)`` for the Gram matrix) instead of ``O(cells d)`` (``O(cells
 d^2)``):
 
 * ``matvec(theta) = Phi theta``: a gather and a row sum;
 * ``rmatvec(v) = Phi^T v``: a weighted bincount over the columns;
-* ``gram(w) = Phi^T diag(w) Phi``: a weighted bincount over column pairs.
+* ``gram(w) = Phi^T diag(w) Phi``: weighted bincounts over the columns (the
+  diagonal) and over the column pairs of two blocks (the rest).
 
 :class:`DenseDesign` keeps the dense matrix (small ``d``: its BLAS products
 are faster there, and its arithmetic is the one earlier releases used, so
@@ -145,16 +146,35 @@ class BlockDesign(Design):
 
     @cached_property
     def _pairs(self) -> tuple[NDArray[np.int64], FloatArray]:
-        """Every row's ``B^2`` (flat column pair, product of values), pair-major."""
-        pair = self.columns[:, None, :] * self.width + self.columns[None, :, :]
-        product = self.values[:, None, :] * self.values[None, :, :]
-        return pair.reshape(-1, self.rows), product.reshape(-1, self.rows)
+        """Every row's ``B (B - 1) / 2`` off-diagonal block pairs ``a < b``: the flat
+        column pair and the product of the two values, pair-major."""
+        upper_a, upper_b = np.triu_indices(self.columns.shape[0], k=1)
+        pair = self.columns[upper_a] * self.width + self.columns[upper_b]
+        product = self.values[upper_a] * self.values[upper_b]
+        return pair, product
 
     def gram(self, weights: FloatArray) -> FloatArray:
+        """``Phi^T diag(w) Phi`` by blocks: ``G[j, k] = sum_r w_r Phi[r, j] Phi[r, k]``.
+
+        A block meets itself only on the diagonal (one entry per row), so the
+        diagonal is a bincount of ``w values^2`` over the columns; two blocks
+        ``a < b`` give the upper entries ``(columns_a, columns_b)``, and the lower
+        ones are their mirror (the blocks' column ranges are disjoint). That is
+        ``B (B + 1) / 2`` products per row instead of ``B^2``.
+        """
+        weights = np.asarray(weights, dtype=np.float64)
         pair, product = self._pairs
-        weighted = (product * np.asarray(weights)[None, :]).ravel()
-        flat = np.bincount(pair.ravel(), weights=weighted, minlength=self.width**2)
-        return np.asarray(flat, dtype=np.float64).reshape(self.width, self.width)
+        upper = np.bincount(
+            pair.ravel(), weights=(product * weights).ravel(), minlength=self.width**2
+        ).reshape(self.width, self.width)
+        gram = upper + upper.T
+        diagonal = np.bincount(
+            self.columns.ravel(),
+            weights=(self.values * self.values * weights).ravel(),
+            minlength=self.width,
+        )
+        gram[np.diag_indices(self.width)] += diagonal
+        return np.asarray(gram, dtype=np.float64)
 
     def row_norms(self) -> FloatArray:
         return np.sqrt((self.values**2).sum(axis=0))

@@ -24,15 +24,28 @@ underflows however many updates a cell receives.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import logsumexp
 
-from pmwcm.kernels.clique_table import CliqueTable, FloatArray, cell_codes, is_dense
+from pmwcm.kernels.clique_table import (
+    CliqueTable,
+    FloatArray,
+    cell_codes,
+    is_dense,
+    occupied_cells,
+)
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.lru import LRUCache
+
+IndexArray = NDArray[np.int32]
+
+#: Memory for the per-clique record-to-cell indexes kept across reweights (4 bytes
+#: per record and clique): 64 cliques at the default M = 2^18.
+CELL_INDEX_BYTES = 64 * 2**20
 
 __all__ = ["SupportHistogram"]
 
@@ -87,6 +100,11 @@ class SupportHistogram:
             raise ValueError("log_weights must be finite.")
         self.domain = domain
         self._records = records.astype(smallest_code_dtype(domain), copy=False)
+        # Which cell of a large clique each record sits in depends on the records
+        # only, so it outlives every reweight (and is shared with copies).
+        self._cell_index: LRUCache[tuple[str, ...], tuple[NDArray[np.int64], IndexArray]] = (
+            LRUCache(max(4, CELL_INDEX_BYTES // (4 * records.shape[0])))
+        )
         self._set_log_weights(weights)
 
     def _set_log_weights(self, weights: FloatArray) -> None:
@@ -177,6 +195,17 @@ class SupportHistogram:
         self._marginals.put(key, table)
         return table.copy()
 
+    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray]:
+        """A large clique's occupied cells and each record's index among them (cached)."""
+        key = tuple(attrs)
+        cached = self._cell_index.get(key)
+        if cached is None:
+            codes, sizes = self._codes(attrs)
+            cells, inverse = occupied_cells(codes, math.prod(sizes))
+            cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
+            self._cell_index.put(key, cached)
+        return cached
+
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
         """Dense for a small clique; on a large one, the support's occupied cells only."""
         key = tuple(attrs)
@@ -187,8 +216,8 @@ class SupportHistogram:
         if is_dense(sizes):
             table = CliqueTable.dense(self.marginal(attrs))
         else:
-            codes, _ = self._codes(attrs)
-            table = CliqueTable.from_codes(sizes, codes, self._probabilities)
+            cells, inverse = self._occupied(attrs)
+            table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
         self._tables.put(key, table)
         return table
 
@@ -203,11 +232,10 @@ class SupportHistogram:
         log_factor = np.asarray(log_factor, dtype=np.float64)
         if log_factor.shape != table.codes.shape or not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite, one value per cell of the table.")
-        codes, _ = self._codes(attrs)
-        cell = np.minimum(np.searchsorted(table.codes, codes), table.codes.size - 1)
-        if not np.array_equal(table.codes[cell], codes):
-            raise ValueError("The table does not hold every support record's cell.")
-        self._set_log_weights(self._log_weights + log_factor[cell])
+        cells, inverse = self._occupied(attrs)
+        if not np.array_equal(table.codes, cells):
+            raise ValueError("The table's cells are not this support's cells on the clique.")
+        self._set_log_weights(self._log_weights + log_factor[inverse])
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -249,4 +277,5 @@ class SupportHistogram:
         twin._probabilities = self._probabilities.copy()
         twin._marginals = self._marginals.copy()  # cached tables are never written
         twin._tables = self._tables.copy()
+        twin._cell_index = self._cell_index
         return twin
