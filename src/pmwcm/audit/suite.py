@@ -175,8 +175,8 @@ def pipeline_cases() -> list[AuditCase]:
 #: Negative controls the audit must flag at any trial count it runs (the others measure
 #: what a whole-pipeline audit can see; see docs/audit.md). The private support is
 #: caught with certainty from ~300 trials (0 vs all hits; 3.29 at 400, alpha 1e-6).
-#: The Jain-Thakurta oracle with its ridge left out of the solve is caught from 1,000
-#: trials (lower bound 4.6 against the claimed 2.32 at alpha 1e-4, seed 0).
+#: The Jain-Thakurta oracle with its ridge left out of the solve is caught from ~200
+#: trials (seeds 0..19 at alpha 5e-4: lower bounds >= 2.87 against the claimed 2.32).
 MUST_CATCH = frozenset(
     {"refusing real-data solve", "support of the private records", "ridge left out of the solve"}
 )
