@@ -83,6 +83,7 @@ from dataclasses import dataclass, field
 
 import dp_accounting
 
+from pmwcm.kernels.fixed_budget import oscillation_bound
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 from pmwcm.mechanisms.noise import NoiseSource
@@ -195,7 +196,8 @@ class JainThakurtaGLM:
         """The bound of the module docstring, holding with probability ``>= 1 - beta``.
 
         Computed from public inputs (the planned solve's distance included), and
-        never above ``S``, which bounds the excess risk of any point of ``Theta``.
+        never above ``V = S + l2 R^2 / 2``, which bounds the excess risk of any point
+        of ``Theta``.
         """
         reg = self.regularised(problem, n, noise_level)
         plan = self.solve.plan(reg, n)
@@ -206,7 +208,7 @@ class JainThakurtaGLM:
         bound = 0.5 * ridge * problem.radius**2 + lip * (
             plan.distance + sigma * self._spread(problem)
         )
-        return min(bound, problem.scale)
+        return min(bound, oscillation_bound(problem))
 
     def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:
         """``Proj(theta_D + N(0, (Delta m)^2 I))`` on the regularised problem; never raises
