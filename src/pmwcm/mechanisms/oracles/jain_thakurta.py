@@ -12,10 +12,12 @@ sqrt(8 T log(4/delta))``, ``delta0 = delta / (4T)``, ``alpha0 = alpha / 4``,
 / alpha^3, log k / alpha^2})``: the oracle's ``1/alpha0^2`` times the
 ``sqrt(T) ~ 1/alpha`` of the composition.
 
-**Algorithm** (JT14, Section 3: CMS11's output perturbation with the ridge
-weight tuned to the GLM risk bound, not to a strong-convexity assumption of the
-query). From public inputs only, choose ``lambda >= 0`` (below); let ``J(theta) =
-L_D(theta) + (l2/2) ||theta||^2`` be the query's objective and ``theta*_lambda``
+**Algorithm** (JT14's output-perturbation variant for GLMs: CMS11's output
+perturbation with the ridge weight tuned to the GLM risk bound, not to a
+strong-convexity assumption of the query; the constants and the bound below
+are derived here, not copied from JT14). From public inputs only, choose
+``lambda >= 0`` (below); let ``J(theta) = L_D(theta) + (l2/2) ||theta||^2`` be
+the query's objective and ``theta*_lambda``
 the minimiser over ``Theta = {||theta|| <= R}`` of ``J + (lambda/2)
 ||theta||^2``, which is ``(l2 + lambda)``-strongly convex; compute ``theta_D``
 within a distance ``r`` of it by a fixed-budget solve planned from public
