@@ -51,7 +51,8 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
         "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp --pipeline-trials 2000"
         in result.stdout
     )
-    assert result.stdout.count("| consistent |") == 11
+    assert result.stdout.count("| consistent |") == 12  # 4 oracles, jain_thakurta included
+    assert "| jain_thakurta oracle |" in result.stdout
     assert "Negative controls" not in result.stdout
     assert out.read_text() == result.stdout
 

@@ -39,6 +39,7 @@ from pmwcm.kernels.queries import CMQuery, GLMProblem
 from pmwcm.kernels.solvers import minimize
 from pmwcm.mechanisms.noise import NumpyNoise, OpenDPNoise
 from pmwcm.mechanisms.oracles import (
+    JainThakurtaGLM,
     NoisyGradientDescent,
     ObjectivePerturbation,
     Oracle,
@@ -301,7 +302,7 @@ def test_unsupported_problem_is_refused_before_any_draw(
     assert recording_noise.calls == []
 
 
-ORACLES = [NoisyGradientDescent(), OutputPerturbation(), ObjectivePerturbation()]
+ORACLES = [NoisyGradientDescent(), OutputPerturbation(), ObjectivePerturbation(), JainThakurtaGLM()]
 
 
 @pytest.mark.parametrize("oracle", ORACLES, ids=lambda o: o.name)

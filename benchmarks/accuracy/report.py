@@ -253,6 +253,9 @@ def main() -> None:
     theory = ROOT / "benchmarks" / "accuracy" / "results" / "theory.md"
     if theory.exists():
         parts += [theory.read_text()]
+    table1 = ROOT / "benchmarks" / "accuracy" / "results" / "table1.md"
+    if table1.exists():  # theory.py table1: the paper's Table 1, every row
+        parts += [table1.read_text()]
     parts += [TEMPLATE_TAIL]
     if (Path(__file__).parent / "results" / "full_resolution.jsonl").exists():
         # Issue 13's section, from its own results file (full_resolution.py --report).

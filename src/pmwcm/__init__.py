@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time they load on firs
     )
     from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise, OpenDPNoise, default_noise
     from pmwcm.mechanisms.oracles import (
+        JainThakurtaGLM,
         NoisyGradientDescent,
         ObjectivePerturbation,
         Oracle,
@@ -82,6 +83,7 @@ _EXPORTS = {
     "EngineSettings": "pmwcm.engine.settings",
     "EngineState": "pmwcm.engine.online",
     "Histogram": "pmwcm.kernels.histogram",
+    "JainThakurtaGLM": "pmwcm.mechanisms.oracles",
     "LinearQuery": "pmwcm.kernels.counting",
     "LyuSuLiSparse": "pmwcm.mechanisms.sparse_vector",
     "NoiseSource": "pmwcm.mechanisms.noise",
@@ -149,6 +151,7 @@ __all__ = [
     "Halted",
     "Histogram",
     "InvalidQuery",
+    "JainThakurtaGLM",
     "LinearQuery",
     "LyuSuLiSparse",
     "NoiseSource",

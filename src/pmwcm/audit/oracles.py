@@ -10,7 +10,10 @@ both oracles calibrate to.
 loss is *linear* in ``theta``: gradients do not depend on ``theta``, noisy
 gradient descent is a linear Gaussian mechanism of the noise sum, and the
 neighbours' minimisers of the regularised loss differ by exactly ``2 G B / (n
-lambda)``: the worst case of both proofs, where an audit can be tight.
+lambda)``: the worst case of the proofs, where an audit can be tight. Output
+perturbation gets ``l2 = 1``; the Jain-Thakurta oracle gets ``l2 = 0`` and adds
+its own ridge weight (at ``n = 10``, ``m = 1`` it is below ``2 G B / R`` so the
+regularised minimisers are interior and the neighbours' gap is the full bound).
 
 **Vectorised trials.** A real oracle call costs milliseconds. The models here
 take everything data-dependent from the *real* oracle by :func:`probe` (its
@@ -24,6 +27,7 @@ the PLD epsilon of the oracle's own ``privacy_event`` at ``delta``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +39,22 @@ from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery, GLMProblem
-from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle, OracleInput, OutputPerturbation
+from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.oracles import (
+    JainThakurtaGLM,
+    NoisyGradientDescent,
+    Oracle,
+    OracleInput,
+    OutputPerturbation,
+)
+from pmwcm.mechanisms.oracles.base import release_in_ball
+from pmwcm.mechanisms.oracles.output_perturbation import solve_output
 
 __all__ = [
+    "BROKEN_ORACLES",
     "NoisyGDModel",
     "OutputPerturbationModel",
+    "RidgeLeftOutOfSolve",
     "crosscheck_oracle",
     "hinge_problem",
     "oracle_case",
@@ -98,7 +113,11 @@ def _project_rows(theta: FloatArray, radius: float) -> FloatArray:
 
 @dataclass(frozen=True, kw_only=True)
 class OutputPerturbationModel:
-    """``Proj(theta_D + sigma Z)`` with ``theta_D`` and ``sigma`` probed from the oracle."""
+    """``Proj(theta_D + sigma Z)`` with ``theta_D`` and ``sigma`` probed from the oracle.
+
+    Serves output perturbation and :class:`~pmwcm.mechanisms.oracles.JainThakurtaGLM`
+    (output perturbation of the query regularised by its public ridge weight).
+    """
 
     oracle: Oracle
     problem: GLMProblem
@@ -219,7 +238,7 @@ def oracle_case(
     model: NoisyGDModel | OutputPerturbationModel
     if isinstance(oracle, NoisyGradientDescent):
         model = NoisyGDModel(oracle=oracle, problem=problem, n=n, noise_level=noise_level)
-    elif isinstance(oracle, OutputPerturbation):
+    elif isinstance(oracle, OutputPerturbation | JainThakurtaGLM):
         model = OutputPerturbationModel(
             oracle=oracle, problem=problem, n=n, noise_level=noise_level
         )
@@ -239,3 +258,31 @@ def oracle_case(
         claimed_epsilon=claimed_epsilon(event, delta=delta),
         delta=delta,
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RidgeLeftOutOfSolve(JainThakurtaGLM):
+    """Broken (a negative control): the ridge weight is charged but not solved with.
+
+    The noise is calibrated to ``2 G B / (n (l2 + lambda))``, the sensitivity of
+    the *regularised* minimiser, but the solve minimises the query as given
+    (``l2`` alone), the bug of handing the solver the caller's problem instead
+    of the regularised one. On the linear hinge query the unregularised
+    minimisers of neighbours lie at opposite points of the ball, far more than
+    ``Delta`` apart.
+    """
+
+    name: str = "jain_thakurta, ridge left out of the solve"
+
+    def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:
+        """``Proj(theta_D + N(0, sigma^2 I))`` with ``theta_D`` solved without the ridge."""
+        regularised = self.regularised(data.problem, data.n, noise_level)
+        plan = self.solve.plan(regularised, data.n)
+        sigma = self.sensitivity(data.problem, data.n, noise_level) * noise_level
+        unregularised = dataclasses.replace(regularised, l2=data.problem.l2)
+        theta = solve_output(unregularised, data.weights, plan)
+        return release_in_ball(theta, sigma, radius=regularised.radius, noise=noise)
+
+
+#: Deliberately broken oracles (negative controls of ``pmwcm audit``), by label.
+BROKEN_ORACLES: dict[str, Oracle] = {"ridge left out of the solve": RidgeLeftOutOfSolve()}

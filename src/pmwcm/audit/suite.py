@@ -1,7 +1,7 @@
 """The standard audit of pmwcm's own mechanisms (what ``pmwcm audit`` runs).
 
 * :func:`standard_cases`: the noise sources (NumPy and OpenDP), both sparse
-  vectors on opposite-shift neighbours, the three oracles on worst-case
+  vectors on opposite-shift neighbours, the four oracles on worst-case
   neighbours, the whole engine and the private prior's marginal measurement
   (:mod:`pmwcm.audit.prior`); every one claims a privacy guarantee.
 * :func:`standard_crosschecks`: the vectorised models against the real
@@ -27,7 +27,7 @@ import numpy as np
 from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
-from pmwcm.audit.oracles import crosscheck_oracle, oracle_case
+from pmwcm.audit.oracles import BROKEN_ORACLES, crosscheck_oracle, oracle_case
 from pmwcm.audit.pipeline import BROKEN, crosscheck_pipeline, pipeline_case
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
@@ -38,7 +38,12 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.losses import LOSSES
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.oracles import NoisyGradientDescent, ObjectivePerturbation, OutputPerturbation
+from pmwcm.mechanisms.oracles import (
+    JainThakurtaGLM,
+    NoisyGradientDescent,
+    ObjectivePerturbation,
+    OutputPerturbation,
+)
 from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse
 
 __all__ = [
@@ -68,7 +73,7 @@ SPARSE_VECTORS: tuple[tuple[str, Callable[..., Any], int, int], ...] = (
     ("Lyu-Su-Li eps=2 c=3", partial(LyuSuLiSparse.from_total, 2.0, 3), 6, 3),
     ("Dwork-Roth eps'=1 c=2", _dwork_roth(1.0, 2), 6, 3),
 )
-ORACLES = (NoisyGradientDescent(step_size=1e-3), OutputPerturbation())
+ORACLES = (NoisyGradientDescent(step_size=1e-3), OutputPerturbation(), JainThakurtaGLM())
 
 
 def standard_cases(*, opendp: bool = True) -> list[AuditCase]:
@@ -170,12 +175,17 @@ def pipeline_cases() -> list[AuditCase]:
 #: Negative controls the audit must flag at any trial count it runs (the others measure
 #: what a whole-pipeline audit can see; see docs/audit.md). The private support is
 #: caught with certainty from ~300 trials (0 vs all hits; 3.29 at 400, alpha 1e-6).
-MUST_CATCH = frozenset({"refusing real-data solve", "support of the private records"})
+#: The Jain-Thakurta oracle with its ridge left out of the solve is caught from ~200
+#: trials (seeds 0..19 at alpha 5e-4: lower bounds >= 2.87 against the claimed 2.32).
+MUST_CATCH = frozenset(
+    {"refusing real-data solve", "support of the private records", "ridge left out of the solve"}
+)
 
 
 def negative_controls() -> list[tuple[AuditCase, bool]]:
-    """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN`` and
-    support prior of :data:`pmwcm.audit.support_prior.BROKEN`."""
+    """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN``,
+    support prior of :data:`pmwcm.audit.support_prior.BROKEN` and oracle of
+    :data:`pmwcm.audit.oracles.BROKEN_ORACLES`."""
     pipelines = [
         (pipeline_case(build=build, label=f"BROKEN {label}"), label in MUST_CATCH)
         for label, build in BROKEN.items()
@@ -184,7 +194,11 @@ def negative_controls() -> list[tuple[AuditCase, bool]]:
         (support_prior_case(prior=prior, label=f"BROKEN {label}"), label in MUST_CATCH)
         for label, prior in BROKEN_SUPPORT.items()
     ]
-    return pipelines + supports
+    oracles = [
+        (oracle_case(oracle, label=f"BROKEN {label}"), label in MUST_CATCH)
+        for label, oracle in BROKEN_ORACLES.items()
+    ]
+    return pipelines + supports + oracles
 
 
 def pipeline_crosschecks(*, trials: int, seed: int) -> list[tuple[str, str, bool]]:

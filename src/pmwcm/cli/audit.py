@@ -6,7 +6,7 @@ shipped default pipeline end to end and the paid support prior as a black box
 (:func:`~pmwcm.audit.suite.pipeline_cases`, ``--pipeline-trials``: real code at
 ~40 ms and ~5 ms a trial), the cross-checks of the
 vectorised models against the real code, and the sensitivity search; with
-``--negative-controls`` also the deliberately broken pipelines and support priors. Prints a
+``--negative-controls`` also the deliberately broken pipelines, support priors and oracles. Prints a
 Markdown report to stdout (progress on stderr) and exits 1 if any claim is
 refuted, any cross-check disagrees, any sensitivity bound is exceeded or a
 must-catch negative control is not flagged. ``--no-suite`` runs the pipeline
@@ -115,8 +115,8 @@ def audit_command(
             f"{r.verdict} | {time.perf_counter() - start:.0f} |"
         )
     if controls:
-        lines += ["", "## Negative controls: deliberately broken pipelines", ""]
-        lines += ["| broken pipeline | claimed eps | eps lower bound | event | verdict | must "
+        lines += ["", "## Negative controls: deliberately broken pipelines and oracles", ""]
+        lines += ["| broken mechanism | claimed eps | eps lower bound | event | verdict | must "
                   "catch | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for case, must in controls:
         typer.echo(f"auditing {case.name} ...", err=True)

@@ -22,12 +22,23 @@ the theorem's ``alpha/2`` and ``alpha``; the sensitivity is the paper's
 2014, Theorem A.1, valid for ``eps0 < 1``). The ledger composes these events
 with the PLD accountant, which is never looser than the Dwork-Rothblum-Vadhan
 bound the paper uses.
+
+**Table 1's rows** pick the oracle ``M'`` (:func:`table1_oracle`): Lipschitz,
+``d``-bounded losses get noisy gradient descent (BST14, the paper's Theorem
+"oneboundedlipschitz"); unconstrained GLMs (UGLM) the Jain-Thakurta output
+perturbation (:class:`~pmwcm.mechanisms.oracles.JainThakurtaGLM`, Theorem
+"oneglm"), with its accuracy tuned at the paper's ``beta0 = beta / (2T)``;
+``sigma``-strongly convex losses output perturbation (CMS11; the paper cites
+BST14's Theorem "onestronglyconvex" for the rate). Linear queries need no
+oracle: their round answers with the Laplace mechanism
+(:meth:`~pmwcm.engine.online.OnlinePMW.answer_linear`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import dp_accounting
 
@@ -35,7 +46,12 @@ from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import THEORY_HYPOTHESIS_SOLVE, EngineSettings
 from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
+from pmwcm.mechanisms.oracles import (
+    JainThakurtaGLM,
+    NoisyGradientDescent,
+    Oracle,
+    OutputPerturbation,
+)
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import DworkRothSparse
 
@@ -124,15 +140,45 @@ class TheoryParameters:
         )
 
 
+Table1Row = Literal["lipschitz", "uglm", "strongly_convex"]
+"""The CM rows of the paper's Table 1 (the linear row needs no oracle)."""
+
+TABLE1_ROWS: tuple[Table1Row, ...] = ("lipschitz", "uglm", "strongly_convex")
+
+
+def table1_oracle(row: Table1Row, params: TheoryParameters) -> Oracle:
+    """The single-query oracle the paper plugs in for ``row`` of Table 1.
+
+    Raises:
+        ValueError: an unknown row.
+    """
+    if row == "lipschitz":
+        return NoisyGradientDescent(steps=200)
+    if row == "uglm":
+        return JainThakurtaGLM(beta=params.oracle_beta)
+    if row == "strongly_convex":
+        return OutputPerturbation()
+    raise ValueError(f"row must be one of {TABLE1_ROWS}, got row={row!r}.")
+
+
 def build_theory_engine(
     data: PrivateData,
     params: TheoryParameters,
     *,
     noise: NoiseSource,
     oracle: Oracle | None = None,
+    row: Table1Row = "lipschitz",
     enforce_n: bool = True,
 ) -> OnlinePMW:
     """The paper's engine, with its constants.
+
+    Args:
+        data: the private data.
+        params: the paper's parameters.
+        noise: the random source of the sparse vector and the oracle.
+        oracle: the single-query oracle; ``None`` for :func:`table1_oracle` of ``row``.
+        row: the Table 1 row whose oracle is used when ``oracle`` is ``None``.
+        enforce_n: refuse ``n`` below the theorem's requirement.
 
     Raises:
         ValueError: if ``data.n`` is below the theorem's requirement (unless
@@ -151,6 +197,7 @@ def build_theory_engine(
         raise ValueError(
             f"The classical Gaussian mechanism needs eps0 < 1, got eps0={params.oracle_epsilon}."
         )
+    chosen = oracle if oracle is not None else table1_oracle(row, params)
     T = params.max_updates
     ledger = PrivacyLedger(epsilon=params.epsilon, delta=params.delta, accountant=PLDAccountant())
     settings = EngineSettings(
@@ -169,7 +216,7 @@ def build_theory_engine(
         data,
         settings=settings,
         sparse_vector=sv,
-        oracle=oracle if oracle is not None else NoisyGradientDescent(steps=200),
+        oracle=chosen,
         oracle_noise_level=params.oracle_noise_multiplier,
         ledger=ledger,
         noise=noise,

@@ -7,11 +7,13 @@ Every oracle states its guarantee in its docstring and exposes it as a
 """
 
 from pmwcm.mechanisms.oracles.base import Oracle, OracleInput, OracleRefused
+from pmwcm.mechanisms.oracles.jain_thakurta import JainThakurtaGLM
 from pmwcm.mechanisms.oracles.noisy_gd import NoisyGradientDescent
 from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePerturbation
 from pmwcm.mechanisms.oracles.output_perturbation import OutputPerturbation
 
 __all__ = [
+    "JainThakurtaGLM",
     "NoisyGradientDescent",
     "ObjectivePerturbation",
     "Oracle",
