@@ -185,6 +185,28 @@ def test_the_backend_is_dense_while_it_fits_and_a_support_beyond() -> None:
     assert json.loads(json.dumps(capped.to_dict()))["kind"] == "support"
 
 
+def test_the_default_support_size_follows_the_number_of_records() -> None:
+    domain = load_adult("full").domain
+    sizes = {n: choose_backend(domain, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
+    assert sizes == {100: 2**14, 39_073: 2**16, 65_536: 2**16, 10**7: 2**18}
+    assert "for n = 39,073 records" in choose_backend(domain, n=39_073).reason
+    assert "chosen from n" in choose_backend(domain).reason  # n not known yet: the most M
+    assert choose_backend(domain, n=39_073, support_size=5000).support_size == 5000
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        choose_backend(domain, n=0)
+
+
+def test_the_engine_reports_the_support_size_it_holds() -> None:
+    adult = load_adult("full")
+    rng = np.random.default_rng(0)
+    records = adult.records[rng.choice(adult.n, 3000, replace=False)]
+    data = PrivateData.from_records(adult.domain, records)
+    engine = build_engine(data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=0))
+    assert isinstance(engine.hypothesis, SupportHistogram)
+    assert engine.backend is not None and engine.backend.support_size == 2**14
+    assert engine.hypothesis.size == 2**14
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -497,5 +497,7 @@ def build_run_engine(
     if public is not None:
         from pmwcm.mechanisms.priors.support import public_start
 
-        start = public_start(dataset.domain, public, config.backend_choice(dataset.domain))
+        start = public_start(
+            dataset.domain, public, config.backend_choice(dataset.domain, dataset.n)
+        )
     return build_engine(private, config, noise=noise, prior=start)

@@ -148,6 +148,7 @@ def run_command(
             backend=settings,
         )  # fmt: skip
         records = answer_with_engine(engine, lines)
+        choice = engine.backend or choice  # the support size follows the data's n
     else:
         records = answer_with_baseline(
             method, dataset, lines, epsilon=epsilon, delta=delta, noise=noise

@@ -151,7 +151,7 @@ def synth_command(
         raise fail(f"cannot write output: {exc.strerror or exc}.") from None
     if answers is not None:
         write_jsonl(answers, records)
-    typer.echo(f"backend {choice.reason}", err=True)
+    typer.echo(f"backend {(engine.backend or choice).reason}", err=True)
     typer.echo(summarize(records, "pmw", noise.name), err=True)
     written = ", ".join(f"'{p}'" for p, _ in paths)
     typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)

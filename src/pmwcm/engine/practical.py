@@ -217,8 +217,9 @@ class PMWConfig:
                 f"got support_size={self.support_size!r}."
             )
 
-    def backend_choice(self, domain: Domain) -> BackendChoice:
-        """The hypothesis backend for ``domain`` under these settings (public).
+    def backend_choice(self, domain: Domain, n: int | None = None) -> BackendChoice:
+        """The hypothesis backend for ``domain`` (and ``n`` records, when known: it
+        sets the default support size) under these settings (public).
 
         Raises:
             ValueError: naming the setting that does not fit, or ``prior`` aim/mst
@@ -229,6 +230,7 @@ class PMWConfig:
             memory_budget=self.hypothesis_memory,
             support_size=self.support_size,
             backend=self.backend,
+            n=n,
         )
         check_prior_backend(self.prior, choice)
         return choice
@@ -450,7 +452,7 @@ def build_engine(
             "prior='public' needs the public histogram as build_engine(..., prior=...); "
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
-    backend = config.backend_choice(data.domain)
+    backend = config.backend_choice(data.domain, data.n)
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]
     if prior is None and config.prior == "marginals":
