@@ -182,7 +182,37 @@ def read_csv_text(path: str | os.PathLike[str]) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"cannot parse data file '{p}': {first}.") from None
+    _check_header(p)
     return df
+
+
+def _check_header(path: Path) -> None:
+    """Refuses a header that pandas would read wrongly: another separator, repeated names.
+
+    pandas renames a repeated column ``a`` to ``a.1`` and reads a ``;``-separated
+    file as one column; both are refused here, from the header line alone.
+    """
+    import csv
+
+    with path.open(encoding="utf-8", newline="") as fh:
+        header = next(csv.reader(fh), [])
+    names = [h.strip() for h in header]
+    if len(names) == 1:
+        for sep, called in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if sep in names[0]:
+                raise DataError(
+                    f"data file '{path}' has one column whose header {names[0]!r} contains a "
+                    f"{called}: it looks {called}-separated; pmwcm reads comma-separated files "
+                    "only (convert it, e.g. pandas.read_csv(path, sep=...).to_csv(new_path))."
+                )
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, start=1):
+        if name in seen:
+            raise DataError(
+                f"data file '{path}' names column {name!r} twice (columns {seen[name]} and "
+                f"{i}); rename one."
+            )
+        seen[name] = i
 
 
 def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str]) -> IntArray:

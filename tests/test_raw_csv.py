@@ -1,4 +1,4 @@
-"""The schema's missing-value rule (issue 17): markers, their own category, or a counted refusal."""
+"""From a raw CSV to a schema (issue 17): missing values, number spellings, separators, drafts."""
 
 from __future__ import annotations
 
@@ -94,3 +94,42 @@ def test_a_csv_number_written_as_1_0_reads_as_the_schema_value_1(tmp_path: Path)
     path.write_text("y,z\n1.0,a\n0,a\n1e0,a\n")
     schema = Schema.from_json({"attributes": [{"name": "y", "values": [0, 1]}]})
     assert Dataset.from_csv(path, schema).records[:, 0].tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a;b\n1;2\n", "looks semicolon-separated"),
+        ("a\tb\n1\t2\n", "looks tab-separated"),
+        ("a,b,a\n1,2,3\n", "names column 'a' twice \\(columns 1 and 3\\)"),
+        ("a, b,b \n1,2,3\n", "names column 'b' twice"),
+    ],
+)
+def test_other_separators_and_repeated_headers_are_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    from pmwcm.data.schema_draft import draft_schema
+
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    with pytest.raises(DataError, match=message):
+        draft_schema(path)
+    with pytest.raises(DataError, match=message):
+        Dataset.from_csv(path, Schema.from_json({"attributes": [{"name": "a", "bins": [0, 9]}]}))
+
+
+def test_draft_of_a_raw_survey_file_orders_codes_and_keeps_numbers_with_markers(
+    tmp_path: Path,
+) -> None:
+    rows = [f"{i % 12 + 1},{i % 97 if i % 9 else 'N'},{'' if i % 13 == 0 else 'ab'[i % 2]}"
+            for i in range(300)]  # fmt: skip
+    path = tmp_path / "survey.csv"
+    path.write_text("code,hours,group\n" + "\n".join(rows) + "\n")
+    from pmwcm.data.schema_draft import draft_schema
+
+    code, hours, group = draft_schema(path).attributes
+    assert code.values == tuple(str(i) for i in range(1, 13))  # numerically, not 1, 10, 11, 2
+    assert hours.bins == tuple(float(e) for e in range(0, 101, 10))  # round edges
+    assert (hours.missing, hours.missing_label) == (("N",), "missing")
+    assert group.labels == ("a", "b", "missing")
+    assert Dataset.from_csv(path, draft_schema(path)).n == 300
