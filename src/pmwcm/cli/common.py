@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -118,12 +119,70 @@ def check_budget(epsilon: float, delta: float) -> None:
         raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
 
 
-def check_output(path: Path, option: str = "--output") -> None:
-    """Refuses an output path that is a directory or whose directory is missing."""
+#: The path that means stdout (for an output) or stdin (for the query file), the Unix way.
+STDIO = Path("-")
+
+
+def is_stdio(path: Path | None) -> bool:
+    """Whether ``path`` is ``-`` (stdout for an output, stdin for an input)."""
+    return path is not None and str(path) == "-"
+
+
+def check_output(
+    path: Path, option: str = "--output", *, inputs: Sequence[tuple[str, Path | None]] = ()
+) -> None:
+    """Refuses an output path that would destroy something or cannot be written.
+
+    Refused: a directory, a device, pipe or other non-regular file (writing
+    atomically would replace it, e.g. the ``/dev/stdout`` symlink: write ``-``
+    for stdout instead), any of ``inputs`` (the data, schema or query file it
+    would overwrite; symlinks and hard links are resolved), and a path whose
+    directory is missing. ``-`` (stdout) is always accepted.
+
+    Args:
+        path: the output path.
+        option: how to name it in the message (``"--output"``).
+        inputs: ``(option, path)`` of every input file of the command.
+    """
+    import os
+    import stat
+
+    if is_stdio(path):
+        return
     if path.is_dir():
-        raise fail(f"{option} '{path}' is a directory.")
+        raise fail(f"{option} '{path}' is a directory; give a file name (or - for stdout).")
+    if path.exists():
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise fail(
+                f"{option} '{path}' is not a regular file (a device, pipe or socket); "
+                "writing it atomically would replace it. Use - to write to stdout."
+            )
+        for label, source in inputs:
+            if (
+                source is not None
+                and not is_stdio(source)
+                and source.exists()
+                and os.path.samefile(path, source)
+            ):
+                raise fail(
+                    f"{option} '{path}' is the {label} file '{source}'; writing the "
+                    "output there would destroy it. Choose another output file."
+                )
     if not path.parent.is_dir():
         raise fail(f"cannot write {option} '{path}': directory '{path.parent}' does not exist.")
+
+
+def check_distinct_outputs(paths: Sequence[tuple[str, Path | None]]) -> None:
+    """Refuses two outputs that are the same file (or both stdout)."""
+    seen: dict[str, str] = {}
+    for option, path in paths:
+        if path is None:
+            continue
+        key = "-" if is_stdio(path) else str(path.resolve())
+        if key in seen:
+            raise fail(f"{seen[key]} and {option} must be different files, got '{path}' twice.")
+        seen[key] = option
 
 
 def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
@@ -171,7 +230,7 @@ def read_queries(path: Path) -> list[QueryLine]:
     an unreadable file or a missing file is fatal (one-line error, exit 1).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if is_stdio(path) else path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise fail(f"queries file not found: '{path}'.") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -347,6 +406,10 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     from pmwcm._atomic import atomic_write_text
 
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
+    if is_stdio(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         atomic_write_text(path, text)
     except OSError as exc:
@@ -357,8 +420,13 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
     """Writes one JSON object (indented), atomically."""
     from pmwcm._atomic import atomic_write_text
 
+    text = json.dumps(record, indent=2, allow_nan=False) + "\n"
+    if is_stdio(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
-        atomic_write_text(path, json.dumps(record, indent=2, allow_nan=False) + "\n")
+        atomic_write_text(path, text)
     except OSError as exc:
         raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
 

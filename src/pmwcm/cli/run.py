@@ -40,10 +40,12 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
+    check_distinct_outputs,
     check_engine_options,
     check_output,
     check_seed,
     fail,
+    is_stdio,
     load_data,
     load_schema,
     make_noise,
@@ -82,7 +84,10 @@ _AFTER_HALT_HELP = (
     "After the T updates are spent: synthetic answers from the final hypothesis "
     '(source "synthetic", no privacy cost, no accuracy check); refuse gives an error line.'
 )
-_OUTPUT_HELP = "Write the answers here (JSON Lines, atomically)."
+_OUTPUT_HELP = (
+    "Write the answers here (JSON Lines, atomically); - writes them to stdout. Refused: an "
+    "input file (--data, --schema, --queries), a directory or a device."
+)
 _METADATA_HELP = (
     'Also write one JSON object describing the run (atomically): {"method", "noise", '
     '"epsilon", "delta", "backend"}, "backend" being the hypothesis backend chosen for '
@@ -130,11 +135,12 @@ def run_command(
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     settings = backend_settings(backend, hypothesis_memory, support_size)
-    check_output(output)
+    inputs = [("--data", data), ("--schema", schema), ("--queries", queries),
+              ("--public-prior", public_prior)]  # fmt: skip
+    check_output(output, inputs=inputs)
     if metadata is not None:
-        check_output(metadata, "--metadata")
-        if metadata.resolve() == output.resolve():
-            raise fail("--output and --metadata must be different files.")
+        check_output(metadata, "--metadata", inputs=inputs)
+    check_distinct_outputs([("--output", output), ("--metadata", metadata)])
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
     dataset = load_data(data, parsed)
@@ -161,4 +167,4 @@ def run_command(
     typer.echo(summarize(records, method, noise.name), err=True)
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)
-    typer.echo(f"wrote '{output}'", err=True)
+    typer.echo("wrote the answers to stdout" if is_stdio(output) else f"wrote '{output}'", err=True)

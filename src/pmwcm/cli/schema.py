@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 _DATA_HELP = "CSV file with a header row."
 _CHECK_HELP = "Schema JSON to validate (against --data when given)."
-_OUTPUT_HELP = "Write the drafted schema here (atomically) instead of stdout."
+_OUTPUT_HELP = (
+    "Write the drafted schema here (atomically) instead of stdout (- is stdout). Refused: "
+    "the --data file, a directory or a device."
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -43,6 +46,7 @@ def schema_command(
     Drafting reads value sets and bin edges FROM the data; replace them with
     public knowledge before any private release.
     """
+    from pmwcm.cli.common import check_output, is_stdio
     from pmwcm.data.schema import Schema, SchemaError
     from pmwcm.data.schema_draft import DRAFT_WARNING, SKIPPED, draft_schema, drafted_marks
     from pmwcm.data.table import DataError, Dataset
@@ -78,14 +82,14 @@ def schema_command(
                 "give --data DATA.csv to draft a schema, or --check SCHEMA.json to check one."
             )
         if output is not None:
-            _check_output(output)
+            check_output(output, inputs=[("--data", data)])
         drafted = draft_schema(data)
         text = drafted.to_json()
         typer.echo(DRAFT_WARNING, err=True)
         skipped = drafted.description.partition(SKIPPED)[2]
         if skipped:
             typer.echo(f"note: skipped columns: {skipped}", err=True)
-        if output is None:
+        if output is None or is_stdio(output):
             typer.echo(text, nl=False)
             return
         _write(output, text)
@@ -103,13 +107,6 @@ def _echo_backend(domain: Domain) -> None:
         typer.echo(f"backend (default settings): {choose_backend(domain).reason}", err=True)
     except ValueError as exc:
         typer.echo(f"backend (default settings): none fits: {exc}", err=True)
-
-
-def _check_output(path: Path) -> None:
-    if path.is_dir():
-        raise _fail(f"--output '{path}' is a directory.")
-    if not path.parent.is_dir():
-        raise _fail(f"cannot write '{path}': directory '{path.parent}' does not exist.")
 
 
 def _write(path: Path, text: str) -> None:
