@@ -111,12 +111,109 @@ def check_engine_options(max_updates: int | None, prior: str) -> None:
             raise fail(f"--prior {prior}: {exc}") from None
 
 
+#: The epsilons the CLI accepts. Below 1e-3 the noise of every answer swamps any
+#: signal and the accountant cannot calibrate the oracle calls at common deltas;
+#: above 1e3 the guarantee (a likelihood ratio of e^epsilon) means nothing and the
+#: accountant's discretised privacy-loss distributions grow without bound.
+EPSILON_RANGE = (1e-3, 1e3)
+
+
 def check_budget(epsilon: float, delta: float) -> None:
-    """Refuses epsilon <= 0 (or not finite) and delta outside (0, 1)."""
+    """Refuses an epsilon outside :data:`EPSILON_RANGE` (or not finite) and delta outside (0, 1).
+
+    Each refusal is one line naming the value, the accepted range and why.
+    """
+    lo, hi = EPSILON_RANGE
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise fail(f"--epsilon must be a positive finite number, got {epsilon}.")
+    if not lo <= epsilon <= hi:
+        why = (
+            "the noise would swamp every answer and cannot be calibrated"
+            if epsilon < lo
+            else "a likelihood ratio of e^epsilon guarantees nothing, and the accountant's "
+            "memory grows without bound"
+        )
+        raise fail(f"--epsilon must lie in [{lo:g}, {hi:g}], got {epsilon:g}: {why}.")
     if not 0 < delta < 1:
         raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
+
+
+def check_delta_for_n(delta: float, n: int) -> None:
+    """Refuses ``delta >= 1/n`` (``n``, the number of records, is public).
+
+    An (epsilon, delta)-DP mechanism may publish one whole record, chosen at
+    random, with probability delta; at delta >= 1/n that is about one record per
+    run, which is no privacy. The usual choice is delta well below 1/n.
+    """
+    if delta * n >= 1:
+        raise fail(
+            f"--delta {delta:g} is at least 1/n = 1/{n:,}: a mechanism may then publish "
+            f"about one whole record per run and still meet its guarantee. Choose delta "
+            f"well below 1/n (e.g. {_below(n):g})."
+        )
+
+
+def _below(n: int) -> float:
+    """A round delta at most ``1 / (100 n)``, at most 1e-6."""
+    return min(1e-6, 10.0 ** math.floor(math.log10(1.0 / (100.0 * n))))
+
+
+def check_calibration(
+    *, epsilon: float, delta: float, max_updates: int | None, prior: str, kind: str = "pmw"
+) -> None:
+    """Calibrates the engine's noise from public settings alone, before any data is read.
+
+    :func:`~pmwcm.engine.practical.build_engine` makes the same calibrations
+    (the prior's Gaussian multiplier, the sparse vector, the oracle's level) from
+    the same settings; a budget they cannot fit (epsilon 1e-3 with delta 1e-15, any
+    epsilon with delta 1e-300) is refused here in one line, instead of failing
+    after the prior has read the data. An AIM or MST prior's own events are not replayed (they are
+    drawn while it runs); the sparse vector and oracle calls still are.
+    """
+    import dp_accounting
+
+    from pmwcm.engine.practical import (
+        PMWConfig,
+        calibrate_oracle,
+        make_accountant,
+        make_sparse_vector,
+    )
+    from pmwcm.mechanisms.accounting import calibrate_gaussian_multiplier
+    from pmwcm.mechanisms.noise import NumpyNoise
+
+    if kind != "pmw":
+        return
+    try:
+        config = PMWConfig(
+            epsilon=epsilon,
+            delta=delta,
+            max_updates=max_updates or 0,
+            prior=cast("PriorName", prior),
+        )
+        accountant = make_accountant(config.accountant)
+        fixed: list[dp_accounting.DpEvent] = []
+        if prior == "marginals":
+            from pmwcm.mechanisms.priors.marginals import measurement_event
+
+            eps_p, delta_p = config.split.prior_budget(epsilon, delta)
+            multiplier = calibrate_gaussian_multiplier(
+                fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
+            )
+            fixed.append(measurement_event(multiplier))
+        # the throw-away noise source is never drawn from: the sparse vector only stores it
+        sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
+        calibrate_oracle(
+            config.oracle.privacy_event,
+            config,
+            fixed=dp_accounting.ComposedDpEvent([*fixed, sv.privacy_event()]),
+            accountant=accountant,
+        )
+    except (ValueError, OverflowError, ArithmeticError) as exc:
+        reason = str(exc).rstrip(".")
+        raise fail(
+            f"no noise level fits --epsilon {epsilon:g} with --delta {delta:g} ({reason}); "
+            "raise epsilon, or choose delta between 1e-12 and 1/n (1e-6 is usual)."
+        ) from None
 
 
 #: The path that means stdout (for an output) or stdin (for the query file), the Unix way.

@@ -40,6 +40,8 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
+    check_calibration,
+    check_delta_for_n,
     check_distinct_outputs,
     check_engine_options,
     check_output,
@@ -143,7 +145,11 @@ def run_command(
     check_distinct_outputs([("--output", output), ("--metadata", metadata)])
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
+    check_calibration(
+        epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start, kind=method
+    )
     dataset = load_data(data, parsed)
+    check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)

@@ -43,6 +43,8 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
+    check_calibration,
+    check_delta_for_n,
     check_distinct_outputs,
     check_engine_options,
     check_output,
@@ -137,7 +139,9 @@ def synth_command(
     check_distinct_outputs([(o, p) for p, o in paths])
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start)
+    check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)
     dataset = load_data(data, parsed)
+    check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
