@@ -577,7 +577,28 @@ def parse_memory(text: str, option: str = "--hypothesis-memory") -> int:
     value = int(float(match.group(1)) * _MEMORY_UNITS[unit])
     if value < 1:
         raise fail(f"{option} must be at least 1 byte, got {text!r}.")
+    physical = physical_memory()
+    if physical is not None and value > physical:
+        raise fail(
+            f"{option} {text} is more than this machine's memory ({_gib(physical)}): the "
+            "hypothesis would fail to allocate. Give at most that, or keep the default "
+            "(512MiB; larger universes then use the support backend)."
+        )
     return value
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or ``None`` where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
 
 
 def backend_settings(
@@ -619,7 +640,12 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
         )
         check_prior_backend(prior, choice)
     except ValueError as exc:
-        raise fail(str(exc)) from None
+        hint = (
+            " (on the command line: --backend auto or support, or a larger --hypothesis-memory)"
+            if "backend='dense' needs" in str(exc)
+            else ""
+        )
+        raise fail(f"{exc}{hint}") from None
     return choice
 
 
