@@ -421,7 +421,7 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
     """Streams the valid queries through online PMW; per-line errors for refusals."""
-    return _answer_each(lines, engine.answer, engine.noise.name)
+    return _answer_each(lines, engine.answer, engine.noise.name, engine.domain)
 
 
 @dataclass(frozen=True)
@@ -462,40 +462,114 @@ def answer_with_baseline(
         spent = comp.ledger.spent_epsilon()
         return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
 
-    return _answer_each(lines, answer, "none" if comp is None else noise.name)
+    return _answer_each(lines, answer, "none" if comp is None else noise.name, data.domain)
+
+
+#: ``||theta||`` at or above ``(1 - BOUNDARY_TOLERANCE) R`` is reported as on the boundary.
+BOUNDARY_TOLERANCE = 1e-6
+
+
+def labelled(query: CMQuery, domain: Domain, theta: list[float]) -> dict[str, Any]:
+    """The fields that make ``theta`` readable: ``coefficients`` and ``on_boundary``.
+
+    ``coefficients`` names each coordinate of ``theta``, in order
+    (:func:`pmwcm.kernels.coefficients.coefficient_names`); ``on_boundary`` is
+    true when ``||theta||`` reached the radius ``R`` (within a relative 1e-6):
+    the constraint binds, so the unconstrained fit would have larger
+    coefficients and a larger ``radius`` may fit better (at a privacy cost:
+    every noise scale grows with ``R``). Both read only the public query, the
+    public domain and the released ``theta``.
+    """
+    from pmwcm.kernels.coefficients import coefficient_names
+
+    norm = math.sqrt(sum(v * v for v in theta))
+    return {
+        "coefficients": list(coefficient_names(query, domain)),
+        "on_boundary": norm >= (1.0 - BOUNDARY_TOLERANCE) * float(query.radius),
+    }
 
 
 def _answer_each(
-    lines: list[QueryLine], answer: Callable[[CMQuery], Any], noise: str
+    lines: list[QueryLine],
+    answer: Callable[[CMQuery], Any],
+    noise: str,
+    domain: Domain,
 ) -> list[dict[str, Any]]:
     """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on).
 
+    An answer also carries :func:`labelled`'s ``coefficients`` and
+    ``on_boundary`` (fields added to the fixed contract; ``theta`` is unchanged).
     Every record also carries ``"noise"``, the noise source's name. Only refusals
     decided from public inputs become error lines; any other exception stops the
     run without its message (it could carry a number computed from the data).
     The error text of a refusal comes from :data:`REFUSALS`.
     """
-    records: list[dict[str, Any]] = []
-    for item in lines:
-        if item.query is None:
-            records.append({"id": item.id, "error": item.error, "noise": noise})
-            continue
-        try:
-            a = answer(item.query)
-        except PmwcmError as exc:
-            records.append({"id": item.id, "error": refusal_message(exc), "noise": noise})
-            continue
-        except Exception as exc:  # a bug: never echo its message, which may hold data
-            raise fail(
-                f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
-                f"(line {item.line}); nothing was written. Please report this bug."
-            ) from None
-        theta = [float(v) for v in a.value]
-        records.append(
-            {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
-             "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
-        )  # fmt: skip
-    return records
+    from pmwcm.cli.progress import progress_bar
+
+    with progress_bar(len(lines), "queries") as advance:
+        return [_answer_one(item, answer, noise, domain, advance) for item in lines]
+
+
+def _answer_one(
+    item: QueryLine,
+    answer: Callable[[CMQuery], Any],
+    noise: str,
+    domain: Domain,
+    advance: Callable[[str], None],
+) -> dict[str, Any]:
+    """The output record of one query line (see :func:`_answer_each`)."""
+    if item.query is None:
+        advance("error")
+        return {"id": item.id, "error": item.error, "noise": noise}
+    try:
+        a = answer(item.query)
+    except PmwcmError as exc:
+        advance("error")
+        return {"id": item.id, "error": refusal_message(exc), "noise": noise}
+    except Exception as exc:  # a bug: never echo its message, which may hold data
+        raise fail(
+            f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
+            f"(line {item.line}); nothing was written. Please report this bug."
+        ) from None
+    advance(a.source)
+    theta = [float(v) for v in a.value]
+    record = (
+        {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
+         "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
+        | labelled(item.query, domain, theta)
+    )  # fmt: skip
+    if a.source == "synthetic":
+        record["warning"] = SYNTHETIC_WARNING
+    return record
+
+
+#: The ``"warning"`` of every synthetic answer record.
+SYNTHETIC_WARNING = (
+    "synthetic: the engine had halted (all private updates spent), so this answer comes "
+    "from the final hypothesis with NO accuracy check against the data"
+)
+
+#: ``pmwcm run``'s exit status when the answers were written but some are synthetic.
+EXIT_SYNTHETIC = 3
+
+
+def synthetic_report(records: list[dict[str, Any]]) -> str | None:
+    """A stderr warning naming where the answers turned synthetic, or ``None`` if none did.
+
+    >>> records = [{"id": "a", "source": "oracle"}, {"id": "b", "source": "synthetic"}]
+    >>> print(synthetic_report(records)[:76])
+    warning: the engine halted; 1 of 2 answers, from id 'b' (record 2) on, are s
+    """
+    synthetic = [i for i, r in enumerate(records) if r.get("source") == "synthetic"]
+    if not synthetic:
+        return None
+    first = synthetic[0]
+    return (
+        f"warning: the engine halted; {len(synthetic):,} of {len(records):,} answers, from id "
+        f"{records[first]['id']!r} (record {first + 1}) on, are synthetic: no accuracy check "
+        'against the data (their records carry a "warning"). More --epsilon or '
+        "--max-updates answers more of them privately; --after-halt refuse refuses them."
+    )
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:

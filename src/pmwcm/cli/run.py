@@ -34,6 +34,7 @@ from typing import Annotated
 import typer
 
 from pmwcm.cli.common import (
+    EXIT_SYNTHETIC,
     answer_with_baseline,
     answer_with_engine,
     backend_settings,
@@ -54,6 +55,7 @@ from pmwcm.cli.common import (
     read_queries,
     resolve_prior,
     summarize,
+    synthetic_report,
     write_json,
     write_jsonl,
 )
@@ -105,8 +107,12 @@ def run_command(
     delta: DeltaOption,
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     seed: SeedOption = None,
-    method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "pmw",
-    after_halt: Annotated[str, typer.Option("--after-halt", help=_AFTER_HALT_HELP)] = "synthetic",
+    method: Annotated[
+        str, typer.Option("--method", metavar="[pmw|composition|nonprivate]", help=_METHOD_HELP)
+    ] = "pmw",
+    after_halt: Annotated[
+        str, typer.Option("--after-halt", metavar="[synthetic|refuse]", help=_AFTER_HALT_HELP)
+    ] = "synthetic",
     max_updates: MaxUpdatesOption = None,
     prior: PriorOption = None,
     public_prior: PublicPriorOption = None,
@@ -119,14 +125,39 @@ def run_command(
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
-    Writes one JSON line per query, in input order: {"id", "theta", "source",
-    "updates", "epsilon_spent", "delta", "noise"}, or {"id", "error", "noise"}
-    for a refused query. "noise" is "opendp" (the default), "numpy(seed=S)"
-    (--insecure-seeded-noise S) or "none" (--method nonprivate).
+    \b
+    A query line (JSON): {"id": "q1", "loss": "logistic", "target": "income>50K",
+      "features": ["age>=37", "male"], "radius": 1.0, "l2": 0.0, "intercept": true,
+      "loss_param": null, "encodings": {"age": "onehot"}, "interactions": [["a", "b"]]}
+    Only id, loss, target and features are required. Losses: logistic, hinge,
+    smoothed_hinge (binary target; its second value is +1), squared, huber,
+    absolute, quantile (target code scaled onto [-1, 1]).
+
+    \b
+    An answer line: {"id", "theta", "source", "updates", "epsilon_spent",
+      "delta", "noise", "coefficients", "on_boundary"}; a refused query gives
+      {"id", "error", "noise"}.
+    "coefficients" names each coordinate of theta, in order ("male=yes": +1 if
+    yes, -1 if no; "race=white": one-hot; "intercept" last). "source" is
+    hypothesis (checked against the data by the sparse vector), oracle (a fresh
+    private fit), synthetic (after the engine halted: NO accuracy check; the line
+    also has a "warning"), composition or nonprivate. "noise" is "opendp",
+    "numpy(seed=S)" (--insecure-seeded-noise S) or "none".
+
+    The radius R: every fit is constrained to ||theta|| <= R (default 1).
+    "on_boundary": true says the constraint binds, so the unconstrained fit has
+    larger coefficients. A larger R fits such a model better but costs accuracy
+    for the same privacy: every noise scale grows in proportion to R. theta
+    acts on features scaled by 1/sqrt(blocks) (features, interactions and
+    intercept: one block each); theta / sqrt(blocks) are the coefficients on the
+    raw +/-1 and one-hot features (README, "Reading the answers").
 
     The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
     chosen from the schema and these settings alone; the choice and its reason
     go to stderr and, with --metadata FILE, into that file.
+
+    Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
+    usage mistake; 3 answers written but some are synthetic (engine halted).
     """
     check_seed(seed)
     if method not in METHODS:
@@ -174,3 +205,7 @@ def run_command(
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)
     typer.echo("wrote the answers to stdout" if is_stdio(output) else f"wrote '{output}'", err=True)
+    halted = synthetic_report(records)
+    if halted is not None:
+        typer.echo(f"{halted} Exit status {EXIT_SYNTHETIC}.", err=True)
+        raise typer.Exit(EXIT_SYNTHETIC)

@@ -57,6 +57,7 @@ from pmwcm.cli.common import (
     read_queries,
     resolve_prior,
     summarize,
+    synthetic_report,
     write_jsonl,
 )
 from pmwcm.cli.options import (
@@ -168,5 +169,8 @@ def synth_command(
         write_jsonl(answers, records)
     typer.echo(f"backend {choice.reason}", err=True)
     typer.echo(summarize(records, "pmw", noise.name), err=True)
+    halted = synthetic_report(records)
+    if halted is not None:
+        typer.echo(halted, err=True)
     written = ", ".join("stdout" if is_stdio(p) else f"'{p}'" for p, _ in paths)
     typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)
