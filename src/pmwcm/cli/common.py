@@ -465,27 +465,20 @@ def answer_with_baseline(
     return _answer_each(lines, answer, "none" if comp is None else noise.name, data.domain)
 
 
-#: ``||theta||`` at or above ``(1 - BOUNDARY_TOLERANCE) R`` is reported as on the boundary.
-BOUNDARY_TOLERANCE = 1e-6
-
-
 def labelled(query: CMQuery, domain: Domain, theta: list[float]) -> dict[str, Any]:
     """The fields that make ``theta`` readable: ``coefficients`` and ``on_boundary``.
 
     ``coefficients`` names each coordinate of ``theta``, in order
-    (:func:`pmwcm.kernels.coefficients.coefficient_names`); ``on_boundary`` is
-    true when ``||theta||`` reached the radius ``R`` (within a relative 1e-6):
-    the constraint binds, so the unconstrained fit would have larger
-    coefficients and a larger ``radius`` may fit better (at a privacy cost:
-    every noise scale grows with ``R``). Both read only the public query, the
-    public domain and the released ``theta``.
+    (:func:`pmwcm.kernels.coefficients.coefficient_names`); ``on_boundary``
+    (:func:`pmwcm.kernels.coefficients.on_boundary`) is true when ``||theta||``
+    reached the radius. Both read only the public query, the public domain and
+    the released ``theta``.
     """
-    from pmwcm.kernels.coefficients import coefficient_names
+    from pmwcm.kernels.coefficients import coefficient_names, on_boundary
 
-    norm = math.sqrt(sum(v * v for v in theta))
     return {
         "coefficients": list(coefficient_names(query, domain)),
-        "on_boundary": norm >= (1.0 - BOUNDARY_TOLERANCE) * float(query.radius),
+        "on_boundary": on_boundary(query, theta),
     }
 
 

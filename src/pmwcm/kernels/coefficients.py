@@ -40,9 +40,17 @@ from collections.abc import Sequence
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 
-__all__ = ["block_count", "coefficient_names", "natural_coefficients"]
+__all__ = [
+    "BOUNDARY_TOLERANCE",
+    "block_count",
+    "coefficient_names",
+    "natural_coefficients",
+    "on_boundary",
+]
 
 INTERCEPT = "intercept"
+#: ``||theta||`` at or above ``(1 - BOUNDARY_TOLERANCE) R`` counts as on the boundary.
+BOUNDARY_TOLERANCE = 1e-6
 
 
 def _block_names(query: CMQuery, domain: Domain, name: str) -> list[str]:
@@ -82,3 +90,19 @@ def natural_coefficients(query: CMQuery, theta: Sequence[float]) -> list[float]:
     """``theta / sqrt(blocks)``: the weights on the raw features (module docstring)."""
     scale = math.sqrt(block_count(query))
     return [float(v) / scale for v in theta]
+
+
+def on_boundary(query: CMQuery, theta: Sequence[float]) -> bool:
+    """Whether ``||theta||`` reached the radius ``R`` (relative :data:`BOUNDARY_TOLERANCE`).
+
+    Then the constraint ``||theta|| <= R`` binds: the unconstrained fit has
+    larger coefficients, and a larger ``radius`` may fit better, at a cost in
+    accuracy for the same privacy (every noise scale grows with ``R``). Reads
+    only the public query and the released ``theta``.
+
+    >>> q = CMQuery(loss="logistic", target="y", features=("a",))
+    >>> on_boundary(q, [0.6, 0.8]), on_boundary(q, [0.3, 0.4])
+    (True, False)
+    """
+    norm = math.sqrt(sum(float(v) ** 2 for v in theta))
+    return norm >= (1.0 - BOUNDARY_TOLERANCE) * float(query.radius)
