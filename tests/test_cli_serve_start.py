@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
@@ -42,3 +44,17 @@ def test_a_params_typo_is_one_line(tmp_path: Path) -> None:
         "error: --params max_updatess: Extra inputs are not permitted, got 3.\n"
     )
     assert "curator token" not in result.stdout
+
+
+@pytest.mark.parametrize(("command", "module"), [("serve", "uvicorn"), ("ask", "httpx")])
+def test_without_the_service_extra_one_line_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, module: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # as if the extra were not installed
+    args = ["serve", "--state", str(tmp_path / "s")] if command == "serve" else ["ask", "{}"]
+    result = runner.invoke(app, args, env={"PMWCM_TOKEN": "t"})
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: pmwcm {command} needs the 'service' extra (module {module!r} is not "
+        "installed): pip install 'pmwcm[service]'\n"
+    )

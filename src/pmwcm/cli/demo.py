@@ -350,7 +350,7 @@ def _print_table(summary: dict[str, Any]) -> None:
     for s in summary["stepwise"]:
         chosen = ", ".join(s["selected"]) or "(none selected yet)"
         console.print(f"stepwise {s['target']} ({s['loss']}): {chosen}")
-    console.print(f"noise: {summary['noise']}")
+    typer.echo(f"noise: {summary['noise']}", err=True)  # as every command: the source on stderr
 
 
 def _ledger_line(entries: list[dict[str, Any]]) -> str:
