@@ -58,3 +58,18 @@ def test_without_the_service_extra_one_line_names_it(
         f"error: pmwcm {command} needs the 'service' extra (module {module!r} is not "
         "installed): pip install 'pmwcm[service]'\n"
     )
+
+
+@pytest.mark.parametrize(("epsilon", "needle"), [("1e-6", "got 1e-06"), ("5000", "got 5000")])
+def test_serve_refuses_an_epsilon_out_of_range_before_a_token(
+    tmp_path: Path, epsilon: str, needle: str
+) -> None:
+    data, schema = tmp_path / "d.csv", tmp_path / "s.json"
+    data.write_text("x\na\nb\n")
+    schema.write_text(json.dumps({"attributes": [{"name": "x", "values": ["a", "b"]}]}))
+    args = ["serve", "--state", str(tmp_path / "st"), "--data", str(data), "--schema",
+            str(schema), "--epsilon", epsilon, "--delta", "1e-6"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("error: --epsilon must lie in [0.001, 1000]")
+    assert needle in result.stderr and result.stderr.count("\n") == 1

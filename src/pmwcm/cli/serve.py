@@ -193,6 +193,10 @@ def serve_command(
     wanted = (data, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
         raise _fail("--data, --schema, --epsilon and --delta go together.")
+    if epsilon is not None and delta is not None:
+        from pmwcm.cli.common import check_budget
+
+        check_budget(epsilon, delta)  # the range run and synth accept, in the same words
     flags = _backend_flags(backend, hypothesis_memory, support_size)
     if flags and data is None:
         raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
