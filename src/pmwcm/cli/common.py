@@ -216,12 +216,8 @@ def check_calibration(
         ) from None
 
 
-#: The path that means stdout (for an output) or stdin (for the query file), the Unix way.
-STDIO = Path("-")
-
-
 def is_stdio(path: Path | None) -> bool:
-    """Whether ``path`` is ``-`` (stdout for an output, stdin for an input)."""
+    """Whether ``path`` is ``-``: stdout for an output, stdin for the query file (the Unix way)."""
     return path is not None and str(path) == "-"
 
 
