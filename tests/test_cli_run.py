@@ -20,7 +20,8 @@ from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.private_data import PrivateData
 
 runner = CliRunner()
-OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta", "noise"}
+OUTPUT_KEYS = {"id", "theta", "source", "updates", "epsilon_spent", "delta", "noise",
+               "coefficients", "on_boundary"}  # fmt: skip
 ERROR_KEYS = {"id", "error", "noise"}
 SCHEMA = {
     "attributes": [
@@ -81,9 +82,9 @@ def args(files: dict[str, Path], *extra: str, epsilon: str = "1", delta: str = "
     ]  # fmt: skip
 
 
-def run_ok(files: dict[str, Path], *extra: str, **kw: str) -> list[dict]:
+def run_ok(files: dict[str, Path], *extra: str, status: int = 0, **kw: str) -> list[dict]:
     result = runner.invoke(app, args(files, *extra, **kw))
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == status, result.output
     return [json.loads(line) for line in files["output"].read_text().splitlines()]
 
 
@@ -96,7 +97,8 @@ def one_error_line(stderr: str, *needles: str) -> None:
 
 
 def check_answer(record: dict, query: dict, sources: set[str]) -> None:
-    assert set(record) == OUTPUT_KEYS
+    assert set(record) - {"warning"} == OUTPUT_KEYS
+    assert ("warning" in record) == (record["source"] == "synthetic")
     assert record["id"] == query["id"]
     width = {"age": 4, "sex": 1, "smoker": 1}  # age has 4 bins: one-hot
     expected = sum(width[f] for f in query["features"]) + query.get("intercept", True)
@@ -357,8 +359,9 @@ def test_after_halt_refuse_and_synthetic(tmp_path: Path, seed: int) -> None:
     assert refused[0]["source"] == "oracle" and refused[0]["updates"] == 1
     assert set(refused[1]) == ERROR_KEYS and "--after-halt synthetic" in refused[1]["error"]
     assert refused[2]["theta"] == refused[0]["theta"]  # a released answer is still served
-    default = run_ok(files, *common, epsilon="10")
+    default = run_ok(files, *common, epsilon="10", status=3)  # 3: some answers are synthetic
     assert [r["source"] for r in default] == ["oracle", "synthetic", "oracle"]
+    assert "NO accuracy check" in default[1]["warning"] and "warning" not in default[0]
     assert default[1]["epsilon_spent"] == default[0]["epsilon_spent"]  # synthetic is free
 
 

@@ -211,9 +211,9 @@ def test_draft_sorts_numbers_numerically_and_skips_what_it_cannot_draft() -> Non
         }
     )
     s = draft_schema(df, max_values=3)
-    assert s.names == ("n",)
+    assert s.names == ("n", "gap")
     assert s.attributes[0].values == ("9", "10", "100")
-    assert "'gap' (has empty cells)" in s.description
+    assert s.attributes[1].labels == ("a", "b", "missing")  # empty cells: their own category
     assert "'id' (4 distinct text values > 3)" in s.description
     assert Dataset.from_dataframe(df, s).column("n").tolist() == [1, 0, 2, 0]
 

@@ -118,7 +118,26 @@ _EXPORTS = {
 }
 
 
+# Modules reachable as attributes without an explicit import (``pmwcm.workload.random_stream``).
+_MODULES = {
+    "workload": "pmwcm.kernels.workload",
+    "estimators": "pmwcm.estimators",
+    "audit": "pmwcm.audit",
+    "cli": "pmwcm.cli",
+    "data": "pmwcm.data",
+    "engine": "pmwcm.engine",
+    "errors": "pmwcm.errors",
+    "kernels": "pmwcm.kernels",
+    "mechanisms": "pmwcm.mechanisms",
+    "service": "pmwcm.service",
+}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        submodule = importlib.import_module(_MODULES[name])
+        globals()[name] = submodule
+        return submodule
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pmwcm' has no attribute {name!r}")
@@ -128,7 +147,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_MODULES])
 
 
 __all__ = [

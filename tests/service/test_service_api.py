@@ -20,6 +20,8 @@ ANALYST_KEYS = {
     "epsilon_spent",
     "epsilon_remaining",
     "delta",
+    "coefficients",
+    "on_boundary",
 }
 
 
@@ -145,6 +147,9 @@ def test_answers_repeats_and_what_analysts_see(service: Service) -> None:
     assert second["index"] == 1 and len(second["theta"]) == 5
     product = service.ask(analyst, features=["a", "b"], interactions=[["a", "b"]]).json()
     assert product["index"] == 2 and len(product["theta"]) == 4  # a, b, a*b, intercept
+    assert len(product["coefficients"]) == 4 and product["coefficients"][-1] == "intercept"
+    assert " * " in product["coefficients"][2]  # the interaction a*b, named
+    assert isinstance(product["on_boundary"], bool)
     again = service.ask(analyst, features=["a"]).json()
     assert again["repeated"] is True and again["theta"] == first["theta"]
     assert again["source"] == first["source"]

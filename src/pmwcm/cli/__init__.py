@@ -6,9 +6,14 @@ stays a table of contents. Command modules import heavy dependencies inside
 the function body, so ``pmwcm --help`` stays fast.
 
 Conventions every command follows: results go to stdout, warnings and
-progress to stderr; bad input prints one line ``error: <what is wrong>`` to
-stderr and exits with status 1 (usage mistakes exit 2, as typer does); output
-files are written atomically, so a failure leaves nothing half-written.
+progress to stderr; output files are written atomically, so a failure leaves
+nothing half-written; ``-h`` is ``--help``.
+
+Exit status (the same for every command, :data:`EXIT_CODES`): 0 done; 1 bad
+input or a refusal, one line ``error: <what is wrong>`` on stderr, nothing
+written; 2 a usage mistake (unknown option, missing value: click's message);
+3 ``pmwcm run`` wrote its answers but some are synthetic (the engine halted
+and answered them from its final hypothesis without an accuracy check).
 """
 
 from __future__ import annotations
@@ -25,12 +30,23 @@ from pmwcm.cli.schema import schema_command
 from pmwcm.cli.serve import serve_command
 from pmwcm.cli.synth import synth_command
 
+#: What each exit status of ``pmwcm`` means (README, "Exit status").
+EXIT_CODES = {
+    0: "done",
+    1: "bad input or a refusal: one 'error:' line on stderr, nothing written",
+    2: "usage mistake (unknown option, missing value)",
+    3: "pmwcm run: answers written, but some are synthetic (the engine halted)",
+}
+
 app = typer.Typer(
     name="pmwcm",
     help="Online Private Multiplicative Weights for convex-minimization queries.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain click help: no rich boxes with <bool>/<str> tags, and readable in a pipe.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

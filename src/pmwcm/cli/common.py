@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -110,20 +111,171 @@ def check_engine_options(max_updates: int | None, prior: str) -> None:
             raise fail(f"--prior {prior}: {exc}") from None
 
 
+#: The epsilons the CLI accepts. Below 1e-3 the noise of every answer swamps any
+#: signal and the accountant cannot calibrate the oracle calls at common deltas;
+#: above 1e3 the guarantee (a likelihood ratio of e^epsilon) means nothing and the
+#: accountant's discretised privacy-loss distributions grow without bound.
+EPSILON_RANGE = (1e-3, 1e3)
+
+
 def check_budget(epsilon: float, delta: float) -> None:
-    """Refuses epsilon <= 0 (or not finite) and delta outside (0, 1)."""
+    """Refuses an epsilon outside :data:`EPSILON_RANGE` (or not finite) and delta outside (0, 1).
+
+    Each refusal is one line naming the value, the accepted range and why.
+    """
+    lo, hi = EPSILON_RANGE
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise fail(f"--epsilon must be a positive finite number, got {epsilon}.")
+    if not lo <= epsilon <= hi:
+        why = (
+            "the noise would swamp every answer and cannot be calibrated"
+            if epsilon < lo
+            else "a likelihood ratio of e^epsilon guarantees nothing, and the accountant's "
+            "memory grows without bound"
+        )
+        raise fail(f"--epsilon must lie in [{lo:g}, {hi:g}], got {epsilon:g}: {why}.")
     if not 0 < delta < 1:
         raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
 
 
-def check_output(path: Path, option: str = "--output") -> None:
-    """Refuses an output path that is a directory or whose directory is missing."""
+def check_delta_for_n(delta: float, n: int) -> None:
+    """Refuses ``delta >= 1/n`` (``n``, the number of records, is public).
+
+    An (epsilon, delta)-DP mechanism may publish one whole record, chosen at
+    random, with probability delta; at delta >= 1/n that is about one record per
+    run, which is no privacy. The usual choice is delta well below 1/n.
+    """
+    if delta * n >= 1:
+        raise fail(
+            f"--delta {delta:g} is at least 1/n = 1/{n:,}: a mechanism may then publish "
+            f"about one whole record per run and still meet its guarantee. Choose delta "
+            f"well below 1/n (e.g. {_below(n):g})."
+        )
+
+
+def _below(n: int) -> float:
+    """A round delta at most ``1 / (100 n)``, at most 1e-6."""
+    return min(1e-6, 10.0 ** math.floor(math.log10(1.0 / (100.0 * n))))
+
+
+def check_calibration(
+    *, epsilon: float, delta: float, max_updates: int | None, prior: str, kind: str = "pmw"
+) -> None:
+    """Calibrates the engine's noise from public settings alone, before any data is read.
+
+    :func:`~pmwcm.engine.practical.build_engine` makes the same calibrations
+    (the prior's Gaussian multiplier, the sparse vector, the oracle's level) from
+    the same settings; a budget they cannot fit (epsilon 1e-3 with delta 1e-15, any
+    epsilon with delta 1e-300) is refused here in one line, instead of failing
+    after the prior has read the data. An AIM or MST prior's own events are not replayed (they are
+    drawn while it runs); the sparse vector and oracle calls still are.
+    """
+    import dp_accounting
+
+    from pmwcm.engine.practical import (
+        PMWConfig,
+        calibrate_oracle,
+        make_accountant,
+        make_sparse_vector,
+    )
+    from pmwcm.mechanisms.accounting import calibrate_gaussian_multiplier
+    from pmwcm.mechanisms.noise import NumpyNoise
+
+    if kind != "pmw":
+        return
+    try:
+        config = PMWConfig(
+            epsilon=epsilon,
+            delta=delta,
+            max_updates=max_updates or 0,
+            prior=cast("PriorName", prior),
+        )
+        accountant = make_accountant(config.accountant)
+        fixed: list[dp_accounting.DpEvent] = []
+        if prior == "marginals":
+            from pmwcm.mechanisms.priors.marginals import measurement_event
+
+            eps_p, delta_p = config.split.prior_budget(epsilon, delta)
+            multiplier = calibrate_gaussian_multiplier(
+                fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
+            )
+            fixed.append(measurement_event(multiplier))
+        # the throw-away noise source is never drawn from: the sparse vector only stores it
+        sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
+        calibrate_oracle(
+            config.oracle.privacy_event,
+            config,
+            fixed=dp_accounting.ComposedDpEvent([*fixed, sv.privacy_event()]),
+            accountant=accountant,
+        )
+    except (ValueError, OverflowError, ArithmeticError) as exc:
+        reason = str(exc).rstrip(".")
+        raise fail(
+            f"no noise level fits --epsilon {epsilon:g} with --delta {delta:g} ({reason}); "
+            "raise epsilon, or choose delta between 1e-12 and 1/n (1e-6 is usual)."
+        ) from None
+
+
+def is_stdio(path: Path | None) -> bool:
+    """Whether ``path`` is ``-``: stdout for an output, stdin for the query file (the Unix way)."""
+    return path is not None and str(path) == "-"
+
+
+def check_output(
+    path: Path, option: str = "--output", *, inputs: Sequence[tuple[str, Path | None]] = ()
+) -> None:
+    """Refuses an output path that would destroy something or cannot be written.
+
+    Refused: a directory, a device, pipe or other non-regular file (writing
+    atomically would replace it, e.g. the ``/dev/stdout`` symlink: write ``-``
+    for stdout instead), any of ``inputs`` (the data, schema or query file it
+    would overwrite; symlinks and hard links are resolved), and a path whose
+    directory is missing. ``-`` (stdout) is always accepted.
+
+    Args:
+        path: the output path.
+        option: how to name it in the message (``"--output"``).
+        inputs: ``(option, path)`` of every input file of the command.
+    """
+    import os
+    import stat
+
+    if is_stdio(path):
+        return
     if path.is_dir():
-        raise fail(f"{option} '{path}' is a directory.")
+        raise fail(f"{option} '{path}' is a directory; give a file name (or - for stdout).")
+    if path.exists():
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise fail(
+                f"{option} '{path}' is not a regular file (a device, pipe or socket); "
+                "writing it atomically would replace it. Use - to write to stdout."
+            )
+        for label, source in inputs:
+            if (
+                source is not None
+                and not is_stdio(source)
+                and source.exists()
+                and os.path.samefile(path, source)
+            ):
+                raise fail(
+                    f"{option} '{path}' is the {label} file '{source}'; writing the "
+                    "output there would destroy it. Choose another output file."
+                )
     if not path.parent.is_dir():
         raise fail(f"cannot write {option} '{path}': directory '{path.parent}' does not exist.")
+
+
+def check_distinct_outputs(paths: Sequence[tuple[str, Path | None]]) -> None:
+    """Refuses two outputs that are the same file (or both stdout)."""
+    seen: dict[str, str] = {}
+    for option, path in paths:
+        if path is None:
+            continue
+        key = "-" if is_stdio(path) else str(path.resolve())
+        if key in seen:
+            raise fail(f"{seen[key]} and {option} must be different files, got '{path}' twice.")
+        seen[key] = option
 
 
 def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
@@ -171,7 +323,7 @@ def read_queries(path: Path) -> list[QueryLine]:
     an unreadable file or a missing file is fatal (one-line error, exit 1).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = sys.stdin.read() if is_stdio(path) else path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise fail(f"queries file not found: '{path}'.") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -265,7 +417,7 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
     """Streams the valid queries through online PMW; per-line errors for refusals."""
-    return _answer_each(lines, engine.answer, engine.noise.name)
+    return _answer_each(lines, engine.answer, engine.noise.name, engine.domain)
 
 
 @dataclass(frozen=True)
@@ -306,40 +458,107 @@ def answer_with_baseline(
         spent = comp.ledger.spent_epsilon()
         return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
 
-    return _answer_each(lines, answer, "none" if comp is None else noise.name)
+    return _answer_each(lines, answer, "none" if comp is None else noise.name, data.domain)
+
+
+def labelled(query: CMQuery, domain: Domain, theta: list[float]) -> dict[str, Any]:
+    """The fields that make ``theta`` readable: ``coefficients`` and ``on_boundary``.
+
+    ``coefficients`` names each coordinate of ``theta``, in order
+    (:func:`pmwcm.kernels.coefficients.coefficient_names`); ``on_boundary``
+    (:func:`pmwcm.kernels.coefficients.on_boundary`) is true when ``||theta||``
+    reached the radius. Both read only the public query, the public domain and
+    the released ``theta``.
+    """
+    from pmwcm.kernels.coefficients import coefficient_names, on_boundary
+
+    return {
+        "coefficients": list(coefficient_names(query, domain)),
+        "on_boundary": on_boundary(query, theta),
+    }
 
 
 def _answer_each(
-    lines: list[QueryLine], answer: Callable[[CMQuery], Any], noise: str
+    lines: list[QueryLine],
+    answer: Callable[[CMQuery], Any],
+    noise: str,
+    domain: Domain,
 ) -> list[dict[str, Any]]:
     """One output record per line: the answer, or ``{"id", "error"}`` (the run goes on).
 
+    An answer also carries :func:`labelled`'s ``coefficients`` and
+    ``on_boundary`` (fields added to the fixed contract; ``theta`` is unchanged).
     Every record also carries ``"noise"``, the noise source's name. Only refusals
     decided from public inputs become error lines; any other exception stops the
     run without its message (it could carry a number computed from the data).
     The error text of a refusal comes from :data:`REFUSALS`.
     """
-    records: list[dict[str, Any]] = []
-    for item in lines:
-        if item.query is None:
-            records.append({"id": item.id, "error": item.error, "noise": noise})
-            continue
-        try:
-            a = answer(item.query)
-        except PmwcmError as exc:
-            records.append({"id": item.id, "error": refusal_message(exc), "noise": noise})
-            continue
-        except Exception as exc:  # a bug: never echo its message, which may hold data
-            raise fail(
-                f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
-                f"(line {item.line}); nothing was written. Please report this bug."
-            ) from None
-        theta = [float(v) for v in a.value]
-        records.append(
-            {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
-             "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
-        )  # fmt: skip
-    return records
+    from pmwcm.cli.progress import progress_bar
+
+    with progress_bar(len(lines), "queries") as advance:
+        return [_answer_one(item, answer, noise, domain, advance) for item in lines]
+
+
+def _answer_one(
+    item: QueryLine,
+    answer: Callable[[CMQuery], Any],
+    noise: str,
+    domain: Domain,
+    advance: Callable[[str], None],
+) -> dict[str, Any]:
+    """The output record of one query line (see :func:`_answer_each`)."""
+    if item.query is None:
+        advance("error")
+        return {"id": item.id, "error": item.error, "noise": noise}
+    try:
+        a = answer(item.query)
+    except PmwcmError as exc:
+        advance("error")
+        return {"id": item.id, "error": refusal_message(exc), "noise": noise}
+    except Exception as exc:  # a bug: never echo its message, which may hold data
+        raise fail(
+            f"internal error ({type(exc).__name__}) while answering query {item.id!r} "
+            f"(line {item.line}); nothing was written. Please report this bug."
+        ) from None
+    advance(a.source)
+    theta = [float(v) for v in a.value]
+    record = (
+        {"id": item.id, "theta": theta, "source": a.source, "updates": a.updates,
+         "epsilon_spent": a.epsilon_spent, "delta": a.delta, "noise": noise}
+        | labelled(item.query, domain, theta)
+    )  # fmt: skip
+    if a.source == "synthetic":
+        record["warning"] = SYNTHETIC_WARNING
+    return record
+
+
+#: The ``"warning"`` of every synthetic answer record.
+SYNTHETIC_WARNING = (
+    "synthetic: the engine had halted (all private updates spent), so this answer comes "
+    "from the final hypothesis with NO accuracy check against the data"
+)
+
+#: ``pmwcm run``'s exit status when the answers were written but some are synthetic.
+EXIT_SYNTHETIC = 3
+
+
+def synthetic_report(records: list[dict[str, Any]]) -> str | None:
+    """A stderr warning naming where the answers turned synthetic, or ``None`` if none did.
+
+    >>> records = [{"id": "a", "source": "oracle"}, {"id": "b", "source": "synthetic"}]
+    >>> print(synthetic_report(records)[:76])
+    warning: the engine halted; 1 of 2 answers, from id 'b' (record 2) on, are s
+    """
+    synthetic = [i for i, r in enumerate(records) if r.get("source") == "synthetic"]
+    if not synthetic:
+        return None
+    first = synthetic[0]
+    return (
+        f"warning: the engine halted; {len(synthetic):,} of {len(records):,} answers, from id "
+        f"{records[first]['id']!r} (record {first + 1}) on, are synthetic: no accuracy check "
+        'against the data (their records carry a "warning"). More --epsilon or '
+        "--max-updates answers more of them privately; --after-halt refuse refuses them."
+    )
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
@@ -347,6 +566,10 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
     from pmwcm._atomic import atomic_write_text
 
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
+    if is_stdio(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
         atomic_write_text(path, text)
     except OSError as exc:
@@ -357,8 +580,13 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
     """Writes one JSON object (indented), atomically."""
     from pmwcm._atomic import atomic_write_text
 
+    text = json.dumps(record, indent=2, allow_nan=False) + "\n"
+    if is_stdio(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     try:
-        atomic_write_text(path, json.dumps(record, indent=2, allow_nan=False) + "\n")
+        atomic_write_text(path, text)
     except OSError as exc:
         raise fail(f"cannot write '{path}': {exc.strerror or exc}.") from None
 
@@ -412,7 +640,28 @@ def parse_memory(text: str, option: str = "--hypothesis-memory") -> int:
     value = int(float(match.group(1)) * _MEMORY_UNITS[unit])
     if value < 1:
         raise fail(f"{option} must be at least 1 byte, got {text!r}.")
+    physical = physical_memory()
+    if physical is not None and value > physical:
+        raise fail(
+            f"{option} {text} is more than this machine's memory ({_gib(physical)}): the "
+            "hypothesis would fail to allocate. Give at most that, or keep the default "
+            "(512MiB; larger universes then use the support backend)."
+        )
     return value
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or ``None`` where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
 
 
 def backend_settings(
@@ -454,7 +703,12 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
         )
         check_prior_backend(prior, choice)
     except ValueError as exc:
-        raise fail(str(exc)) from None
+        hint = (
+            " (on the command line: --backend auto or support, or a larger --hypothesis-memory)"
+            if "backend='dense' needs" in str(exc)
+            else ""
+        )
+        raise fail(f"{exc}{hint}") from None
     return choice
 
 

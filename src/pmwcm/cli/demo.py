@@ -72,25 +72,9 @@ def _sources(seed: int | None) -> tuple[list[Any], np.random.Generator, int | No
 
 
 def _progress() -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from pmwcm.cli.progress import rich_progress
 
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description:<12}"),
-        BarColumn(bar_width=20),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=Console(stderr=True),
-    )
+    return rich_progress()
 
 
 def _pmw_info(answer: Any, engine: Any, counts: Counter[str]) -> str:
@@ -366,7 +350,7 @@ def _print_table(summary: dict[str, Any]) -> None:
     for s in summary["stepwise"]:
         chosen = ", ".join(s["selected"]) or "(none selected yet)"
         console.print(f"stepwise {s['target']} ({s['loss']}): {chosen}")
-    console.print(f"noise: {summary['noise']}")
+    typer.echo(f"noise: {summary['noise']}", err=True)  # as every command: the source on stderr
 
 
 def _ledger_line(entries: list[dict[str, Any]]) -> str:

@@ -33,8 +33,14 @@ __all__ = [
 DATA_HELP = "CSV file with a header row (the private data)."
 SCHEMA_HELP = "Schema JSON: how the CSV's columns become attributes (see README)."
 QUERIES_HELP = 'JSON Lines, one query per line: {"id": "q1", "loss": ..., "target": ..., ...}.'
-EPSILON_HELP = "Total privacy budget epsilon (> 0)."
-DELTA_HELP = "Total privacy budget delta, in (0, 1)."
+EPSILON_HELP = (
+    "Total privacy budget epsilon, in [0.001, 1000] (below, noise swamps every answer; "
+    "above, the guarantee is void). 0.1 to 10 are usual."
+)
+DELTA_HELP = (
+    "Total privacy budget delta, in (0, 1/n) for n rows (at 1/n a run may publish about one "
+    "whole record); 1e-6 is usual."
+)
 SEED_HELP = "Removed (it seeded the privacy noise): see --insecure-seeded-noise."
 INSECURE_NOISE_HELP = (
     "INSECURE, for experiments on public data only: draw the privacy noise from a NumPy "
@@ -80,19 +86,24 @@ SUPPORT_SIZE_HELP = (
 DataOption = Annotated[Path, typer.Option("--data", help=DATA_HELP)]
 SchemaOption = Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)]
 QueriesOption = Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)]
-EpsilonOption = Annotated[float, typer.Option("--epsilon", help=EPSILON_HELP)]
-DeltaOption = Annotated[float, typer.Option("--delta", help=DELTA_HELP)]
+EpsilonOption = Annotated[float, typer.Option("--epsilon", metavar="EPS", help=EPSILON_HELP)]
+DeltaOption = Annotated[float, typer.Option("--delta", metavar="DELTA", help=DELTA_HELP)]
 SeedOption = Annotated[int | None, typer.Option("--seed", help=SEED_HELP, hidden=True)]
 MaxUpdatesOption = Annotated[int | None, typer.Option("--max-updates", help=MAX_UPDATES_HELP)]
-PriorOption = Annotated[str | None, typer.Option("--prior", help=PRIOR_HELP)]
+PriorOption = Annotated[
+    str | None,
+    typer.Option("--prior", metavar="[marginals|aim|mst|public|uniform]", help=PRIOR_HELP),
+]
 PublicPriorOption = Annotated[Path | None, typer.Option("--public-prior", help=PUBLIC_PRIOR_HELP)]
 InsecureNoiseOption = Annotated[
     int | None, typer.Option("--insecure-seeded-noise", metavar="SEED", help=INSECURE_NOISE_HELP)
 ]
 AcceptDraftedOption = Annotated[
-    bool, typer.Option("--accept-drafted-schema", help=ACCEPT_DRAFTED_HELP)
+    bool, typer.Option("--accept-drafted-schema", metavar="", help=ACCEPT_DRAFTED_HELP)
 ]
-BackendOption = Annotated[str, typer.Option("--backend", help=BACKEND_HELP)]
+BackendOption = Annotated[
+    str, typer.Option("--backend", metavar="[auto|dense|support]", help=BACKEND_HELP)
+]
 HypothesisMemoryOption = Annotated[
     str | None, typer.Option("--hypothesis-memory", metavar="BYTES", help=HYPOTHESIS_MEMORY_HELP)
 ]

@@ -34,22 +34,28 @@ from typing import Annotated
 import typer
 
 from pmwcm.cli.common import (
+    EXIT_SYNTHETIC,
     answer_with_baseline,
     answer_with_engine,
     backend_settings,
     build_run_engine,
     check_backend,
     check_budget,
+    check_calibration,
+    check_delta_for_n,
+    check_distinct_outputs,
     check_engine_options,
     check_output,
     check_seed,
     fail,
+    is_stdio,
     load_data,
     load_schema,
     make_noise,
     read_queries,
     resolve_prior,
     summarize,
+    synthetic_report,
     write_json,
     write_jsonl,
 )
@@ -82,7 +88,10 @@ _AFTER_HALT_HELP = (
     "After the T updates are spent: synthetic answers from the final hypothesis "
     '(source "synthetic", no privacy cost, no accuracy check); refuse gives an error line.'
 )
-_OUTPUT_HELP = "Write the answers here (JSON Lines, atomically)."
+_OUTPUT_HELP = (
+    "Write the answers here (JSON Lines, atomically); - writes them to stdout. Refused: an "
+    "input file (--data, --schema, --queries), a directory or a device."
+)
 _METADATA_HELP = (
     'Also write one JSON object describing the run (atomically): {"method", "noise", '
     '"epsilon", "delta", "backend"}, "backend" being the hypothesis backend chosen for '
@@ -98,8 +107,12 @@ def run_command(
     delta: DeltaOption,
     output: Annotated[Path, typer.Option("--output", "-o", help=_OUTPUT_HELP)],
     seed: SeedOption = None,
-    method: Annotated[str, typer.Option("--method", help=_METHOD_HELP)] = "pmw",
-    after_halt: Annotated[str, typer.Option("--after-halt", help=_AFTER_HALT_HELP)] = "synthetic",
+    method: Annotated[
+        str, typer.Option("--method", metavar="[pmw|composition|nonprivate]", help=_METHOD_HELP)
+    ] = "pmw",
+    after_halt: Annotated[
+        str, typer.Option("--after-halt", metavar="[synthetic|refuse]", help=_AFTER_HALT_HELP)
+    ] = "synthetic",
     max_updates: MaxUpdatesOption = None,
     prior: PriorOption = None,
     public_prior: PublicPriorOption = None,
@@ -112,14 +125,39 @@ def run_command(
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
-    Writes one JSON line per query, in input order: {"id", "theta", "source",
-    "updates", "epsilon_spent", "delta", "noise"}, or {"id", "error", "noise"}
-    for a refused query. "noise" is "opendp" (the default), "numpy(seed=S)"
-    (--insecure-seeded-noise S) or "none" (--method nonprivate).
+    \b
+    A query line (JSON): {"id": "q1", "loss": "logistic", "target": "income>50K",
+      "features": ["age>=37", "male"], "radius": 1.0, "l2": 0.0, "intercept": true,
+      "loss_param": null, "encodings": {"age": "onehot"}, "interactions": [["a", "b"]]}
+    Only id, loss, target and features are required. Losses: logistic, hinge,
+    smoothed_hinge (binary target; its second value is +1), squared, huber,
+    absolute, quantile (target code scaled onto [-1, 1]).
+
+    \b
+    An answer line: {"id", "theta", "source", "updates", "epsilon_spent",
+      "delta", "noise", "coefficients", "on_boundary"}; a refused query gives
+      {"id", "error", "noise"}.
+    "coefficients" names each coordinate of theta, in order ("male=yes": +1 if
+    yes, -1 if no; "race=white": one-hot; "intercept" last). "source" is
+    hypothesis (checked against the data by the sparse vector), oracle (a fresh
+    private fit), synthetic (after the engine halted: NO accuracy check; the line
+    also has a "warning"), composition or nonprivate. "noise" is "opendp",
+    "numpy(seed=S)" (--insecure-seeded-noise S) or "none".
+
+    The radius R: every fit is constrained to ||theta|| <= R (default 1).
+    "on_boundary": true says the constraint binds, so the unconstrained fit has
+    larger coefficients. A larger R fits such a model better but costs accuracy
+    for the same privacy: every noise scale grows in proportion to R. theta
+    acts on features scaled by 1/sqrt(blocks) (features, interactions and
+    intercept: one block each); theta / sqrt(blocks) are the coefficients on the
+    raw +/-1 and one-hot features (README, "Reading the answers").
 
     The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
     chosen from the schema and these settings alone; the choice and its reason
     go to stderr and, with --metadata FILE, into that file.
+
+    Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
+    usage mistake; 3 answers written but some are synthetic (engine halted).
     """
     check_seed(seed)
     if method not in METHODS:
@@ -130,14 +168,19 @@ def run_command(
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     settings = backend_settings(backend, hypothesis_memory, support_size)
-    check_output(output)
+    inputs = [("--data", data), ("--schema", schema), ("--queries", queries),
+              ("--public-prior", public_prior)]  # fmt: skip
+    check_output(output, inputs=inputs)
     if metadata is not None:
-        check_output(metadata, "--metadata")
-        if metadata.resolve() == output.resolve():
-            raise fail("--output and --metadata must be different files.")
+        check_output(metadata, "--metadata", inputs=inputs)
+    check_distinct_outputs([("--output", output), ("--metadata", metadata)])
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
+    check_calibration(
+        epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start, kind=method
+    )
     dataset = load_data(data, parsed)
+    check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
@@ -162,4 +205,8 @@ def run_command(
     typer.echo(summarize(records, method, noise.name), err=True)
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)
-    typer.echo(f"wrote '{output}'", err=True)
+    typer.echo("wrote the answers to stdout" if is_stdio(output) else f"wrote '{output}'", err=True)
+    halted = synthetic_report(records)
+    if halted is not None:
+        typer.echo(f"{halted} Exit status {EXIT_SYNTHETIC}.", err=True)
+        raise typer.Exit(EXIT_SYNTHETIC)

@@ -7,25 +7,29 @@ A drafted schema carries two marks: the name ``"draft"`` and
 it explicitly.
 
 ``--check`` also says, on stderr, which hypothesis backend the schema's
-universe gets under the default settings (a dense tensor while it fits 512 MiB,
-a weighted support beyond; :func:`pmwcm.kernels.backend.choose_backend`) and why;
-``--backend``, ``--hypothesis-memory`` and ``--support-size`` of ``pmwcm run``
-change it.
+universe gets (a dense tensor while it fits 512 MiB, a weighted support beyond;
+:func:`pmwcm.kernels.backend.choose_backend`), its memory and why, under the
+same ``--backend``, ``--hypothesis-memory`` and ``--support-size`` as ``pmwcm
+run``; a choice that does not fit (a forced dense tensor over the budget, a
+budget over this machine's memory) is refused in one line, exit 1, as ``run``,
+``synth`` and ``serve`` refuse it before allocating anything.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from pmwcm.kernels.domain import Domain
+from pmwcm.cli.options import BackendOption, HypothesisMemoryOption, SupportSizeOption
 
 _DATA_HELP = "CSV file with a header row."
 _CHECK_HELP = "Schema JSON to validate (against --data when given)."
-_OUTPUT_HELP = "Write the drafted schema here (atomically) instead of stdout."
+_OUTPUT_HELP = (
+    "Write the drafted schema here (atomically) instead of stdout (- is stdout). Refused: "
+    "the --data file, a directory or a device."
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -37,12 +41,18 @@ def schema_command(
     data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
     check: Annotated[Path | None, typer.Option("--check", help=_CHECK_HELP)] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = None,
+    backend: BackendOption = "auto",
+    hypothesis_memory: HypothesisMemoryOption = None,
+    support_size: SupportSizeOption = 0,
 ) -> None:
     """Draft a schema from --data, or check the schema --check (against --data).
 
     Drafting reads value sets and bin edges FROM the data; replace them with
-    public knowledge before any private release.
+    public knowledge before any private release. With --check, the backend
+    options of 'pmwcm run' say which hypothesis backend the schema would get
+    (and a choice that does not fit is refused, exit 1).
     """
+    from pmwcm.cli.common import backend_settings, check_backend, check_output, is_stdio
     from pmwcm.data.schema import Schema, SchemaError
     from pmwcm.data.schema_draft import DRAFT_WARNING, SKIPPED, draft_schema, drafted_marks
     from pmwcm.data.table import DataError, Dataset
@@ -53,6 +63,10 @@ def schema_command(
                 raise _fail("--output is only for drafting; drop it when using --check.")
             schema = Schema.from_json(check)
             domain = schema.domain()
+            settings = backend_settings(backend, hypothesis_memory, support_size)
+            choice = check_backend(domain, settings, "marginals")
+            defaults = (backend, hypothesis_memory, support_size) == ("auto", None, 0)
+            about = "backend (default settings)" if defaults else "backend"
             label = f"schema {schema.name!r}" if schema.name else f"schema '{check}'"
             marks = drafted_marks(schema)
             if marks:
@@ -64,10 +78,10 @@ def schema_command(
                 )
             if data is None:
                 typer.echo(f"ok: {label}: {len(domain)} attributes, |X| = {domain.size:,}")
-                _echo_backend(domain)
+                typer.echo(f"{about}: {choice.reason}", err=True)
                 return
             ds = Dataset.from_csv(data, schema)
-            _echo_backend(domain)
+            typer.echo(f"{about}: {choice.reason}", err=True)
             typer.echo(
                 f"ok: {label} on '{data}': {ds.n:,} rows, {len(domain)} attributes, "
                 f"|X| = {domain.size:,}"
@@ -78,14 +92,14 @@ def schema_command(
                 "give --data DATA.csv to draft a schema, or --check SCHEMA.json to check one."
             )
         if output is not None:
-            _check_output(output)
+            check_output(output, inputs=[("--data", data)])
         drafted = draft_schema(data)
         text = drafted.to_json()
         typer.echo(DRAFT_WARNING, err=True)
         skipped = drafted.description.partition(SKIPPED)[2]
         if skipped:
             typer.echo(f"note: skipped columns: {skipped}", err=True)
-        if output is None:
+        if output is None or is_stdio(output):
             typer.echo(text, nl=False)
             return
         _write(output, text)
@@ -93,23 +107,6 @@ def schema_command(
         typer.echo(f"wrote '{output}': {len(domain)} attributes, |X| = {domain.size:,}", err=True)
     except (SchemaError, DataError) as exc:
         raise _fail(str(exc)) from None
-
-
-def _echo_backend(domain: Domain) -> None:
-    """The hypothesis backend ``domain`` gets under the default settings, on stderr."""
-    from pmwcm.kernels.backend import choose_backend
-
-    try:
-        typer.echo(f"backend (default settings): {choose_backend(domain).reason}", err=True)
-    except ValueError as exc:
-        typer.echo(f"backend (default settings): none fits: {exc}", err=True)
-
-
-def _check_output(path: Path) -> None:
-    if path.is_dir():
-        raise _fail(f"--output '{path}' is a directory.")
-    if not path.parent.is_dir():
-        raise _fail(f"cannot write '{path}': directory '{path.parent}' does not exist.")
 
 
 def _write(path: Path, text: str) -> None:

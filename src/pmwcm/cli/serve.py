@@ -61,6 +61,44 @@ def missing_service_extra(err: ModuleNotFoundError, command: str) -> typer.Exit:
     )
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Refuses, before any token is made or printed, a port another process holds.
+
+    The probe binds as uvicorn will (``SO_REUSEADDR``, so a port in TIME_WAIT
+    counts as free) and releases the port at once.
+    """
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        raise _fail(f"--host {host!r} cannot be resolved: {err}.") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise _fail(
+                f"cannot listen on {host}:{port}: {err.strerror or err} (another server "
+                "holds it?); choose another --port. No token was created."
+            ) from None
+
+
+def one_line_validation_error(err: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: where, what, and the value given."""
+    first = err.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    where = (
+        where.replace("parameters.", "--params ", 1) if where.startswith("parameters.") else where
+    )
+    given = (
+        f", got {first['input']!r}" if "input" in first and first.get("type") != "missing" else ""
+    )
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"{where}: {first.get('msg', 'invalid')}{given}{more}."
+
+
 def _start_session(app: Any, name: str, config: dict[str, Any]) -> None:
     """Creates session ``name`` from ``config``, or checks that the stored one matches it."""
     sessions = app.state.sessions
@@ -155,6 +193,10 @@ def serve_command(
     wanted = (data, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
         raise _fail("--data, --schema, --epsilon and --delta go together.")
+    if epsilon is not None and delta is not None:
+        from pmwcm.cli.common import check_budget
+
+        check_budget(epsilon, delta)  # the range run and synth accept, in the same words
     flags = _backend_flags(backend, hypothesis_memory, support_size)
     if flags and data is None:
         raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
@@ -167,6 +209,7 @@ def serve_command(
     limit = MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
     if limit < 1:
         raise _fail(f"--max-body-bytes must be positive, got {limit}.")
+    check_port_free(host, port)
     try:
         store = SQLiteStore(state)
     except (StoreError, OSError) as err:
@@ -198,6 +241,8 @@ def serve_command(
         token = bootstrap_curator(store, rotate=rotate_curator_token)
     except (ValidationError, ValueError, StoreError, SessionUnavailable) as err:
         store.close()
+        if isinstance(err, ValidationError):
+            raise _fail(one_line_validation_error(err)) from None
         cause = f" ({err.__cause__})" if err.__cause__ is not None else ""  # the operator's
         raise _fail(f"{err}{cause}") from None
     except BaseException:

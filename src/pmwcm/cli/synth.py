@@ -31,6 +31,7 @@ removed ``--seed`` and a schema drafted from the data are refused as by
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -42,16 +43,21 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
+    check_calibration,
+    check_delta_for_n,
+    check_distinct_outputs,
     check_engine_options,
     check_output,
     check_seed,
     fail,
+    is_stdio,
     load_data,
     load_schema,
     make_noise,
     read_queries,
     resolve_prior,
     summarize,
+    synthetic_report,
     write_jsonl,
 )
 from pmwcm.cli.options import (
@@ -71,7 +77,10 @@ from pmwcm.cli.options import (
     SupportSizeOption,
 )
 
-_OUTPUT_HELP = "Write the synthetic dataset here (CSV of value labels, atomically)."
+_OUTPUT_HELP = (
+    "Write the synthetic dataset here (CSV of value labels, atomically); - writes it to "
+    "stdout. Refused: an input file, a directory or a device."
+)
 _ROWS_HELP = "Number of synthetic rows (default: n, the number of rows of --data)."
 _HISTOGRAM_HELP = (
     "Also write the final hypothesis: dense backend, a NumPy .npy array of shape = domain "
@@ -122,14 +131,18 @@ def synth_command(
     settings = backend_settings(backend, hypothesis_memory, support_size)
     targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
     paths = [(p, o) for p, o in targets if p is not None]
+    inputs = [("--data", data), ("--schema", schema), ("--queries", queries),
+              ("--public-prior", public_prior)]  # fmt: skip
     for path, option in paths:
-        check_output(path, option)
-    resolved = [p.resolve() for p, _ in paths]
-    if len(set(resolved)) != len(resolved):
-        raise fail("--output, --histogram and --answers must be different files.")
+        check_output(path, option, inputs=inputs)
+    if is_stdio(histogram):
+        raise fail("--histogram is binary; give it a file name, not -.")
+    check_distinct_outputs([(o, p) for p, o in paths])
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start)
+    check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)
     dataset = load_data(data, parsed)
+    check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
@@ -144,7 +157,10 @@ def synth_command(
     n_rows = dataset.n if rows is None else rows
     synthetic = Dataset(domain=dataset.domain, records=engine.synthetic_records(n_rows, rng=rng))
     try:
-        synthetic.to_csv(output)
+        if is_stdio(output):
+            synthetic.to_dataframe().to_csv(sys.stdout, index=False)
+        else:
+            synthetic.to_csv(output)
         if histogram is not None:
             atomic_write_bytes(histogram, encode_histogram(engine.hypothesis))
     except OSError as exc:
@@ -153,5 +169,8 @@ def synth_command(
         write_jsonl(answers, records)
     typer.echo(f"backend {(engine.backend or choice).reason}", err=True)
     typer.echo(summarize(records, "pmw", noise.name), err=True)
-    written = ", ".join(f"'{p}'" for p, _ in paths)
+    halted = synthetic_report(records)
+    if halted is not None:
+        typer.echo(halted, err=True)
+    written = ", ".join("stdout" if is_stdio(p) else f"'{p}'" for p, _ in paths)
     typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)

@@ -9,6 +9,14 @@ derived binary (``threshold``).
 ('no', 'yes')
 >>> Attribute(name="age", bins=(0, 25, 65, 120)).labels
 ('[0, 25)', '[25, 65)', '[65, 120)')
+
+Missing values: an empty cell is always missing; ``missing`` lists more
+source markers that mean the same (``"N"``, ``"NA"``, ``"-9"``). Without
+``missing_label`` a missing cell is an error (the whole table is refused, with
+the count of such rows); with it, missing cells get their own last code:
+
+>>> Attribute(name="hours", bins=(0, 40, 100), missing=("N",), missing_label="unknown").labels
+('[0, 40)', '[40, 100)', 'unknown')
 """
 
 from __future__ import annotations
@@ -22,7 +30,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-ATTRIBUTE_KEYS = ("name", "column", "description", "values", "map", "bins", "threshold", "clip")
+ATTRIBUTE_KEYS = (
+    "name",
+    "column",
+    "description",
+    "values",
+    "map",
+    "bins",
+    "threshold",
+    "clip",
+    "missing",
+    "missing_label",
+)
 
 
 class SchemaError(ValueError):
@@ -107,6 +126,10 @@ class Attribute:
         bins: bin edges ``e_0 < ... < e_k`` of a numeric attribute.
         threshold: ``t`` of a derived binary (code 1 iff the number is ``>= t``).
         clip: whether numbers outside the bins join the first or last bin.
+        missing: source markers that mean "missing" besides an empty cell
+            (compared as canonical text, like ``values``).
+        missing_label: the label of a last, extra code that every missing cell
+            (empty or a ``missing`` marker) gets; ``None`` refuses missing cells.
         description: free text (provenance, decodings).
 
     Raises:
@@ -124,6 +147,8 @@ class Attribute:
     bins: tuple[float, ...] = ()
     threshold: float | None = None
     clip: bool = False
+    missing: tuple[str, ...] = ()
+    missing_label: str | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -156,6 +181,31 @@ class Attribute:
             object.__setattr__(self, "threshold", t)
             if values and len(values) != 2:
                 raise SchemaError(f"{where}: a threshold has 2 values, got {list(values)}.")
+        self._check_missing(where)
+
+    def _check_missing(self, where: str) -> None:
+        markers = _labels(self.missing, f"{where}: missing")
+        object.__setattr__(self, "missing", markers)
+        label = self.missing_label
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise SchemaError(
+                f"{where}: missing_label must be a non-empty string or absent, got {label!r}."
+            )
+        if label is not None:
+            object.__setattr__(self, "missing_label", label.strip())
+        if self.kind == "values":
+            sources = set(self.source_codes())
+            clash = [m for m in markers if m in sources]
+            if clash:
+                raise SchemaError(
+                    f"{where}: missing marker {clash[0]!r} is also a source value; a cell "
+                    "cannot be both."
+                )
+        if self.missing_label is not None and self.missing_label in self._rule_labels():
+            raise SchemaError(
+                f"{where}: missing_label {self.missing_label!r} is already a label of "
+                f"{list(self._rule_labels())}."
+            )
 
     def _check_values(self, where: str) -> None:
         if not self.values:
@@ -218,7 +268,17 @@ class Attribute:
 
     @property
     def labels(self) -> tuple[str, ...]:
-        """The labels of codes ``0..size-1`` (explicit ``values`` or derived from the rule)."""
+        """The labels of codes ``0..size-1``: the rule's, then ``missing_label`` if set."""
+        extra = () if self.missing_label is None else (self.missing_label,)
+        return self._rule_labels() + extra
+
+    @property
+    def missing_code(self) -> int | None:
+        """The code of a missing cell (the last one), or ``None`` if missing cells are refused."""
+        return None if self.missing_label is None else len(self._rule_labels())
+
+    def _rule_labels(self) -> tuple[str, ...]:
+        """The labels the rule itself gives (explicit ``values`` or derived)."""
         if self.values:
             return self.values
         if self.threshold is not None:
@@ -262,6 +322,10 @@ class Attribute:
             d["map"] = {k: list(v) for k, v in self.map.items()}
         if self.clip:
             d["clip"] = True
+        if self.missing:
+            d["missing"] = list(self.missing)
+        if self.missing_label is not None:
+            d["missing_label"] = self.missing_label
         return d
 
     @classmethod
@@ -287,6 +351,8 @@ class Attribute:
             bins=tuple(bins),
             threshold=d.get("threshold"),
             clip=d.get("clip", False),
+            missing=d.get("missing", ()),
+            missing_label=d.get("missing_label"),
             description=d.get("description", ""),
         )
 

@@ -11,7 +11,9 @@ book, fixed bin edges), never from the private data itself::
         {"name": "white", "column": "race", "values": ["no", "yes"],
          "map": {"no": [1, 2, 3, 4], "yes": [0]}},
         {"name": "age", "bins": [0, 25, 45, 65, 120], "clip": true},
-        {"name": "age>=37", "column": "age", "threshold": 37, "values": ["no", "yes"]}
+        {"name": "age>=37", "column": "age", "threshold": 37, "values": ["no", "yes"]},
+        {"name": "hours", "bins": [0, 20, 40, 60, 100], "missing": ["N", "NA"],
+         "missing_label": "unknown"}
       ]
     }
 
@@ -31,9 +33,18 @@ name), an optional ``description``, and exactly one rule:
   code 1 if ``>= t``. ``values`` may name the two codes (default
   ``["<t", ">=t"]``).
 
-Source values are compared as text: numbers are written without a trailing
-``.0`` (``1.0`` and ``1`` both read ``"1"``), strings are stripped of
-surrounding blanks, and an empty cell is a missing value (always an error).
+Missing values: an empty cell is missing, and so is any source value listed in
+the attribute's ``"missing"`` (e.g. ``["N", "NA", -9]``). With
+``"missing_label": "unknown"`` every missing cell gets its own last code, so
+the attribute has one more value; without it a missing cell is an error that
+refuses the whole table and counts the rows concerned.
+
+Source values are compared as text: strings are stripped of surrounding
+blanks; numbers from a DataFrame or the schema are written without a trailing
+``.0`` (``1.0`` and ``1`` both read ``"1"``), but a CSV cell is read as the text
+it holds, so a CSV ``1.0`` does NOT match a value ``1`` (use bins or a
+threshold for numbers written in several ways). Numbers for bins and
+thresholds must be finite (``inf`` and ``nan`` are refused alike).
 For a binary attribute the value listed second is ``+1`` in model encodings,
 so list ``"no"`` before ``"yes"``.
 

@@ -10,14 +10,19 @@ with public knowledge (a code book, round bin edges) before a private release.
 >>> s = draft_schema(pd.DataFrame({"y": [1, 0, 1], "city": ["b", "a", "b"]}))
 >>> [(a.name, a.values) for a in s.attributes]
 [('y', ('0', '1')), ('city', ('a', 'b'))]
+
+The draft is marked as read from the data (its name ``"draft"`` and
+:data:`DRAFT_WARNING`): ``pmwcm run``, ``synth`` and the service refuse it until
+a person replaces its value sets and edges with public knowledge and removes
+the marks, or accepts the leak with ``--accept-drafted-schema``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
-import numpy as np
 import pandas as pd
 
 from pmwcm.data.attribute import Attribute, canonical_value
@@ -33,22 +38,35 @@ DRAFT_WARNING = (
 )
 
 
+#: Cell texts that commonly mark a missing value in survey and census files.
+MISSING_MARKERS = frozenset(
+    {"N", "NA", "N/A", "NaN", "nan", "null", "NULL", "None", "?", "-", ".", "missing"}
+)
+
+#: The label a draft gives the extra code of missing cells.
+MISSING_LABEL = "missing"
+
+
 def draft_schema(
     data: pd.DataFrame | str | os.PathLike[str], *, max_values: int = 64, bins: int = 10
 ) -> Schema:
     """Drafts a schema with one attribute per column of ``data``.
 
     A column with at most ``max_values`` distinct values becomes categorical
-    (numbers sorted numerically, so a 0/1 column lists ``0`` then ``1``; text
-    sorted alphabetically). A numeric column with more values gets ``bins``
-    equal-width bins spanning its observed range. A text column with more
-    values, or a column with empty cells, is skipped; the schema's
-    ``description`` names each skipped column and why.
+    (numbers sorted numerically, so codes read ``1, 2, ..., 10``, not
+    ``1, 10, 2``; text sorted alphabetically). A numeric column with more
+    values gets about ``bins`` bins with round edges (steps of 1, 2, 2.5 or 5
+    times a power of ten) covering its observed range. Missing cells (empty,
+    or a common marker of :data:`MISSING_MARKERS` such as ``N`` or ``NA`` in an
+    otherwise numeric column) get the attribute's own ``"missing"`` category
+    (``missing`` lists the markers seen, ``missing_label`` is
+    :data:`MISSING_LABEL`). A text column with more values is skipped; the
+    schema's ``description`` names each skipped column and why.
 
     Args:
         data: a DataFrame or the path of a CSV file with a header row.
         max_values: the most distinct values a categorical attribute may have.
-        bins: the number of bins of a many-valued numeric column.
+        bins: about how many bins a many-valued numeric column gets.
 
     Returns:
         A schema named ``"draft"`` whose description carries
@@ -57,6 +75,13 @@ def draft_schema(
     Raises:
         DataError: if the data cannot be read, has no rows, or no column can be drafted.
         ValueError: if ``max_values < 2`` or ``bins < 1``.
+
+    >>> df = pd.DataFrame({"hours": [*range(0, 99), "N"], "code": ["10", "2", "1", "N"] * 25})
+    >>> hours, code = draft_schema(df).attributes
+    >>> hours.bins, hours.missing, hours.missing_label
+    ((0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0), ('N',), 'missing')
+    >>> code.values
+    ('1', '2', '10')
     """
     if max_values < 2:
         raise ValueError(f"max_values must be at least 2, got max_values={max_values}.")
@@ -71,23 +96,37 @@ def draft_schema(
         name = str(col)
         values = [canonical_value(v) for v in pd.unique(df[col].to_numpy(dtype=object))]
         present = sorted({v for v in values if v is not None})
-        if len(present) < len(values):
-            skipped.append(f"{name!r} (has empty cells)")
-            continue
-        numbers = _as_numbers(present)
-        if len(present) <= max_values:
-            order = sorted(present, key=lambda v: numbers[v]) if numbers else present
-            attrs.append(Attribute(name=name, values=tuple(order)))
+        has_empty = len(present) < len(values)
+        numbers = _as_numbers([v for v in present if v not in MISSING_MARKERS])
+        markers = [v for v in present if v in MISSING_MARKERS] if numbers else []
+        if numbers and len(numbers) + len(markers) < len(present):
+            numbers, markers = {}, []  # a text column that merely contains a marker-like value
+        kept = [v for v in present if v not in markers]
+        label = _missing_label(kept) if has_empty or markers else None
+        rule = functools.partial(Attribute, name=name, missing=tuple(markers), missing_label=label)
+        if not kept:
+            skipped.append(f"{name!r} (only missing values)")
+        elif len(kept) <= max_values:
+            order = sorted(kept, key=lambda v: numbers[v]) if numbers else kept
+            attrs.append(rule(values=tuple(order)))
         elif numbers:
-            attrs.append(Attribute(name=name, bins=_edges(list(numbers.values()), bins)))
+            attrs.append(rule(bins=round_edges([*numbers.values()], bins)))
         else:
-            skipped.append(f"{name!r} ({len(present)} distinct text values > {max_values})")
+            skipped.append(f"{name!r} ({len(kept)} distinct text values > {max_values})")
     if not attrs:
         raise DataError(f"no column could be drafted; skipped {', '.join(skipped)}.")
     description = DRAFT_WARNING
     if skipped:
         description += SKIPPED + ", ".join(skipped) + "."
     return Schema(attributes=tuple(attrs), name="draft", description=description)
+
+
+def _missing_label(values: list[str]) -> str:
+    """:data:`MISSING_LABEL`, bracketed until it is not one of ``values``."""
+    label = MISSING_LABEL
+    while label in values:
+        label = f"({label})"
+    return label
 
 
 def _as_numbers(values: list[str]) -> dict[str, float]:
@@ -104,15 +143,27 @@ def _as_numbers(values: list[str]) -> dict[str, float]:
     return out
 
 
-def _edges(xs: list[float], bins: int) -> tuple[float, ...]:
-    """Equal-width half-open bins whose last edge lies above the largest value."""
+def round_edges(xs: list[float], bins: int) -> tuple[float, ...]:
+    """About ``bins`` half-open bins with round edges whose range covers every value.
+
+    The step is the smallest of ``{1, 2, 2.5, 5} * 10^k`` that covers the range
+    in at most ``bins`` steps; the edges are multiples of it, the first at or
+    below the smallest value, the last strictly above the largest.
+
+    >>> round_edges([3, 17, 96], 10)
+    (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)
+    >>> round_edges([0.013, 0.46], 5)
+    (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
+    """
     lo, hi = min(xs), max(xs)
-    if all(x.is_integer() for x in xs):
-        step = math.ceil((hi - lo + 1) / bins)
-        return tuple(lo + step * i for i in range(bins + 1))
-    edges = np.linspace(lo, hi, bins + 1)
-    edges[-1] = np.nextafter(hi, math.inf)
-    return tuple(float(e) for e in edges)
+    span = max(hi - lo, abs(hi) * 1e-9, 1e-12)
+    power = 10.0 ** math.floor(math.log10(span / bins))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10, 20) if (hi - lo) / (m * power) < bins)
+    first = math.floor(lo / step)
+    count = math.floor(hi / step) - first + 1
+    # round() strips the float noise of i * step (0.30000000000000004 becomes 0.3)
+    digits = max(0, -math.floor(math.log10(step)) + 2)
+    return tuple(round((first + i) * step, digits) + 0.0 for i in range(count + 1))
 
 
 #: The name :func:`draft_schema` gives every draft.

@@ -182,11 +182,46 @@ def read_csv_text(path: str | os.PathLike[str]) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"cannot parse data file '{p}': {first}.") from None
+    _check_header(p)
     return df
+
+
+def _check_header(path: Path) -> None:
+    """Refuses a header that pandas would read wrongly: another separator, repeated names.
+
+    pandas renames a repeated column ``a`` to ``a.1`` and reads a ``;``-separated
+    file as one column; both are refused here, from the header line alone.
+    """
+    import csv
+
+    with path.open(encoding="utf-8", newline="") as fh:
+        header = next(csv.reader(fh), [])
+    names = [h.strip() for h in header]
+    if len(names) == 1:
+        for sep, called in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
+            if sep in names[0]:
+                raise DataError(
+                    f"data file '{path}' has one column whose header {names[0]!r} contains a "
+                    f"{called}: it looks {called}-separated; pmwcm reads comma-separated files "
+                    "only (convert it, e.g. pandas.read_csv(path, sep=...).to_csv(new_path))."
+                )
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, start=1):
+        if name in seen:
+            raise DataError(
+                f"data file '{path}' names column {name!r} twice (columns {seen[name]} and "
+                f"{i}); rename one."
+            )
+        seen[name] = i
 
 
 def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str]) -> IntArray:
     """Codes ``0..attr.size-1`` of one source column.
+
+    A missing cell (empty, or one of ``attr.missing``) gets ``attr.missing_code``
+    when the attribute has a ``missing_label``; otherwise it is refused, and the
+    message counts the rows with a missing cell. A number must be finite:
+    ``inf`` is refused like ``nan``, for bins and thresholds alike.
 
     Args:
         attr: the schema attribute.
@@ -198,44 +233,54 @@ def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str
     """
     values = column.to_numpy(dtype=object)
     head = f"column {attr.column!r}, {{}}"
+    factor, uniques = pd.factorize(values, use_na_sentinel=True)
+    text = [canonical_value(u) for u in uniques]
+    markers = set(attr.missing)
+    is_missing = np.asarray([*(t is None or t in markers for t in text), True], dtype=bool)[factor]
+    if is_missing.any() and attr.missing_code is None:
+        rows = np.flatnonzero(is_missing)
+        i = int(rows[0])
+        marked = f" or a marker in {list(attr.missing)}" if attr.missing else ""
+        raise DataError(
+            f"{head.format(where(i))}: missing value (empty{marked}); {rows.size} row(s) of "
+            f'the column are missing. Give attribute {attr.name!r} a "missing_label" to '
+            'count them as their own category (and "missing" to list markers such as '
+            '"NA"), or remove those rows.'
+        )
     if attr.kind == "values":
         lookup = attr.source_codes()
-        factor, uniques = pd.factorize(values, use_na_sentinel=True)
-        table = [
-            _MISSING if (c := canonical_value(u)) is None else lookup.get(c, -1) for u in uniques
-        ]
+        table = [_MISSING if t is None or t in markers else _code_of(t, lookup) for t in text]
         codes = np.asarray([*table, _MISSING], dtype=np.int64)[factor]
-        bad = np.flatnonzero(codes < 0)
+        bad = np.flatnonzero(codes == -1)
         if bad.size:
             i = int(bad[0])
             more = f" ({bad.size - 1} more rows have bad cells)" if bad.size > 1 else ""
-            if codes[i] == _MISSING:
-                raise DataError(f"{head.format(where(i))}: missing value{more}.")
             known = list(attr.source_codes())
             shown = known if len(known) <= 12 else [*known[:12], "..."]
             raise DataError(
                 f"{head.format(where(i))}: value {values[i]!r} is not one of the schema's "
                 f"values for attribute {attr.name!r} {shown}{more}."
             )
-        return codes
-    x = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
-    nan = np.flatnonzero(np.isnan(x))
-    if nan.size:
-        i = int(nan[0])
-        if canonical_value(values[i]) is None:
-            raise DataError(f"{head.format(where(i))}: missing value.")
+        return _fill_missing(codes, is_missing, attr)
+    present = np.where(is_missing, "0", values)
+    x = pd.to_numeric(pd.Series(present, dtype=object), errors="coerce").to_numpy(dtype=float)
+    bad_number = np.flatnonzero(~np.isfinite(x))
+    if bad_number.size:
+        i = int(bad_number[0])
+        what = "a number" if np.isnan(x[i]) else "a finite number"
         raise DataError(
-            f"{head.format(where(i))}: value {values[i]!r} is not a number "
-            f"(attribute {attr.name!r} uses {attr.kind})."
+            f"{head.format(where(i))}: value {values[i]!r} is not {what} "
+            f"(attribute {attr.name!r} uses {attr.kind}; list missing-value markers in "
+            '"missing").'
         )
     if attr.threshold is not None:
-        return (x >= attr.threshold).astype(np.int64)
+        return _fill_missing((x >= attr.threshold).astype(np.int64), is_missing, attr)
     edges = np.asarray(attr.bins, dtype=float)
     codes = np.searchsorted(edges, x, side="right").astype(np.int64) - 1
     k = len(edges) - 1
     if attr.clip:
-        return np.clip(codes, 0, k - 1)
-    out = np.flatnonzero((codes < 0) | (codes >= k))
+        return _fill_missing(np.clip(codes, 0, k - 1), is_missing, attr)
+    out = np.flatnonzero(((codes < 0) | (codes >= k)) & ~is_missing)
     if out.size:
         i = int(out[0])
         lo, hi = format_number(edges[0]), format_number(edges[-1])
@@ -243,4 +288,25 @@ def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str
             f"{head.format(where(i))}: value {values[i]!r} is outside the bins "
             f'[{lo}, {hi}) of attribute {attr.name!r} (set "clip": true to clip).'
         )
-    return codes
+    return _fill_missing(codes, is_missing, attr)
+
+
+def _code_of(text: str, lookup: dict[str, int]) -> int:
+    """The code of a cell's text, matching a number written another way (``1.0``, ``1e0``)
+    to the schema's canonical spelling ``"1"``; ``-1`` if it matches nothing."""
+    if text in lookup:
+        return lookup[text]
+    try:
+        number = float(text)
+    except ValueError:
+        return -1
+    if not np.isfinite(number):
+        return -1
+    return lookup.get(canonical_value(number) or "", -1)
+
+
+def _fill_missing(codes: IntArray, is_missing: npt.NDArray[np.bool_], attr: Attribute) -> IntArray:
+    """``codes`` with every missing row set to the attribute's missing code."""
+    if attr.missing_code is None or not is_missing.any():
+        return codes
+    return np.where(is_missing, attr.missing_code, codes).astype(np.int64)

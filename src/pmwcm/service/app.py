@@ -65,6 +65,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
+from pmwcm.kernels.coefficients import coefficient_names, on_boundary
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
@@ -274,9 +275,12 @@ def ask(
         detail = f"The answer could not be committed, so it was not released: {err}"
         raise _fail(503, detail) from None
     epsilon = session.record.config["epsilon"]
+    theta = [float(v) for v in answer.value]
     return {
+        "coefficients": list(coefficient_names(query, session.domain)),
+        "on_boundary": on_boundary(query, theta),
         "index": answer.index,
-        "theta": [float(v) for v in answer.value],
+        "theta": theta,
         "source": answer.source,
         "repeated": answer.repeated,
         "updates": answer.updates,

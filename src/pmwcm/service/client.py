@@ -67,6 +67,8 @@ class Released:
     epsilon_spent: float
     epsilon_remaining: float
     delta: float
+    coefficients: tuple[str, ...] = ()
+    on_boundary: bool = False
 
 
 def _detail(response: httpx.Response) -> str:
@@ -147,7 +149,11 @@ class Client:
         """
         spec = query.to_dict() if hasattr(query, "to_dict") else dict(query)
         out = self._call("POST", f"/v1/sessions/{session}/queries", spec)
-        return Released(**{**out, "theta": tuple(out["theta"])})
+        known = {k: v for k, v in out.items() if k in Released.__dataclass_fields__}
+        return Released(
+            **known
+            | {"theta": tuple(out["theta"]), "coefficients": tuple(out.get("coefficients", ()))}
+        )
 
     def status(self, session: str) -> dict[str, Any]:
         """The session's budget and progress."""

@@ -275,6 +275,9 @@ class AnswerOut(BaseModel):
     ``source`` is ``hypothesis`` (certified by the sparse vector), ``oracle``
     (a fresh private answer) or ``synthetic`` (after the halt, if enabled);
     ``repeated`` marks a query answered before (the same theta, at no cost).
+    ``coefficients`` names each coordinate of ``theta`` and ``on_boundary``
+    says ``||theta||`` reached the radius
+    (:mod:`pmwcm.kernels.coefficients`).
     """
 
     index: int
@@ -285,6 +288,8 @@ class AnswerOut(BaseModel):
     epsilon_spent: float
     epsilon_remaining: float
     delta: float
+    coefficients: list[str] = []
+    on_boundary: bool = False
 
 
 class LedgerEntryOut(BaseModel):

@@ -24,6 +24,7 @@ from typing import Any
 
 from pmwcm.engine.online import Answer, OnlinePMW, query_key
 from pmwcm.engine.snapshot import answer_to_dict
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service.build import SessionUnavailable, genesis, rebuild
@@ -97,6 +98,12 @@ class LiveSession:
     def name(self) -> str:
         """The session's name."""
         return self.record.name
+
+    @property
+    def domain(self) -> Domain:
+        """The session's data universe (public: its schema's), loading the engine if needed."""
+        with self.lock:
+            return self._load().domain
 
     def _load(self) -> OnlinePMW:
         """The engine, rebuilt and recovered from the store if not loaded (lock held)."""
