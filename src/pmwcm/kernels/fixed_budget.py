@@ -48,6 +48,7 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.errors import Refused
+from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.solvers import project_ball
 
@@ -185,7 +186,7 @@ def fixed_budget_minimize(
     Returns:
         A point of the ball ``||theta|| <= R``.
     """
-    weights = np.asarray(weights, dtype=np.float64).ravel()
+    weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
     if plan.method == "fista":
         assert plan.smoothness is not None
         return _fista(problem, weights, plan.iterations, plan.smoothness)
@@ -199,10 +200,11 @@ def _fista(
 ) -> FloatArray:
     """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3)."""
     radius, step = problem.radius, 1.0 / smoothness
+    gradient = evaluator(problem, weights).gradient
     theta = np.zeros(problem.dim)
     y, momentum = theta, 1.0
     for _ in range(iterations):
-        nxt = project_ball(y - step * problem.gradient(y, weights), radius)
+        nxt = project_ball(y - step * gradient(y), radius)
         following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
         y = nxt + ((momentum - 1.0) / following) * (nxt - theta)
         theta, momentum = nxt, following
@@ -226,19 +228,20 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
     above float64's resolution.
     """
     dim, radius = problem.dim, problem.radius
+    fast = evaluator(problem, weights)
     centre = np.zeros(dim)
     root = np.eye(dim) * radius
-    best, best_value = centre, problem.objective(centre, weights)
+    best, best_value = centre, fast.objective(centre)
     dilation = dim / math.sqrt(dim * dim - 1.0)
     squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
     for _ in range(iterations):
-        value = problem.objective(centre, weights)
+        value = fast.objective(centre)
         feasible = float(centre @ centre) <= radius * radius
         if feasible and value < best_value:
             best, best_value = centre, value
         # The gradient is evaluated at every centre, feasible or not, so that the
         # work per iteration does not depend on the (data-driven) trajectory.
-        gradient = problem.gradient(centre, weights)
+        gradient = fast.gradient(centre)  # a reused buffer, consumed by the cut below
         cut = gradient if feasible else centre
         along = root.T @ cut
         width = float(np.linalg.norm(along))
@@ -255,14 +258,15 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
 def _bisection(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
     """The one-dimensional ellipsoid method: halve ``[-R, R]`` by the derivative's sign."""
     low, high = -problem.radius, problem.radius
+    fast = evaluator(problem, weights)
     centre = np.zeros(1)
-    best, best_value = centre, problem.objective(centre, weights)
+    best, best_value = centre, fast.objective(centre)
     for _ in range(iterations):
         centre = np.array([0.5 * (low + high)])
-        value = problem.objective(centre, weights)
+        value = fast.objective(centre)
         if value < best_value:
             best, best_value = centre, value
-        if float(problem.gradient(centre, weights)[0]) > 0.0:
+        if float(fast.gradient(centre)[0]) > 0.0:
             high = float(centre[0])
         else:
             low = float(centre[0])

@@ -86,13 +86,15 @@ class Solution:
 
 def project_ball(theta: FloatArray, radius: float) -> FloatArray:
     """Euclidean projection onto ``{||theta|| <= radius}``."""
-    norm = float(np.linalg.norm(theta))
+    # sqrt(<theta, theta>) is what np.linalg.norm computes for a vector, bit for bit,
+    # without its per-call checks (this runs once per solver iteration).
+    norm = math.sqrt(float(np.dot(theta, theta)))
     return theta if norm <= radius else theta * (radius / norm)
 
 
 def frank_wolfe_gap(grad: FloatArray, theta: FloatArray, radius: float) -> float:
     """``<g, theta> + R ||g||``, an upper bound on ``F(theta) - min_ball F``."""
-    return max(0.0, float(grad @ theta) + radius * float(np.linalg.norm(grad)))
+    return max(0.0, float(grad @ theta) + radius * math.sqrt(float(np.dot(grad, grad))))
 
 
 def minimize(
