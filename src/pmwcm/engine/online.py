@@ -48,6 +48,7 @@ from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.lru import LRUCache
 from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
@@ -235,6 +236,9 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
+        #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
+        #: query is compiled once however often it is planned, answered or certified.
+        self._rounds: LRUCache[str, CMRound] = LRUCache(maxsize=256)
 
     @property
     def domain(self) -> Domain:
@@ -382,8 +386,12 @@ class OnlinePMW:
             )
         return self.cm_round(query)
 
-    def cm_round(self, query: CMQuery) -> CMRound:
+    def cm_round(self, query: CMQuery, *, key: str | None = None) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
+
+        Compiled once per :func:`query_key` (``key``, if the caller has it) and
+        cached: the round depends on the canonical spec, the domain, ``n`` and
+        the settings alone.
 
         Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
         the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
@@ -394,8 +402,18 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
+        if key is None:
+            key = query_key(query, self.domain)  # QueryError for an attribute the domain lacks
+        cached = self._rounds.get(key)
+        if cached is not None:
+            return cached
+        round_ = self._compile_round(query)
+        self._rounds.put(key, round_)
+        return round_
+
+    def _compile_round(self, query: CMQuery) -> CMRound:
+        """:meth:`cm_round` without the cache."""
         settings = self.settings
-        query.canonical(self.domain)  # QueryError for an attribute the domain lacks
         shape = self.domain.project(query.clique).sizes
         if math.prod(shape) >= MAX_CLIQUE_CELLS:
             raise QueryError(
@@ -427,7 +445,11 @@ class OnlinePMW:
             EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
             BudgetExceededError: the ledger refuses (nothing is drawn).
         """
-        return self.run_round(query, self.cm_round(query))
+        key = query_key(query, self.domain)
+        released = self.released.get(key)
+        if released is not None:  # a repeat: nothing to compile
+            return self._record(released.value, released.source, repeated=True)
+        return self.run_round(query, self.cm_round(query, key=key), key=key)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
         """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
@@ -464,9 +486,15 @@ class OnlinePMW:
         """
         return self.run_round(query, self.round_for(query))
 
-    def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
-        """Runs one round; an already released query is answered again for free."""
-        key = query_key(query, self.domain)
+    def run_round(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, *, key: str | None = None
+    ) -> Answer:
+        """Runs one round; an already released query is answered again for free.
+
+        ``key`` is ``query``'s :func:`query_key`, if the caller has computed it.
+        """
+        if key is None:
+            key = query_key(query, self.domain)
         released = self.released.get(key)
         if released is not None:
             return self._record(released.value, released.source, repeated=True)

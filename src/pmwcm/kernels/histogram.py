@@ -167,9 +167,9 @@ def _step_for(pre: int, sizes: tuple[int, ...], post: int) -> tuple[_Step, float
 class _MarginalPlan:
     """The order and methods that sum every dropped axis out of a C-contiguous array.
 
-    Consecutive axes merge into runs; the dropped runs are summed out one pass each,
-    in the order of least total cost (each pass makes the table smaller, so the
-    expensive passes should come late, on small tables).
+    Consecutive axes merge into runs; the dropped runs are summed out one pass each
+    (each pass makes the table smaller, so the expensive passes should come late,
+    on small tables).
     """
 
     steps: tuple[_Step, ...]
@@ -194,33 +194,39 @@ def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[in
 
 @functools.lru_cache(maxsize=1024)
 def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPlan:
-    """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again)."""
+    """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again).
+
+    Greedy: the next pass is the cheapest per cell, ties going to the run that
+    shrinks the table most; the costly methods thus run last, on small tables.
+    """
     kept = frozenset(axes)
     kept_sorted = sorted(kept)
-
-    @functools.cache
-    def best(runs: tuple[tuple[tuple[int, ...], bool], ...]) -> tuple[float, tuple[_Step, ...]]:
-        dropped = [i for i, (_, keep) in enumerate(runs) if not keep]
-        if not dropped:
-            return 0.0, ()
-        options = []
-        for i in dropped:
-            pre = math.prod(math.prod(s) for s, _ in runs[:i])
-            post = math.prod(math.prod(s) for s, _ in runs[i + 1 :])
-            step, cost = _step_for(pre, runs[i][0], post)
-            rest: list[tuple[tuple[int, ...], bool]] = []
-            for run in runs[:i] + runs[i + 1 :]:
-                if rest and rest[-1][1] == run[1]:
-                    rest[-1] = ((*rest[-1][0], *run[0]), run[1])
-                else:
-                    rest.append(run)
-            later, steps = best(tuple(rest))
-            options.append((cost + _STEP_OVERHEAD + later, (step, *steps)))
-        return min(options, key=lambda option: option[0])
-
-    steps = best(tuple(_merged(shape, kept)))[1]
+    runs = _merged(shape, kept)
+    steps: list[_Step] = []
+    while any(not keep for _, keep in runs):
+        sizes = [math.prod(s) for s, _ in runs]
+        total = math.prod(sizes)
+        best: tuple[float, int, int, _Step] | None = None
+        pre = 1
+        for i, (axis_sizes, keep) in enumerate(runs):
+            if not keep:
+                post = total // (pre * sizes[i])
+                step, cost = _step_for(pre, axis_sizes, post)
+                if best is None or (cost / total, -sizes[i]) < best[:2]:
+                    best = (cost / total, -sizes[i], i, step)
+            pre *= sizes[i]
+        assert best is not None
+        index = best[2]
+        steps.append(best[3])
+        rest: list[tuple[tuple[int, ...], bool]] = []
+        for run in runs[:index] + runs[index + 1 :]:
+            if rest and rest[-1][1] == run[1]:
+                rest[-1] = ((*rest[-1][0], *run[0]), run[1])
+            else:
+                rest.append(run)
+        runs = rest
     return _MarginalPlan(
-        steps=steps,
+        steps=tuple(steps),
         kept_shape=tuple(shape[a] for a in kept_sorted),
         order=tuple(kept_sorted.index(a) for a in axes),
         out_shape=tuple(shape[a] for a in axes),
