@@ -239,6 +239,8 @@ class OnlinePMW:
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
         #: query is compiled once however often it is planned, answered or certified.
         self._rounds: LRUCache[str, CMRound] = LRUCache(maxsize=256)
+        #: ``(query, query_key(query))`` while :meth:`answer` compiles ``query``.
+        self._key_hint: tuple[CMQuery, str] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -386,12 +388,11 @@ class OnlinePMW:
             )
         return self.cm_round(query)
 
-    def cm_round(self, query: CMQuery, *, key: str | None = None) -> CMRound:
+    def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
 
-        Compiled once per :func:`query_key` (``key``, if the caller has it) and
-        cached: the round depends on the canonical spec, the domain, ``n`` and
-        the settings alone.
+        Compiled once per :func:`query_key` and cached: the round depends on the
+        canonical spec, the domain, ``n`` and the settings alone.
 
         Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
         the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
@@ -402,8 +403,11 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
-        if key is None:
-            key = query_key(query, self.domain)  # QueryError for an attribute the domain lacks
+        # The key answer() has just computed, or a fresh one (QueryError for an
+        # attribute the domain lacks).
+        hint = self._key_hint
+        known = hint is not None and hint[0] is query
+        key = hint[1] if hint is not None and known else query_key(query, self.domain)
         cached = self._rounds.get(key)
         if cached is not None:
             return cached
@@ -449,7 +453,12 @@ class OnlinePMW:
         released = self.released.get(key)
         if released is not None:  # a repeat: nothing to compile
             return self._record(released.value, released.source, repeated=True)
-        return self.run_round(query, self.cm_round(query, key=key), key=key)
+        self._key_hint = (query, key)
+        try:
+            round_ = self.cm_round(query)
+        finally:
+            self._key_hint = None
+        return self.run_round(query, round_, key=key)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
         """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
