@@ -13,7 +13,9 @@
   ``engine_transcripts_main.json`` (recorded before the speed work) the same
   sources, update counts, spends and repeats, with values equal up to the last
   bits that the marginal's new summation order moves (amplified, for the
-  non-smooth losses, up to their solver's certified tolerance 1e-5).
+  non-smooth losses, up to their solver's certified tolerance 1e-5);
+* the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.marginals._PairwiseFit`)
+  gives the pass-per-clique fit's histogram to 1e-10 relative.
 
 No timing here: speed is measured by ``benchmarks/histogram.py`` and
 ``benchmarks/throughput.py``.
@@ -33,6 +35,8 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.histogram import broadcast_factor, dense_marginal, scale_by_clique
 from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.priors import marginals as marginals_module
+from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
 from transcripts import ALL_LOSSES, scenarios
 
 DATA = Path(__file__).parent / "data"
@@ -128,3 +132,29 @@ def test_transcripts_agree_with_main_before_the_speed_work(transcripts: dict[str
             np.testing.assert_allclose(
                 np.asarray(value, dtype=float), np.asarray(old[5], dtype=float), atol=tolerance
             )
+
+
+@pytest.mark.parametrize("sizes", [(2,) * 16, (3, 5, 2, 4, 7, 2, 3, 6, 3)], ids=str)
+def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
+    sizes: tuple[int, ...], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The matrix-form fit (1- and 2-way cliques, either order) gives the reference iterates."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({f"x{i}": s for i, s in enumerate(sizes)})
+    truth = rng.gamma(1.0, 1.0, domain.shape)
+    truth /= truth.sum()
+    names = domain.names
+    cliques = [*pairwise_cliques(domain), (names[-1],), (names[3], names[0]), (names[-1], names[1])]
+    measurements = [
+        Measurement(
+            clique=c,
+            values=dense_marginal(truth, domain.axes(c)) + rng.normal(0, 1e-3, (1,)),
+            sigma=1e-3,
+        )
+        for c in cliques
+    ]
+    assert domain.size >= marginals_module.PAIRWISE_MIN_CELLS
+    fast = fit_histogram(domain, measurements, iterations=8).to_array()
+    monkeypatch.setattr(marginals_module, "PAIRWISE_MIN_CELLS", 2**62)
+    reference = fit_histogram(domain, measurements, iterations=8).to_array()
+    np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=0)
