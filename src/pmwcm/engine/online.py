@@ -50,6 +50,7 @@ from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.kernels.lru import LRUCache
 from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.threads import blas_threads
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
@@ -501,7 +502,14 @@ class OnlinePMW:
         """Runs one round; an already released query is answered again for free.
 
         ``key`` is ``query``'s :func:`query_key`, if the caller has computed it.
+        BLAS runs single-threaded inside (:func:`~pmwcm.kernels.threads.blas_threads`).
         """
+        with blas_threads(1):
+            return self._run_round(query, round_, key)
+
+    def _run_round(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str | None
+    ) -> Answer:
         if key is None:
             key = query_key(query, self.domain)
         released = self.released.get(key)

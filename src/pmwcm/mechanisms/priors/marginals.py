@@ -167,7 +167,11 @@ def fit_histogram(
     same iterates up to floating-point summation order).
     """
     axes = [domain.axes(m.clique) for m in measurements]
-    p = (start if start is not None else DenseHistogram.uniform(domain)).to_array()
+    if start is not None:
+        p = start.to_array()
+    else:  # DenseHistogram.uniform's values, bit for bit, without its second array
+        p = np.full(domain.shape, 1.0 / domain.size)
+        p /= p.sum()
     if domain.size >= PAIRWISE_MIN_CELLS and len(domain) >= 2 and all(len(a) <= 2 for a in axes):
         pairwise = _PairwiseFit(domain, axes, p)
         fitted = entropic_descent(
@@ -180,6 +184,7 @@ def fit_histogram(
             rtol=rtol,
         )
         pairwise.release()
+        del p  # the other buffer: only the result and its normalised copy coexist below
         return DenseHistogram(domain, fitted)
 
     def marginals(q: FloatArray) -> list[FloatArray]:
@@ -290,7 +295,8 @@ class _PairwiseFit:
             else:
                 i, j = (ax[0], ax[1]) if sides[0] else (ax[1], ax[0])
                 cross[self._block(i), self._block(j)] += r if sides[0] else r.T
-        factor_rows = np.column_stack(
+        # -s folded into the (small) row factors: the product is -s g directly.
+        factor_rows = -s * np.column_stack(
             [self.left_onehot @ cross, left.reshape(-1), np.ones(self.rows)]
         )
         factor_columns = np.column_stack(
@@ -298,8 +304,7 @@ class _PairwiseFit:
         )
         out = self._buffers[1] if self._buffers[0] is q else self._buffers[0]
         grad = out.reshape(self.rows, self.columns)
-        np.matmul(factor_rows, factor_columns.T, out=grad)  # g, one pass
-        grad *= -s
+        np.matmul(factor_rows, factor_columns.T, out=grad)  # -s g, one pass
         grad -= grad.max()
         np.exp(grad, out=grad)
         grad *= q.reshape(self.rows, self.columns)
