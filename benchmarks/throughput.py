@@ -221,6 +221,58 @@ def end_to_end(data: PrivateData, k: int, *, noise: Callable[[], NoiseSource]) -
     ]
 
 
+def cli_run_ratio(k: int, *, repeats: int) -> list[str]:
+    """``pmwcm run`` on ``k`` random Adult queries, pmw (seeded noise) against nonprivate.
+
+    Both run in this process through the command's own entry (the Typer app),
+    alternating, ``repeats`` times each; the ratio is the median of the
+    per-pair ratios (issue 18's target: at most 1.2).
+    """
+    import json
+    import tempfile
+    from importlib import resources
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app
+
+    files = Path(str(resources.files("pmwcm.data.bundled").joinpath("files")))
+
+    adult = load_adult()
+    queries = random_queries(adult.domain, k, rng=np.random.default_rng(5), losses=("logistic",))
+    runner = CliRunner()
+    with tempfile.TemporaryDirectory() as tmp:
+        query_file = Path(tmp) / "queries.jsonl"
+        query_file.write_text(
+            "".join(
+                json.dumps({"id": f"q{i}", **q.to_dict()}) + "\n" for i, q in enumerate(queries)
+            )
+        )
+        base = [
+            "run", "--data", str(files / "adult.csv"),
+            "--schema", str(files / "adult-binary.schema.json"),
+            "--queries", str(query_file), "--epsilon", "1", "--delta", "1e-6",
+            "--output", str(Path(tmp) / "out.jsonl"),
+        ]  # fmt: skip
+        pmw_args = [*base, "--insecure-seeded-noise", "0"]
+        exact_args = [*base, "--method", "nonprivate"]
+        pmw, exact = [], []
+        for _ in range(repeats):
+            for args, out in ((pmw_args, pmw), (exact_args, exact)):
+                start = time.perf_counter()
+                result = runner.invoke(app, args)
+                out.append(time.perf_counter() - start)
+                assert result.exit_code == 0, result.output
+    ratios = sorted(p / e for p, e in zip(pmw, exact, strict=True))
+    return [
+        f"{k:,}",
+        f"{sorted(pmw)[len(pmw) // 2]:.2f}",
+        f"{sorted(exact)[len(exact) // 2]:.2f}",
+        f"{ratios[len(ratios) // 2]:.2f}x",
+    ]
+
+
 def synthetic_binary(log2: int, *, seed: int, n: int = 10**6) -> PrivateData:
     """A random histogram on ``log2`` binary attributes (a product of biased bits, perturbed)."""
     rng = np.random.default_rng(seed)
@@ -249,6 +301,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer queries per measurement")
     parser.add_argument("--noise", choices=("numpy", "opendp"), default="numpy")
     parser.add_argument("--e2e", type=int, default=10_000, help="end-to-end stream length")
+    parser.add_argument(
+        "--cli-only", action="store_true", help="only the pmwcm run vs nonprivate ratio"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each pmwcm run")
     args = parser.parse_args()
 
     def noise() -> NoiseSource:
@@ -263,6 +319,14 @@ def main() -> None:
         f"load average at start {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    cli = cli_run_ratio(args.e2e, repeats=args.repeats)
+    print(
+        "\npmwcm run on Adult (binary), logistic queries, medians of "
+        f"{args.repeats} alternating runs:\n"
+    )
+    print(markdown(["queries", "pmw s", "nonprivate s", "pmw / nonprivate"], [cli]))
+    if args.cli_only:
+        return
     adult = load_adult()
     adult_data = PrivateData.from_records(adult.domain, adult.records)
 

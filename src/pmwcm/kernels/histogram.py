@@ -107,37 +107,30 @@ class _Step:
     post: int
     split: int = 1
 
+    @functools.cached_property
+    def _ones(self) -> NDArray[Any]:
+        """The gemv's right-hand side, made once per (cached) plan."""
+        size = self.size // self.split
+        ones = np.ones(size, dtype=np.complex128 if self.method == "pairs" else np.float64)
+        ones.flags.writeable = False
+        return ones
+
     def apply(self, flat: FloatArray) -> FloatArray:
         pre, size, post = self.pre, self.size, self.post
         if self.split > 1:
             size //= self.split
             flat = np.add.reduce(flat.reshape(pre, self.split, size * post), axis=1).reshape(-1)
-        if self.method == "rows":
-            return np.dot(flat.reshape(pre, size), _ones(size))
-        if self.method == "columns":
-            return np.dot(_ones(size), flat.reshape(size, post))
-        if self.method == "middle":
+        method = self.method
+        if method == "rows":
+            return np.dot(flat.reshape(pre, size), self._ones)
+        if method == "columns":
+            return np.dot(self._ones, flat.reshape(size, post))
+        if method == "middle":
             return np.add.reduce(flat.reshape(pre, size, post), axis=1).reshape(-1)
-        if self.method == "pairs":
+        if method == "pairs":
             pairs = flat.view(np.complex128).reshape(pre, size)
-            return np.dot(pairs, _ones(size, np.complex128)).view(np.float64)
+            return np.dot(pairs, self._ones).view(np.float64)
         return np.einsum("ijk->ik", flat.reshape(pre, size, post)).reshape(-1)
-
-
-_ONES: dict[tuple[int, str], NDArray[Any]] = {}
-
-
-def _ones(size: int, dtype: Any = np.float64) -> NDArray[Any]:
-    """A cached read-only ones vector (the reductions' right-hand side)."""
-    key = (size, np.dtype(dtype).str)
-    ones = _ONES.get(key)
-    if ones is None:
-        if len(_ONES) > 256:
-            _ONES.clear()
-        ones = np.ones(size, dtype=dtype)
-        ones.flags.writeable = False
-        _ONES[key] = ones
-    return ones
 
 
 def _step_for(pre: int, sizes: tuple[int, ...], post: int) -> tuple[_Step, float]:
@@ -176,6 +169,11 @@ class _MarginalPlan:
     kept_shape: tuple[int, ...]
     order: tuple[int, ...]
     out_shape: tuple[int, ...]
+
+    @property
+    def transposed(self) -> bool:
+        """Whether the clique's axes are not in increasing order."""
+        return self.order != tuple(range(len(self.order)))
 
 
 def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[int, ...], bool]]:
@@ -243,18 +241,22 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
     axes = tuple(axes)
     if len(set(axes)) != len(axes):
         raise ValueError(f"Marginal axes must be distinct, got {axes}.")
-    array = np.ascontiguousarray(array, dtype=np.float64)
+    return _planned_marginal(np.ascontiguousarray(array, dtype=np.float64), axes)
+
+
+def _planned_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+    """:func:`dense_marginal` of a C-contiguous float64 ``array`` and distinct ``axes``."""
     plan = _marginal_plan(array.shape, axes)
+    if not plan.steps:  # nothing dropped: a transposed copy, never an alias
+        return np.array(array.reshape(plan.kept_shape).transpose(plan.order), order="C")
     flat = array.reshape(-1)
     for step in plan.steps:
         flat = step.apply(flat)
     table = flat.reshape(plan.kept_shape)
-    if plan.order != tuple(range(len(plan.order))):
-        table = table.transpose(plan.order)
-    # ascontiguousarray turns a 0-d table (empty clique) into shape (1,): reshape back.
-    result = np.ascontiguousarray(table).reshape(plan.out_shape)
-    # With no axis dropped, the table is a view of ``array``: never hand out an alias.
-    return result.copy() if np.may_share_memory(result, array) else result
+    if plan.transposed:
+        # ascontiguousarray turns a 0-d table (empty clique) into shape (1,): reshape back.
+        return np.ascontiguousarray(table.transpose(plan.order)).reshape(plan.out_shape)
+    return table
 
 
 def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatArray) -> FloatArray:
@@ -407,7 +409,7 @@ class DenseHistogram:
         return axes
 
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
-        return dense_marginal(self._values, self._axes(attrs))
+        return _planned_marginal(self._values, self._axes(attrs))
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
