@@ -10,8 +10,9 @@ buffers allocated once and the labels' negation precomputed.
 
 **Bit for bit.** Every fast path performs the same floating-point operations,
 in the same order, as :meth:`ConvexProblem.objective` and
-:meth:`ConvexProblem.gradient` (the same ufuncs and the same matrix products,
-writing into buffers instead of fresh arrays), so solver iterates, and the
+:meth:`ConvexProblem.gradient` (the same ufuncs, writing into buffers instead
+of fresh arrays; the matrix-vector products through ``np.dot``, the same BLAS
+gemv as ``@`` at half its call overhead), so solver iterates, and the
 engine's transcripts, are unchanged. ``tests/test_fast_paths.py`` checks it.
 
 The returned arrays are buffers reused by the next call: consume them first.
@@ -103,15 +104,15 @@ class _DenseGLMEvaluator(Evaluator):
         return lambda z: loss.value(z, labels)
 
     def objective(self, theta: FloatArray) -> float:
-        np.matmul(self._matrix, theta, out=self._z)
+        np.dot(self._matrix, theta, out=self._z)
         losses = self._value(self._z)
         return float(self.weights @ losses + 0.5 * self._l2 * (theta @ theta))
 
     def gradient(self, theta: FloatArray) -> FloatArray:
-        np.matmul(self._matrix, theta, out=self._z)
+        np.dot(self._matrix, theta, out=self._z)
         slopes = self._derivative(self._z)
         np.multiply(self.weights, slopes, out=self._cell)
-        np.matmul(self._transpose, self._cell, out=self._gradient)
+        np.dot(self._transpose, self._cell, out=self._gradient)
         np.multiply(self._l2, theta, out=self._regulariser)
         return np.add(self._gradient, self._regulariser, out=self._gradient)
 

@@ -50,7 +50,6 @@ import numpy as np
 from pmwcm.errors import Refused
 from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
-from pmwcm.kernels.solvers import project_ball
 
 __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
 
@@ -198,16 +197,29 @@ def fixed_budget_minimize(
 def _fista(
     problem: ConvexProblem, weights: FloatArray, iterations: int, smoothness: float
 ) -> FloatArray:
-    """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3)."""
+    """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3).
+
+    The iterates live in three buffers that trade roles (``theta``, ``y`` and the
+    next point); each update is the reference arithmetic, operation for
+    operation, written with ``out=`` (``y - step g``, its projection
+    ``x (R / ||x||)``, ``y' = x + c (x - theta)``).
+    """
     radius, step = problem.radius, 1.0 / smoothness
     gradient = evaluator(problem, weights).gradient
-    theta = np.zeros(problem.dim)
-    y, momentum = theta, 1.0
+    theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)
+    momentum = 1.0
     for _ in range(iterations):
-        nxt = project_ball(y - step * gradient(y), radius)
+        nxt = spare
+        np.multiply(gradient(y), step, out=nxt)
+        np.subtract(y, nxt, out=nxt)
+        norm = math.sqrt(float(np.dot(nxt, nxt)))  # project_ball's norm, bit for bit
+        if norm > radius:
+            np.multiply(nxt, radius / norm, out=nxt)
         following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
-        y = nxt + ((momentum - 1.0) / following) * (nxt - theta)
-        theta, momentum = nxt, following
+        np.subtract(nxt, theta, out=y)  # y is consumed: it becomes the next y
+        np.multiply(y, (momentum - 1.0) / following, out=y)
+        np.add(nxt, y, out=y)
+        spare, theta, momentum = theta, nxt, following
     return theta
 
 
@@ -231,6 +243,7 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
     fast = evaluator(problem, weights)
     centre = np.zeros(dim)
     root = np.eye(dim) * radius
+    rank_one = np.empty((dim, dim))
     best, best_value = centre, fast.objective(centre)
     dilation = dim / math.sqrt(dim * dim - 1.0)
     squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
@@ -251,7 +264,11 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
         direction = along / width
         step = root @ direction
         centre = centre - step / (dim + 1.0)
-        root = dilation * (root - squeeze * np.outer(step, direction))
+        # root = dilation (root - squeeze outer(step, direction)), in place.
+        np.outer(step, direction, out=rank_one)
+        np.multiply(rank_one, squeeze, out=rank_one)
+        np.subtract(root, rank_one, out=root)
+        np.multiply(root, dilation, out=root)
     return best
 
 
