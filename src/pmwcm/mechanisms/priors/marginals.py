@@ -144,9 +144,11 @@ def entropic_descent(
     return state
 
 
-#: From this many cells on, a fit on 1- and 2-way cliques runs in :class:`_PairwiseFit`'s
-#: matrix form (two passes per marginal sweep, one per step, whatever the clique count).
-PAIRWISE_MIN_CELLS = 2**16
+#: From this many cells on (Adult's binary 2^14 included), a fit on 1- and 2-way
+#: cliques runs in :class:`_PairwiseFit`'s matrix form (two passes per marginal
+#: sweep, one per step, whatever the clique count); Adult's default fit takes 0.27 s
+#: of CPU instead of 0.90 s.
+PAIRWISE_MIN_CELLS = 2**12
 
 
 def fit_histogram(
