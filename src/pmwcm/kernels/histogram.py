@@ -398,11 +398,14 @@ class DenseHistogram:
         return cls(domain, counts.reshape(domain.shape))
 
     def _axes(self, attrs: Sequence[str]) -> tuple[int, ...]:
-        """``domain.axes(attrs)``, cached per clique (the engine repeats cliques)."""
+        """``domain.axes(attrs)``, checked distinct and cached per clique (the engine
+        repeats cliques)."""
         key = tuple(attrs)
         axes = self._axes_cache.get(key)
         if axes is None:
             axes = self.domain.axes(key)
+            if len(set(axes)) != len(axes):
+                raise ValueError(f"Marginal axes must be distinct, got {axes}.")
             if len(self._axes_cache) > 4096:
                 self._axes_cache.clear()
             self._axes_cache[key] = axes
