@@ -272,25 +272,27 @@ def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatA
 
 @dataclass(frozen=True)
 class _ScalePlan:
-    """How :func:`scale_by_clique` multiplies: the array viewed as ``head + (tail,)``.
+    """How :func:`scale_by_clique` multiplies: the array viewed as ``view_shape``.
 
     NumPy's broadcasting multiply is slow when the broadcast factor's inner
     contiguous run is short (a trailing clique axis of 2 cells: about 10x a
     copy). The factor is therefore expanded over the last axes of the domain
-    until its inner run has ``tail >= 1024`` cells (a table of at most
-    ``tail x cells(C)`` values), and the multiply broadcasts it over the
-    leading ``head`` axes only, with long inner rows.
+    until its inner run has ``>= 1024`` cells (a table of at most ``1024 x
+    cells(C)`` values, gathered by ``index`` from the clique table in one
+    ``take``), and the multiply broadcasts it over the leading axes only, with
+    long inner rows.
     """
 
-    order: tuple[int, ...]
-    expanded: tuple[int, ...]
     view_shape: tuple[int, ...]
-    factor_shape: tuple[int, ...]
-    cut: int
+    index: NDArray[np.intp]
 
 
-@functools.lru_cache(maxsize=1024)
-def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan:
+#: The largest factor table a scale plan keeps (cells); beyond it the plain broadcast runs.
+_MAX_SCALE_TABLE = 2**18
+
+
+@functools.lru_cache(maxsize=256)
+def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | None:
     kept = frozenset(axes)
     cut = len(shape)
     tail = 1
@@ -311,13 +313,15 @@ def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan:
             view.append(shape[axis])
             factor.append(expanded[axis])
         previous = keep
-    return _ScalePlan(
-        order=tuple(int(i) for i in np.argsort(axes)),
-        expanded=expanded,
-        view_shape=(*view, tail),
-        factor_shape=(*factor, tail),
-        cut=cut,
-    )
+    if math.prod(factor) * tail > _MAX_SCALE_TABLE:
+        return None
+    # Each factor cell's position in the clique table (axes in ``axes`` order, C order).
+    cells = np.arange(math.prod(shape[a] for a in axes), dtype=np.intp)
+    ids = cells.reshape([shape[a] for a in axes]).transpose(np.argsort(axes)).reshape(expanded)
+    wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
+    index = np.ascontiguousarray(wide).reshape((*factor, tail))
+    index.flags.writeable = False
+    return _ScalePlan(view_shape=(*view, tail), index=index)
 
 
 def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) -> None:
@@ -327,16 +331,11 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     :func:`broadcast_factor` would use, so the result is the same bit for bit;
     only the loop layout differs (:class:`_ScalePlan`).
     """
-    if not array.flags.c_contiguous:
+    plan = _scale_plan(array.shape, tuple(axes)) if array.flags.c_contiguous else None
+    if plan is None:
         np.multiply(array, broadcast_factor(array.shape, axes, factor), out=array)
         return
-    plan = _scale_plan(array.shape, tuple(axes))
-    table = np.asarray(factor, dtype=np.float64)
-    if plan.order != tuple(range(len(plan.order))):
-        table = table.transpose(plan.order)
-    table = table.reshape(plan.expanded)
-    tail_shape = plan.expanded[: plan.cut] + array.shape[plan.cut :]
-    wide = np.ascontiguousarray(np.broadcast_to(table, tail_shape)).reshape(plan.factor_shape)
+    wide = np.take(np.asarray(factor, dtype=np.float64).reshape(-1), plan.index)
     view = array.reshape(plan.view_shape)
     np.multiply(view, wide, out=view)
 
@@ -431,7 +430,7 @@ class DenseHistogram:
         expected = tuple(self.domain.shape[a] for a in axes)
         if log_factor.shape != expected:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {expected}.")
-        if not np.all(np.isfinite(log_factor)):
+        if not np.isfinite(log_factor).all():
             raise ValueError("log_factor must be finite.")
         if marginal is None:
             marginal = self.marginal(attrs)
