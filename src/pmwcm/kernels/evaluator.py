@@ -117,6 +117,34 @@ class _DenseGLMEvaluator(Evaluator):
         return np.add(self._gradient, self._regulariser, out=self._gradient)
 
 
+class _SignedLogisticEvaluator(_DenseGLMEvaluator):
+    """The logistic loss with labels exactly ``+-1``: the signs folded into the data.
+
+    With ``B = diag(-y) Phi`` and ``c = w (-y)``, ``B theta`` is ``-y z`` and
+    ``c expit(.)`` is ``w (-y expit(.))`` bit for bit (multiplying by ``-1`` is
+    exact and rounding is symmetric in sign, so a row's negated products sum
+    to the negated sum), which saves two operations per evaluation.
+    """
+
+    def __init__(self, problem: GLMProblem, weights: FloatArray) -> None:
+        super().__init__(problem, weights)
+        self._signed = np.ascontiguousarray(self._neg_labels[:, None] * self._matrix)
+        self._signed_weights = weights * self._neg_labels
+
+    def objective(self, theta: FloatArray) -> float:
+        np.dot(self._signed, theta, out=self._z)
+        np.logaddexp(0.0, self._z, out=self._z)
+        return float(self.weights @ self._z + 0.5 * self._l2 * (theta @ theta))
+
+    def gradient(self, theta: FloatArray) -> FloatArray:
+        np.dot(self._signed, theta, out=self._z)
+        expit(self._z, out=self._z)
+        np.multiply(self._signed_weights, self._z, out=self._cell)
+        np.dot(self._transpose, self._cell, out=self._gradient)
+        np.multiply(self._l2, theta, out=self._regulariser)
+        return np.add(self._gradient, self._regulariser, out=self._gradient)
+
+
 def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
     """``problem`` bound to ``weights`` (float64, flat), on its fastest exact path."""
     if (
@@ -125,5 +153,7 @@ def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
         and problem.design.matrix.flags.c_contiguous
         and weights.flags.c_contiguous
     ):
+        if type(problem.loss) is Logistic and bool(np.all(np.abs(problem.labels) == 1.0)):
+            return _SignedLogisticEvaluator(problem, weights)
         return _DenseGLMEvaluator(problem, weights)
     return Evaluator(problem, weights)
