@@ -31,7 +31,8 @@ __all__ = ["blas_threads", "limit_blas_threads"]
 
 @functools.cache
 def _controller() -> ThreadpoolController:
-    """The process's thread pools, found once (the search reads every loaded library)."""
+    """The process's thread pools, found once (the search reads every loaded library,
+    about a millisecond; a BLAS loaded later is not in it: see :func:`limit_blas_threads`)."""
     return ThreadpoolController()
 
 
@@ -56,4 +57,5 @@ def limit_blas_threads(threads: int = 1) -> None:
     """
     if not (isinstance(threads, int) and threads >= 1):
         raise ValueError(f"threads must be a positive integer, got threads={threads!r}.")
-    _controller().limit(limits=threads, user_api="blas")
+    # A fresh search: every BLAS loaded so far, not only those of the cached controller.
+    ThreadpoolController().limit(limits=threads, user_api="blas")
