@@ -221,6 +221,65 @@ def end_to_end(data: PrivateData, k: int, *, noise: Callable[[], NoiseSource]) -
     ]
 
 
+def cli_run_ratio(k: int, *, repeats: int) -> list[str]:
+    """``pmwcm run`` on ``k`` random Adult queries, pmw (seeded noise) against nonprivate.
+
+    Both run in this process through the command's own entry (the Typer app),
+    alternating, ``repeats`` times each; the ratios are the medians of the
+    per-pair ratios of CPU seconds of this process (steadier than wall time
+    on a shared machine) and of wall seconds (issue 18's target: at most 1.2).
+    """
+    import json
+    import tempfile
+    from importlib import resources
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app
+
+    files = Path(str(resources.files("pmwcm.data.bundled").joinpath("files")))
+
+    adult = load_adult()
+    queries = random_queries(adult.domain, k, rng=np.random.default_rng(5), losses=("logistic",))
+    runner = CliRunner()
+    with tempfile.TemporaryDirectory() as tmp:
+        query_file = Path(tmp) / "queries.jsonl"
+        query_file.write_text(
+            "".join(
+                json.dumps({"id": f"q{i}", **q.to_dict()}) + "\n" for i, q in enumerate(queries)
+            )
+        )
+        base = [
+            "run", "--data", str(files / "adult.csv"),
+            "--schema", str(files / "adult-binary.schema.json"),
+            "--queries", str(query_file), "--epsilon", "1", "--delta", "1e-6",
+            "--output", str(Path(tmp) / "out.jsonl"),
+        ]  # fmt: skip
+        pmw_args = [*base, "--insecure-seeded-noise", "0"]
+        exact_args = [*base, "--method", "nonprivate"]
+        runs: dict[str, list[tuple[float, float]]] = {"pmw": [], "exact": []}
+        for _ in range(repeats):
+            for name, args in (("pmw", pmw_args), ("exact", exact_args)):
+                start, cpu = time.perf_counter(), time.process_time()
+                result = runner.invoke(app, args)
+                runs[name].append((time.process_time() - cpu, time.perf_counter() - start))
+                assert result.exit_code == 0, result.output
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    pairs = list(zip(runs["pmw"], runs["exact"], strict=True))
+    return [
+        f"{k:,}",
+        f"{median([p[0] for p in runs['pmw']]):.2f} ({median([p[1] for p in runs['pmw']]):.2f})",
+        f"{median([e[0] for e in runs['exact']]):.2f} "
+        f"({median([e[1] for e in runs['exact']]):.2f})",
+        f"{median([p[0] / e[0] for p, e in pairs]):.2f}x "
+        f"({median([p[1] / e[1] for p, e in pairs]):.2f}x)",
+    ]
+
+
 def synthetic_binary(log2: int, *, seed: int, n: int = 10**6) -> PrivateData:
     """A random histogram on ``log2`` binary attributes (a product of biased bits, perturbed)."""
     rng = np.random.default_rng(seed)
@@ -249,6 +308,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer queries per measurement")
     parser.add_argument("--noise", choices=("numpy", "opendp"), default="numpy")
     parser.add_argument("--e2e", type=int, default=10_000, help="end-to-end stream length")
+    parser.add_argument(
+        "--cli-only", action="store_true", help="only the pmwcm run vs nonprivate ratio"
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each pmwcm run")
     args = parser.parse_args()
 
     def noise() -> NoiseSource:
@@ -263,6 +326,18 @@ def main() -> None:
         f"load average at start {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    cli = cli_run_ratio(args.e2e, repeats=args.repeats)
+    print(
+        "\npmwcm run on Adult (binary), logistic queries, medians of "
+        f"{args.repeats} alternating runs:\n"
+    )
+    print(
+        markdown(
+            ["queries", "pmw cpu s (wall)", "nonprivate cpu s (wall)", "pmw / nonprivate"], [cli]
+        )
+    )
+    if args.cli_only:
+        return
     adult = load_adult()
     adult_data = PrivateData.from_records(adult.domain, adult.records)
 

@@ -29,6 +29,7 @@ from pmwcm.cli.run import run_command
 from pmwcm.cli.schema import schema_command
 from pmwcm.cli.serve import serve_command
 from pmwcm.cli.synth import synth_command
+from pmwcm.kernels.threads import limit_blas_threads
 
 #: What each exit status of ``pmwcm`` means (README, "Exit status").
 EXIT_CODES = {
@@ -66,6 +67,9 @@ def _root(
     ),
 ) -> None:
     """Online Private Multiplicative Weights for convex-minimization queries."""
+    # One BLAS thread: the engine's kernels are small or memory-bound, and extra
+    # BLAS threads only contend for the cores (pmwcm.kernels.threads).
+    limit_blas_threads(1)
 
 
 app.command("demo")(demo_command)

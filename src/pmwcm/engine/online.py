@@ -48,7 +48,9 @@ from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.lru import LRUCache
 from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.threads import blas_threads
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
@@ -235,6 +237,11 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
+        #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
+        #: query is compiled once however often it is planned, answered or certified.
+        self._rounds: LRUCache[str, CMRound] = LRUCache(maxsize=256)
+        #: ``(query, query_key(query))`` while :meth:`answer` compiles ``query``.
+        self._key_hint: tuple[CMQuery, str] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -385,6 +392,9 @@ class OnlinePMW:
     def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
 
+        Compiled once per :func:`query_key` and cached: the round depends on the
+        canonical spec, the domain, ``n`` and the settings alone.
+
         Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
         the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
         ``n``, never the data.
@@ -394,8 +404,21 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
+        # The key answer() has just computed, or a fresh one (QueryError for an
+        # attribute the domain lacks).
+        hint = self._key_hint
+        known = hint is not None and hint[0] is query
+        key = hint[1] if hint is not None and known else query_key(query, self.domain)
+        cached = self._rounds.get(key)
+        if cached is not None:
+            return cached
+        round_ = self._compile_round(query)
+        self._rounds.put(key, round_)
+        return round_
+
+    def _compile_round(self, query: CMQuery) -> CMRound:
+        """:meth:`cm_round` without the cache."""
         settings = self.settings
-        query.canonical(self.domain)  # QueryError for an attribute the domain lacks
         shape = self.domain.project(query.clique).sizes
         if math.prod(shape) >= MAX_CLIQUE_CELLS:
             raise QueryError(
@@ -427,7 +450,16 @@ class OnlinePMW:
             EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
             BudgetExceededError: the ledger refuses (nothing is drawn).
         """
-        return self.run_round(query, self.cm_round(query))
+        key = query_key(query, self.domain)
+        released = self.released.get(key)
+        if released is not None:  # a repeat: nothing to compile
+            return self._record(released.value, released.source, repeated=True)
+        self._key_hint = (query, key)
+        try:
+            round_ = self.cm_round(query)
+        finally:
+            self._key_hint = None
+        return self.run_round(query, round_, key=key)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
         """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
@@ -464,9 +496,22 @@ class OnlinePMW:
         """
         return self.run_round(query, self.round_for(query))
 
-    def run_round(self, query: CMQuery | LinearQuery, round_: QueryRound) -> Answer:
-        """Runs one round; an already released query is answered again for free."""
-        key = query_key(query, self.domain)
+    def run_round(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, *, key: str | None = None
+    ) -> Answer:
+        """Runs one round; an already released query is answered again for free.
+
+        ``key`` is ``query``'s :func:`query_key`, if the caller has computed it.
+        BLAS runs single-threaded inside (:func:`~pmwcm.kernels.threads.blas_threads`).
+        """
+        with blas_threads(1):
+            return self._run_round(query, round_, key)
+
+    def _run_round(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str | None
+    ) -> Answer:
+        if key is None:
+            key = query_key(query, self.domain)
         released = self.released.get(key)
         if released is not None:
             return self._record(released.value, released.source, repeated=True)

@@ -48,8 +48,8 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.errors import Refused
+from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
-from pmwcm.kernels.solvers import project_ball
 
 __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
 
@@ -185,7 +185,7 @@ def fixed_budget_minimize(
     Returns:
         A point of the ball ``||theta|| <= R``.
     """
-    weights = np.asarray(weights, dtype=np.float64).ravel()
+    weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
     if plan.method == "fista":
         assert plan.smoothness is not None
         return _fista(problem, weights, plan.iterations, plan.smoothness)
@@ -197,15 +197,29 @@ def fixed_budget_minimize(
 def _fista(
     problem: ConvexProblem, weights: FloatArray, iterations: int, smoothness: float
 ) -> FloatArray:
-    """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3)."""
+    """FISTA with the constant step ``1 / L`` from ``0`` (Beck, Teboulle 2009, eq. 4.1-4.3).
+
+    The iterates live in three buffers that trade roles (``theta``, ``y`` and the
+    next point); each update is the reference arithmetic, operation for
+    operation, written with ``out=`` (``y - step g``, its projection
+    ``x (R / ||x||)``, ``y' = x + c (x - theta)``).
+    """
     radius, step = problem.radius, 1.0 / smoothness
-    theta = np.zeros(problem.dim)
-    y, momentum = theta, 1.0
+    gradient = evaluator(problem, weights).gradient
+    theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)
+    momentum = 1.0
     for _ in range(iterations):
-        nxt = project_ball(y - step * problem.gradient(y, weights), radius)
+        nxt = spare
+        np.multiply(gradient(y), step, out=nxt)
+        np.subtract(y, nxt, out=nxt)
+        norm = math.sqrt(float(np.dot(nxt, nxt)))  # project_ball's norm, bit for bit
+        if norm > radius:
+            np.multiply(nxt, radius / norm, out=nxt)
         following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
-        y = nxt + ((momentum - 1.0) / following) * (nxt - theta)
-        theta, momentum = nxt, following
+        np.subtract(nxt, theta, out=y)  # y is consumed: it becomes the next y
+        np.multiply(y, (momentum - 1.0) / following, out=y)
+        np.add(nxt, y, out=y)
+        spare, theta, momentum = theta, nxt, following
     return theta
 
 
@@ -226,19 +240,21 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
     above float64's resolution.
     """
     dim, radius = problem.dim, problem.radius
+    fast = evaluator(problem, weights)
     centre = np.zeros(dim)
     root = np.eye(dim) * radius
-    best, best_value = centre, problem.objective(centre, weights)
+    rank_one = np.empty((dim, dim))
+    best, best_value = centre, fast.objective(centre)
     dilation = dim / math.sqrt(dim * dim - 1.0)
     squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
     for _ in range(iterations):
-        value = problem.objective(centre, weights)
+        value = fast.objective(centre)
         feasible = float(centre @ centre) <= radius * radius
         if feasible and value < best_value:
             best, best_value = centre, value
         # The gradient is evaluated at every centre, feasible or not, so that the
         # work per iteration does not depend on the (data-driven) trajectory.
-        gradient = problem.gradient(centre, weights)
+        gradient = fast.gradient(centre)  # a reused buffer, consumed by the cut below
         cut = gradient if feasible else centre
         along = root.T @ cut
         width = float(np.linalg.norm(along))
@@ -248,21 +264,26 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
         direction = along / width
         step = root @ direction
         centre = centre - step / (dim + 1.0)
-        root = dilation * (root - squeeze * np.outer(step, direction))
+        # root = dilation (root - squeeze outer(step, direction)), in place.
+        np.outer(step, direction, out=rank_one)
+        np.multiply(rank_one, squeeze, out=rank_one)
+        np.subtract(root, rank_one, out=root)
+        np.multiply(root, dilation, out=root)
     return best
 
 
 def _bisection(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
     """The one-dimensional ellipsoid method: halve ``[-R, R]`` by the derivative's sign."""
     low, high = -problem.radius, problem.radius
+    fast = evaluator(problem, weights)
     centre = np.zeros(1)
-    best, best_value = centre, problem.objective(centre, weights)
+    best, best_value = centre, fast.objective(centre)
     for _ in range(iterations):
         centre = np.array([0.5 * (low + high)])
-        value = problem.objective(centre, weights)
+        value = fast.objective(centre)
         if value < best_value:
             best, best_value = centre, value
-        if float(problem.gradient(centre, weights)[0]) > 0.0:
+        if float(fast.gradient(centre)[0]) > 0.0:
             high = float(centre[0])
         else:
             low = float(centre[0])

@@ -27,8 +27,11 @@ stays memory-bound whatever the axis order (see ``benchmarks/histogram.py``).
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -77,59 +80,183 @@ class Histogram(Protocol):
         ...
 
 
-def _runs(shape: tuple[int, ...], kept: set[int]) -> list[tuple[int, bool]]:
-    """Merges consecutive axes into runs ``(size, is_kept)``."""
-    runs: list[tuple[int, bool]] = []
+#: Bytes of contiguous inner loop from which NumPy's strided loops run at memory speed.
+_LONG_ROW = 256
+#: Per-step overhead of a marginal pass, in cells (about a microsecond of Python and NumPy).
+_STEP_OVERHEAD = 2048.0
+#: Relative cost per cell of each reduction, against a copy (measured by benchmarks/histogram.py
+#: with one BLAS thread): gemv on long rows or columns, NumPy's reduce over a middle axis with
+#: long inner rows, a complex gemv for a trailing pair, einsum for short trailing runs.
+_COST = {"rows": 0.6, "columns": 0.75, "middle": 0.8, "pairs": 0.8, "short": 2.0}
+
+
+@dataclass(frozen=True)
+class _Step:
+    """Sums a run of dropped axes out of the current flat table, viewed as ``(pre, size, post)``.
+
+    ``method``: ``"rows"`` (``post == 1``: gemv against ones), ``"columns"`` (``pre == 1``:
+    ones against the matrix), ``"middle"`` (long inner rows: NumPy's reduce), ``"pairs"``
+    (``post == 2``: the pairs viewed as complex numbers, one complex gemv), ``"short"``
+    (einsum). ``split > 1`` first sums the run's leading ``split`` cells with NumPy's
+    reduce (long inner rows), leaving ``size / split`` for the method.
+    """
+
+    method: str
+    pre: int
+    size: int
+    post: int
+    split: int = 1
+
+    @functools.cached_property
+    def _ones(self) -> NDArray[Any]:
+        """The gemv's right-hand side, made once per (cached) plan."""
+        size = self.size // self.split
+        ones = np.ones(size, dtype=np.complex128 if self.method == "pairs" else np.float64)
+        ones.flags.writeable = False
+        return ones
+
+    def apply(self, flat: FloatArray) -> FloatArray:
+        pre, size, post = self.pre, self.size, self.post
+        if self.split > 1:
+            size //= self.split
+            flat = np.add.reduce(flat.reshape(pre, self.split, size * post), axis=1).reshape(-1)
+        method = self.method
+        if method == "rows":
+            return np.dot(flat.reshape(pre, size), self._ones)
+        if method == "columns":
+            return np.dot(self._ones, flat.reshape(size, post))
+        if method == "middle":
+            return np.add.reduce(flat.reshape(pre, size, post), axis=1).reshape(-1)
+        if method == "pairs":
+            pairs = flat.view(np.complex128).reshape(pre, size)
+            return np.dot(pairs, self._ones).view(np.float64)
+        return np.einsum("ijk->ik", flat.reshape(pre, size, post)).reshape(-1)
+
+
+def _step_for(pre: int, sizes: tuple[int, ...], post: int) -> tuple[_Step, float]:
+    """The cheapest way to sum out one run (axis sizes ``sizes``), and its cost in cells."""
+    size = math.prod(sizes)
+    cells = pre * size * post
+    if post == 1:
+        return _Step("rows", pre, size, post), _COST["rows"] * cells
+    if pre == 1:
+        return _Step("columns", pre, size, post), _COST["columns"] * cells
+    if post * 8 >= _LONG_ROW * 4:
+        return _Step("middle", pre, size, post), _COST["middle"] * cells
+    # Split off leading axes of the run while the remainder keeps long inner rows.
+    split, rest = 1, size
+    for s in sizes[:-1]:
+        if (rest // s) * post * 8 < _LONG_ROW:
+            break
+        split, rest = split * s, rest // s
+    method = "pairs" if post == 2 else "short"
+    cost = _COST[method] * cells / split
+    if split > 1:
+        cost += _COST["middle"] * cells
+    return _Step(method, pre, size, post, split), cost
+
+
+@dataclass(frozen=True)
+class _MarginalPlan:
+    """The order and methods that sum every dropped axis out of a C-contiguous array.
+
+    Consecutive axes merge into runs; the dropped runs are summed out one pass each
+    (each pass makes the table smaller, so the expensive passes should come late,
+    on small tables).
+    """
+
+    steps: tuple[_Step, ...]
+    kept_shape: tuple[int, ...]
+    order: tuple[int, ...]
+    out_shape: tuple[int, ...]
+
+    @property
+    def transposed(self) -> bool:
+        """Whether the clique's axes are not in increasing order."""
+        return self.order != tuple(range(len(self.order)))
+
+
+def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[int, ...], bool]]:
+    """Consecutive axes merged into runs ``(axis sizes, is_kept)`` (size-1 axes dropped)."""
+    runs: list[tuple[tuple[int, ...], bool]] = []
     for axis, size in enumerate(shape):
         keep = axis in kept
+        if size == 1 and not keep:
+            continue
         if runs and runs[-1][1] == keep:
-            runs[-1] = (runs[-1][0] * size, keep)
+            runs[-1] = ((*runs[-1][0], size), keep)
         else:
-            runs.append((size, keep))
+            runs.append(((size,), keep))
     return runs
+
+
+@functools.lru_cache(maxsize=1024)
+def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPlan:
+    """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again).
+
+    Greedy: the next pass is the cheapest per cell, ties going to the run that
+    shrinks the table most; the costly methods thus run last, on small tables.
+    """
+    kept = frozenset(axes)
+    kept_sorted = sorted(kept)
+    runs = _merged(shape, kept)
+    steps: list[_Step] = []
+    while any(not keep for _, keep in runs):
+        sizes = [math.prod(s) for s, _ in runs]
+        total = math.prod(sizes)
+        best: tuple[float, int, int, _Step] | None = None
+        pre = 1
+        for i, (axis_sizes, keep) in enumerate(runs):
+            if not keep:
+                post = total // (pre * sizes[i])
+                step, cost = _step_for(pre, axis_sizes, post)
+                if best is None or (cost / total, -sizes[i]) < best[:2]:
+                    best = (cost / total, -sizes[i], i, step)
+            pre *= sizes[i]
+        assert best is not None
+        index = best[2]
+        steps.append(best[3])
+        rest: list[tuple[tuple[int, ...], bool]] = []
+        for run in runs[:index] + runs[index + 1 :]:
+            if rest and rest[-1][1] == run[1]:
+                rest[-1] = ((*rest[-1][0], *run[0]), run[1])
+            else:
+                rest.append(run)
+        runs = rest
+    return _MarginalPlan(
+        steps=tuple(steps),
+        kept_shape=tuple(shape[a] for a in kept_sorted),
+        order=tuple(kept_sorted.index(a) for a in axes),
+        out_shape=tuple(shape[a] for a in axes),
+    )
 
 
 def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
     """Sums ``array`` over every axis not in ``axes``; result axes in ``axes`` order.
 
-    Runs of dropped axes are reduced largest first, each by a matrix-vector
-    product with a ones vector (one memory pass, any axis order).
+    Runs of dropped axes are summed out one memory pass each, in a cached
+    order and by methods that stay memory-bound whatever the axis layout
+    (:class:`_MarginalPlan`; ``benchmarks/histogram.py`` measures them).
     """
     axes = tuple(axes)
     if len(set(axes)) != len(axes):
         raise ValueError(f"Marginal axes must be distinct, got {axes}.")
-    kept_sorted = sorted(axes)
-    runs = _runs(array.shape, set(axes))
+    return _planned_marginal(np.ascontiguousarray(array, dtype=np.float64), axes)
+
+
+def _planned_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+    """:func:`dense_marginal` of a C-contiguous float64 ``array`` and distinct ``axes``."""
+    plan = _marginal_plan(array.shape, axes)
+    if not plan.steps:  # nothing dropped: a transposed copy, never an alias
+        return np.array(array.reshape(plan.kept_shape).transpose(plan.order), order="C")
     flat = array.reshape(-1)
-    while any(not keep for _, keep in runs):
-        j = max((i for i, (_, keep) in enumerate(runs) if not keep), key=lambda i: runs[i][0])
-        pre = int(np.prod([s for s, _ in runs[:j]], dtype=np.int64))
-        size = runs[j][0]
-        post = int(np.prod([s for s, _ in runs[j + 1 :]], dtype=np.int64))
-        ones = np.ones(size)
-        block = flat.reshape(pre, size, post)
-        if pre == 1:
-            flat = ones @ block[0]
-        elif post == 1:
-            flat = block[:, :, 0] @ ones
-        elif pre <= 64:
-            flat = np.concatenate([ones @ block[i] for i in range(pre)])
-        else:
-            flat = block.sum(axis=1).reshape(-1)
-        runs = runs[:j] + runs[j + 1 :]
-        merged: list[tuple[int, bool]] = []
-        for run in runs:
-            if merged and merged[-1][1] == run[1]:
-                merged[-1] = (merged[-1][0] * run[0], run[1])
-            else:
-                merged.append(run)
-        runs = merged
-    table = flat.reshape([array.shape[a] for a in kept_sorted])
-    order = [kept_sorted.index(a) for a in axes]
-    # ascontiguousarray turns a 0-d table (empty clique) into shape (1,): reshape back.
-    result = np.ascontiguousarray(table.transpose(order)).reshape([array.shape[a] for a in axes])
-    # With no axis dropped, the table is a view of ``array``: never hand out an alias.
-    return result.copy() if np.may_share_memory(result, array) else result
+    for step in plan.steps:
+        flat = step.apply(flat)
+    table = flat.reshape(plan.kept_shape)
+    if plan.transposed:
+        # ascontiguousarray turns a 0-d table (empty clique) into shape (1,): reshape back.
+        return np.ascontiguousarray(table.transpose(plan.order)).reshape(plan.out_shape)
+    return table
 
 
 def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatArray) -> FloatArray:
@@ -141,6 +268,76 @@ def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatA
     for a in sorted(axes):
         expanded[a] = shape[a]
     return table.reshape(expanded)
+
+
+@dataclass(frozen=True)
+class _ScalePlan:
+    """How :func:`scale_by_clique` multiplies: the array viewed as ``view_shape``.
+
+    NumPy's broadcasting multiply is slow when the broadcast factor's inner
+    contiguous run is short (a trailing clique axis of 2 cells: about 10x a
+    copy). The factor is therefore expanded over the last axes of the domain
+    until its inner run has ``>= 1024`` cells (a table of at most ``1024 x
+    cells(C)`` values, gathered by ``index`` from the clique table in one
+    ``take``), and the multiply broadcasts it over the leading axes only, with
+    long inner rows.
+    """
+
+    view_shape: tuple[int, ...]
+    index: NDArray[np.intp]
+
+
+#: The largest factor table a scale plan keeps (cells); beyond it the plain broadcast runs.
+_MAX_SCALE_TABLE = 2**18
+
+
+@functools.lru_cache(maxsize=256)
+def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | None:
+    kept = frozenset(axes)
+    cut = len(shape)
+    tail = 1
+    while cut > 0 and tail < 4 * _LONG_ROW:
+        cut -= 1
+        tail *= shape[cut]
+    expanded = tuple(shape[a] if a in kept else 1 for a in range(len(shape)))
+    # Merge consecutive head axes of one kind, so that the multiply loops over few axes.
+    view: list[int] = []
+    factor: list[int] = []
+    previous = None
+    for axis in range(cut):
+        keep = axis in kept
+        if view and keep == previous:
+            view[-1] *= shape[axis]
+            factor[-1] *= expanded[axis]
+        else:
+            view.append(shape[axis])
+            factor.append(expanded[axis])
+        previous = keep
+    if math.prod(factor) * tail > _MAX_SCALE_TABLE:
+        return None
+    # Each factor cell's position in the clique table (axes in ``axes`` order, C order).
+    cells = np.arange(math.prod(shape[a] for a in axes), dtype=np.intp)
+    ids = cells.reshape([shape[a] for a in axes]).transpose(np.argsort(axes)).reshape(expanded)
+    wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
+    index = np.ascontiguousarray(wide).reshape((*factor, tail))
+    index.flags.writeable = False
+    return _ScalePlan(view_shape=(*view, tail), index=index)
+
+
+def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) -> None:
+    """In place ``array[x] *= factor[x_axes]`` (``factor``'s axes in ``axes`` order).
+
+    Each cell is multiplied by exactly the factor value ``np.multiply`` with
+    :func:`broadcast_factor` would use, so the result is the same bit for bit;
+    only the loop layout differs (:class:`_ScalePlan`).
+    """
+    plan = _scale_plan(array.shape, tuple(axes)) if array.flags.c_contiguous else None
+    if plan is None:
+        np.multiply(array, broadcast_factor(array.shape, axes, factor), out=array)
+        return
+    wide = np.take(np.asarray(factor, dtype=np.float64).reshape(-1), plan.index)
+    view = array.reshape(plan.view_shape)
+    np.multiply(view, wide, out=view)
 
 
 class DenseHistogram:
@@ -162,6 +359,7 @@ class DenseHistogram:
             raise ValueError(f"Histogram must have positive mass, got total={total}.")
         self.domain = domain
         self._values = values / total
+        self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
 
     @classmethod
     def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
@@ -198,8 +396,22 @@ class DenseHistogram:
         counts = np.bincount(flat, weights=weights, minlength=domain.size).astype(np.float64)
         return cls(domain, counts.reshape(domain.shape))
 
+    def _axes(self, attrs: Sequence[str]) -> tuple[int, ...]:
+        """``domain.axes(attrs)``, checked distinct and cached per clique (the engine
+        repeats cliques)."""
+        key = tuple(attrs)
+        axes = self._axes_cache.get(key)
+        if axes is None:
+            axes = self.domain.axes(key)
+            if len(set(axes)) != len(axes):
+                raise ValueError(f"Marginal axes must be distinct, got {axes}.")
+            if len(self._axes_cache) > 4096:
+                self._axes_cache.clear()
+            self._axes_cache[key] = axes
+        return axes
+
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
-        return dense_marginal(self._values, self.domain.axes(attrs))
+        return _planned_marginal(self._values, self._axes(attrs))
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -213,12 +425,12 @@ class DenseHistogram:
         underflows to zero (a zero-mass cell holding the global maximum would
         otherwise flush every other factor to zero).
         """
-        axes = self.domain.axes(attrs)
+        axes = self._axes(attrs)
         log_factor = np.asarray(log_factor, dtype=np.float64)
         expected = tuple(self.domain.shape[a] for a in axes)
         if log_factor.shape != expected:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {expected}.")
-        if not np.all(np.isfinite(log_factor)):
+        if not np.isfinite(log_factor).all():
             raise ValueError("log_factor must be finite.")
         if marginal is None:
             marginal = self.marginal(attrs)
@@ -229,9 +441,7 @@ class DenseHistogram:
         shift = float(log_factor[support].max() if support.any() else log_factor.max())
         factor = np.exp(np.minimum(log_factor - shift, 0.0))
         z = float((marginal * factor).sum())
-        np.multiply(
-            self._values, broadcast_factor(self.domain.shape, axes, factor / z), out=self._values
-        )
+        scale_by_clique(self._values, axes, factor / z)
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
         """The marginal in its clique's form (:meth:`CliqueTable.of_marginal`)."""
@@ -264,4 +474,13 @@ class DenseHistogram:
         return self._values.copy()
 
     def copy(self) -> DenseHistogram:
-        return DenseHistogram(self.domain, self._values.copy())
+        """An independent copy, normalised as the constructor does (``values / total``).
+
+        The values are already checked, so only the two passes that define the
+        copy's numbers remain: the sum and the division into a new array.
+        """
+        copied = DenseHistogram.__new__(DenseHistogram)
+        copied.domain = self.domain
+        copied._axes_cache = self._axes_cache  # same domain: shared
+        copied._values = self._values / float(self._values.sum())
+        return copied

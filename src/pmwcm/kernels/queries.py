@@ -37,6 +37,7 @@ scale ``S = 2 R G B``, strong convexity ``lambda``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -378,9 +379,13 @@ class GLMProblem(ConvexProblem):
     def dim(self) -> int:
         return self.design.dim
 
-    @property
+    @functools.cached_property
     def feature_bound(self) -> float:
-        """``B``: the largest ``||phi(x)||_2`` over the clique (at most 1 by construction)."""
+        """``B``: the largest ``||phi(x)||_2`` over the clique (at most 1 by construction).
+
+        Cached: every constant (``G``, ``S``, the smoothness) reads it, and the
+        design never changes (a problem on other cells is a new object).
+        """
         seen = float(self.design.row_norms().max()) if self.design.rows else 0.0
         if self.feature_norm_bound is None:
             return seen

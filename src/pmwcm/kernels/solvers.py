@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 
 
@@ -86,13 +87,15 @@ class Solution:
 
 def project_ball(theta: FloatArray, radius: float) -> FloatArray:
     """Euclidean projection onto ``{||theta|| <= radius}``."""
-    norm = float(np.linalg.norm(theta))
+    # sqrt(<theta, theta>) is what np.linalg.norm computes for a vector, bit for bit,
+    # without its per-call checks (this runs once per solver iteration).
+    norm = math.sqrt(float(np.dot(theta, theta)))
     return theta if norm <= radius else theta * (radius / norm)
 
 
 def frank_wolfe_gap(grad: FloatArray, theta: FloatArray, radius: float) -> float:
     """``<g, theta> + R ||g||``, an upper bound on ``F(theta) - min_ball F``."""
-    return max(0.0, float(grad @ theta) + radius * float(np.linalg.norm(grad)))
+    return max(0.0, float(grad @ theta) + radius * math.sqrt(float(np.dot(grad, grad))))
 
 
 def minimize(
@@ -124,7 +127,7 @@ def minimize(
         raise ValueError(f"tol must be positive, got tol={tol}.")
     if method not in ("auto", "newton", "fista"):
         raise ValueError(f"Unknown method {method!r}; use 'auto', 'newton' or 'fista'.")
-    weights = np.asarray(weights, dtype=np.float64).ravel()
+    weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
     start = np.zeros(problem.dim) if theta0 is None else project_ball(theta0, problem.radius)
     slack = 0.0
     surrogate = problem
@@ -205,10 +208,11 @@ def _newton(
 ) -> tuple[FloatArray, int, bool]:
     """Projected Newton with exact ball-constrained model steps and Armijo backtracking."""
     radius, eye = problem.radius, np.eye(problem.dim)
-    value = problem.objective(theta, weights)
+    fast = evaluator(problem, weights)
+    value = fast.objective(theta)
     full_step_gap = math.inf
     for it in range(1, max_iter + 1):
-        grad = problem.gradient(theta, weights)
+        grad = fast.gradient(theta)  # a reused buffer: no other gradient call until the next loop
         gap = frank_wolfe_gap(grad, theta, radius)
         if gap <= tol:
             return theta, it - 1, True
@@ -228,12 +232,12 @@ def _newton(
                 return theta, it, False
             full_step_gap = gap
             theta = target
-            value = problem.objective(theta, weights)
+            value = fast.objective(theta)
             continue
         step = 1.0
         while step > 1e-10:
             candidate = theta + step * direction
-            cand_value = problem.objective(candidate, weights)
+            cand_value = fast.objective(candidate)
             if cand_value <= value + 1e-4 * step * slope:
                 break
             step *= 0.5
@@ -251,19 +255,17 @@ def _fista(
     radius = problem.radius
     beta = problem.smoothness
     lip = max(1e-8, (beta if beta is not None else 1.0) * float(weights.sum()) + problem.l2)
+    fast = evaluator(problem, weights)
     y, momentum, prev = theta.copy(), 1.0, theta.copy()
     for it in range(1, max_iter + 1):
-        if it % 10 == 1 and frank_wolfe_gap(problem.gradient(theta, weights), theta, radius) <= tol:
+        if it % 10 == 1 and frank_wolfe_gap(fast.gradient(theta), theta, radius) <= tol:
             return theta, it - 1, True
-        f_y = problem.objective(y, weights)
-        g_y = problem.gradient(y, weights)
+        f_y = fast.objective(y)
+        g_y = fast.gradient(y).copy()
         while True:
             cand = project_ball(y - g_y / lip, radius)
             diff = cand - y
-            if (
-                problem.objective(cand, weights)
-                <= f_y + g_y @ diff + 0.5 * lip * (diff @ diff) + 1e-15
-            ):
+            if fast.objective(cand) <= f_y + g_y @ diff + 0.5 * lip * (diff @ diff) + 1e-15:
                 break
             lip *= 2.0
         prev, theta = theta, cand
@@ -273,5 +275,5 @@ def _fista(
         nxt = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
         y = theta + ((momentum - 1.0) / nxt) * (theta - prev)
         momentum = nxt
-    ok = frank_wolfe_gap(problem.gradient(theta, weights), theta, radius) <= tol
+    ok = frank_wolfe_gap(fast.gradient(theta), theta, radius) <= tol
     return theta, max_iter, ok

@@ -1,0 +1,61 @@
+"""How many threads BLAS may use under the library's kernels.
+
+The engine's BLAS calls are small (a clique table's solve) or memory-bound (a
+pass over the histogram): extra BLAS threads cannot speed them up, and on a
+loaded machine OpenBLAS's spinning threads contend for the cores and slow a
+kernel by up to 5x (issue 18; ``benchmarks/throughput.py`` measures it). So
+the library does not leave this to ``OPENBLAS_NUM_THREADS``:
+
+* :func:`blas_threads` limits BLAS inside a block (the engine wraps each round
+  in it; about 5 us per use, so it goes around rounds, not single kernels);
+* :func:`limit_blas_threads` sets the limit for the rest of the process (the
+  ``pmwcm`` command line does, before any command runs).
+
+Both go through threadpoolctl, which finds every BLAS loaded in the process
+(NumPy's and SciPy's OpenBLAS, MKL, BLIS) and calls its own setter.
+
+>>> with blas_threads(1):
+...     pass
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from threadpoolctl import ThreadpoolController
+
+__all__ = ["blas_threads", "limit_blas_threads"]
+
+
+@functools.cache
+def _controller() -> ThreadpoolController:
+    """The process's thread pools, found once (the search reads every loaded library,
+    about a millisecond; a BLAS loaded later is not in it: see :func:`limit_blas_threads`)."""
+    return ThreadpoolController()
+
+
+@contextmanager
+def blas_threads(threads: int = 1) -> Iterator[None]:
+    """Limits every BLAS to ``threads`` threads inside the block, then restores them.
+
+    Raises:
+        ValueError: for ``threads < 1``.
+    """
+    if not (isinstance(threads, int) and threads >= 1):
+        raise ValueError(f"threads must be a positive integer, got threads={threads!r}.")
+    with _controller().limit(limits=threads, user_api="blas"):
+        yield
+
+
+def limit_blas_threads(threads: int = 1) -> None:
+    """Limits every BLAS to ``threads`` threads for the rest of the process.
+
+    Raises:
+        ValueError: for ``threads < 1``.
+    """
+    if not (isinstance(threads, int) and threads >= 1):
+        raise ValueError(f"threads must be a positive integer, got threads={threads!r}.")
+    # A fresh search: every BLAS loaded so far, not only those of the cached controller.
+    ThreadpoolController().limit(limits=threads, user_api="blas")

@@ -1,0 +1,160 @@
+"""The fast paths of issue 18 give the reference numbers.
+
+* :func:`~pmwcm.kernels.histogram.dense_marginal` (planned BLAS / reduce passes)
+  equals NumPy's ``sum`` over the dropped axes to 1e-12 relative, for every
+  clique shape: leading, trailing, spread, permuted, size-1 axes, none, all;
+* :func:`~pmwcm.kernels.histogram.scale_by_clique` equals the broadcast multiply
+  bit for bit (each cell meets the same factor value);
+* :func:`~pmwcm.kernels.evaluator.evaluator` equals
+  :meth:`~pmwcm.kernels.problem.ConvexProblem.objective` and ``gradient`` bit
+  for bit, for every catalogue loss and its Moreau surrogate;
+* the engine's transcripts (``tests/transcripts.py``) are the recorded ones:
+  bit for bit against ``tests/data/engine_transcripts.json``, and against
+  ``engine_transcripts_main.json`` (recorded before the speed work) the same
+  sources, update counts, spends and repeats, with values equal up to the last
+  bits that the marginal's new summation order moves (amplified, for the
+  non-smooth losses, up to their solver's certified tolerance 1e-5);
+* the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.marginals._PairwiseFit`)
+  gives the pass-per-clique fit's histogram to 1e-10 relative.
+
+No timing here: speed is measured by ``benchmarks/histogram.py`` and
+``benchmarks/throughput.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.evaluator import evaluator
+from pmwcm.kernels.histogram import broadcast_factor, dense_marginal, scale_by_clique
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.priors import marginals as marginals_module
+from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
+from transcripts import ALL_LOSSES, scenarios
+
+DATA = Path(__file__).parent / "data"
+
+SHAPES = [
+    (2,) * 10,
+    (2,) * 18,
+    (3, 5, 2, 4, 7, 2, 3, 6),
+    (1, 4, 1, 3, 2),
+    (5,),
+    (2, 300, 2),
+]
+
+
+def _cliques(m: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    spread = tuple(sorted({round(i * (m - 1) / 2) for i in range(3)}))
+    out = [(), tuple(range(m)), (0,), (m - 1,), spread, tuple(range(min(3, m)))]
+    out.append(tuple(range(max(0, m - 3), m)))
+    for _ in range(6):
+        k = int(rng.integers(1, min(m, 5) + 1))
+        out.append(tuple(int(a) for a in rng.permutation(m)[:k]))
+    return out
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_dense_marginal_equals_numpy_sum(shape: tuple[int, ...], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.random(shape)
+    for axes in _cliques(len(shape), rng):
+        dropped = tuple(a for a in range(len(shape)) if a not in axes)
+        kept = sorted(axes)
+        expected = values.sum(axis=dropped).transpose([kept.index(a) for a in axes])
+        got = dense_marginal(values, axes)
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
+        assert not np.may_share_memory(got, values)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_scale_by_clique_is_the_broadcast_multiply_bit_for_bit(
+    shape: tuple[int, ...], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.random(shape)
+    for axes in _cliques(len(shape), rng):
+        factor = rng.random(tuple(shape[a] for a in axes)) + 0.5
+        got = values.copy()
+        scale_by_clique(got, axes, factor)
+        np.testing.assert_array_equal(got, values * broadcast_factor(shape, axes, factor))
+
+
+DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "y": 2, "r": 4})
+
+
+@pytest.mark.parametrize("loss", ALL_LOSSES)
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_evaluator_matches_the_problem_bit_for_bit(loss: str, l2: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    target = "y" if loss in ("logistic", "smoothed_hinge", "hinge") else "r"
+    problem = CMQuery(loss=loss, target=target, features=("a", "b", "c"), l2=l2).compile(DOMAIN)
+    weights = rng.dirichlet(np.ones(problem.design.rows))
+    candidates = [problem]
+    if problem.smoothness is None:
+        candidates.append(problem.smoothed(0.01)[0])
+    for p in candidates:
+        fast = evaluator(p, weights)
+        for _ in range(5):
+            theta = rng.normal(size=p.dim)
+            assert fast.objective(theta) == p.objective(theta, weights)
+            np.testing.assert_array_equal(fast.gradient(theta), p.gradient(theta, weights))
+
+
+@pytest.fixture(scope="module")
+def transcripts() -> dict[str, list[Any]]:
+    return scenarios()
+
+
+def test_transcripts_are_the_recorded_ones_bit_for_bit(transcripts: dict[str, Any]) -> None:
+    recorded = json.loads((DATA / "engine_transcripts.json").read_text())
+    assert transcripts == recorded
+
+
+def test_transcripts_agree_with_main_before_the_speed_work(transcripts: dict[str, Any]) -> None:
+    main = json.loads((DATA / "engine_transcripts_main.json").read_text())
+    assert transcripts.keys() == main.keys()
+    for name, rows in transcripts.items():
+        assert len(rows) == len(main[name])
+        for row, old in zip(rows[:-1], main[name][:-1], strict=True):
+            index, source, updates, spent, repeated, value = row
+            assert [index, source, updates, repeated] == [*old[:3], old[4]]
+            assert math.isclose(float(spent), float(old[3]), rel_tol=1e-12)
+            tolerance = 1e-5 if name == "mixed every loss" else 1e-12
+            np.testing.assert_allclose(
+                np.asarray(value, dtype=float), np.asarray(old[5], dtype=float), atol=tolerance
+            )
+
+
+@pytest.mark.parametrize("sizes", [(2,) * 16, (3, 5, 2, 4, 7, 2, 3, 6, 3)], ids=str)
+def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
+    sizes: tuple[int, ...], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The matrix-form fit (1- and 2-way cliques, either order) gives the reference iterates."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({f"x{i}": s for i, s in enumerate(sizes)})
+    truth = rng.gamma(1.0, 1.0, domain.shape)
+    truth /= truth.sum()
+    names = domain.names
+    cliques = [*pairwise_cliques(domain), (names[-1],), (names[3], names[0]), (names[-1], names[1])]
+    measurements = [
+        Measurement(
+            clique=c,
+            values=dense_marginal(truth, domain.axes(c)) + rng.normal(0, 1e-3, (1,)),
+            sigma=1e-3,
+        )
+        for c in cliques
+    ]
+    assert domain.size >= marginals_module.PAIRWISE_MIN_CELLS
+    fast = fit_histogram(domain, measurements, iterations=8).to_array()
+    monkeypatch.setattr(marginals_module, "PAIRWISE_MIN_CELLS", 2**62)
+    reference = fit_histogram(domain, measurements, iterations=8).to_array()
+    np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=0)
