@@ -144,13 +144,17 @@ def minimize(
             slack = unit_slack * total
         except NotImplementedError:
             surrogate = problem
-    has_hessian = surrogate.data_hessian(start, weights) is not None
+    # The Hessian at the start answers "is there one?" and is Newton's first one too.
+    start_hessian = surrogate.data_hessian(start, weights)
+    has_hessian = start_hessian is not None
     use_newton = method == "newton" or (method == "auto" and has_hessian)
     if use_newton and not has_hessian:
         raise ValueError(f"method='newton' needs a Hessian; {type(problem).__name__} has none.")
     inner_tol = max(tol - slack, tol / 2)
     if use_newton:
-        theta, iters, ok = _newton(surrogate, weights, start, inner_tol, max_iter)
+        theta, iters, ok = _newton(
+            surrogate, weights, start, inner_tol, max_iter, start_hessian=start_hessian
+        )
         if not ok:
             theta, more, _ = _fista(surrogate, weights, theta, inner_tol, 200 * max_iter)
             iters += more
@@ -204,9 +208,18 @@ def _ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> Flo
 
 
 def _newton(
-    problem: ConvexProblem, weights: FloatArray, theta: FloatArray, tol: float, max_iter: int
+    problem: ConvexProblem,
+    weights: FloatArray,
+    theta: FloatArray,
+    tol: float,
+    max_iter: int,
+    *,
+    start_hessian: FloatArray | None = None,
 ) -> tuple[FloatArray, int, bool]:
-    """Projected Newton with exact ball-constrained model steps and Armijo backtracking."""
+    """Projected Newton with exact ball-constrained model steps and Armijo backtracking.
+
+    ``start_hessian``, if given, is the data Hessian at ``theta`` (the caller had it).
+    """
     radius, eye = problem.radius, np.eye(problem.dim)
     fast = evaluator(problem, weights)
     value = fast.objective(theta)
@@ -216,7 +229,9 @@ def _newton(
         gap = frank_wolfe_gap(grad, theta, radius)
         if gap <= tol:
             return theta, it - 1, True
-        hess = problem.data_hessian(theta, weights)
+        hess = start_hessian if it == 1 and start_hessian is not None else None
+        if hess is None:
+            hess = problem.data_hessian(theta, weights)
         assert hess is not None
         hess = hess + (problem.l2 + 1e-12) * eye
         target = _ball_quadratic_min(hess, grad - hess @ theta, radius)
