@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -237,6 +238,7 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
+        self._data_worker: ThreadPoolExecutor | None = None
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
         #: query is compiled once however often it is planned, answered or certified.
         self._rounds: LRUCache[str, CMRound] = LRUCache(maxsize=256)
@@ -525,9 +527,16 @@ class OnlinePMW:
                     "Use after_halt='synthetic' to answer from the final hypothesis."
                 )
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
-        hyp_answer = round_.hypothesis_answer(hyp_marginal)
         data_marginal = self.data.clique_table(round_.clique)
-        error = round_.error(data_marginal, hyp_answer)
+        if hyp_marginal.is_dense:
+            hyp_answer = round_.hypothesis_answer(hyp_marginal)
+            error = round_.error(data_marginal, hyp_answer)
+        else:
+            # A large clique: the real-data solve (fixed work, independent of the
+            # answer) runs on a second core while the hypothesis is solved.
+            pending = self._data_side().submit(round_.error_against, data_marginal)
+            hyp_answer = round_.hypothesis_answer(hyp_marginal)
+            error = pending.result()(hyp_answer)
         if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
             self.sv_paid = True
@@ -538,6 +547,12 @@ class OnlinePMW:
         private = self.private_answer(round_, data_marginal)
         self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
+
+    def _data_side(self) -> ThreadPoolExecutor:
+        """The engine's one worker thread for the real-data side of large cliques."""
+        if self._data_worker is None:
+            self._data_worker = ThreadPoolExecutor(1, thread_name_prefix="pmwcm-data")
+        return self._data_worker
 
     def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
         """A fresh private answer, paid for in the ledger before any noise is drawn."""

@@ -8,6 +8,9 @@ by a :class:`QueryRound`:
 * ``hypothesis_answer(Dhat_C)``: the answer computed on the public hypothesis;
 * ``error(D_C, answer)``: the sparse vector's query ``q(D)`` (its value on the
   real data, with the hypothesis answer held fixed) and its ``sensitivity(n)``;
+  ``error_against(D_C)`` does the part that does not need the answer (a CM
+  round's real-data solve) and returns ``answer -> q(D)``, so that part can run
+  while the hypothesis answer is being computed;
 * ``private_answer(D_C)``: the oracle's answer (privacy event given separately);
 * ``log_factor(Dhat_C, hyp, priv)``: the multiplicative-weights factor on the
   clique, ``-eta u(x_C)``.
@@ -37,6 +40,7 @@ the normalisation removes; dropping it keeps ``|u| <= S``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,6 +70,10 @@ class QueryRound(Protocol):
 
     def error(self, data_marginal: FloatArray | CliqueTable, answer: Any) -> float:
         """``q(D)``: how badly ``answer`` does on the real data (>= 0 up to tau)."""
+        ...
+
+    def error_against(self, data_marginal: FloatArray | CliqueTable) -> Callable[[Any], float]:
+        """``answer -> error(data_marginal, answer)``, the answer-free work done first."""
         ...
 
     def sensitivity(self, n: int) -> float:
@@ -172,11 +180,22 @@ class CMRound:
 
     def error(self, data_marginal: FloatArray | CliqueTable, answer: FloatArray) -> float:
         """``max(0, L_D(theta_hat) - L_D(theta_D))``, ``theta_D`` from the fixed-budget solve."""
+        return self.error_against(data_marginal)(answer)
+
+    def error_against(
+        self, data_marginal: FloatArray | CliqueTable
+    ) -> Callable[[FloatArray], float]:
+        """Runs the fixed-budget solve for ``L_D(theta_D)``; returns :meth:`error`'s
+        function of ``theta_hat`` (one objective evaluation)."""
         table = as_table(data_marginal)
         weights = table.mass
         p = self.problem_on(table)
-        best = fixed_budget_minimize(p, weights, self.data_solve)
-        return max(0.0, p.objective(answer, weights) - p.objective(best, weights))
+        best = p.objective(fixed_budget_minimize(p, weights, self.data_solve), weights)
+
+        def error(answer: FloatArray) -> float:
+            return max(0.0, p.objective(answer, weights) - best)
+
+        return error
 
     def sensitivity(self, n: int) -> float:
         """``c S / n + tau`` (Ullman 2015, proof of Theorem "dp"; docs/design.md section 3)."""
@@ -259,8 +278,12 @@ class LinearRound:
         return float(table.gather(self.table) @ table.mass)
 
     def error(self, data_marginal: FloatArray | CliqueTable, answer: float) -> float:
+        return self.error_against(data_marginal)(answer)
+
+    def error_against(self, data_marginal: FloatArray | CliqueTable) -> Callable[[float], float]:
         table = as_table(data_marginal)
-        return abs(float(table.gather(self.table) @ table.mass) - answer)
+        value = float(table.gather(self.table) @ table.mass)
+        return lambda answer: abs(value - answer)
 
     def sensitivity(self, n: int) -> float:
         return 1.0 / n
