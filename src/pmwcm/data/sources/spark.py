@@ -69,8 +69,8 @@ class SparkSource(SQLSource):
     def __init__(
         self, data: str, schema: Schema, *, spark: Any = None, table: bool = False
     ) -> None:
-        from pyspark.sql import SparkSession
         from pyspark.errors import PySparkException
+        from pyspark.sql import SparkSession
 
         self._spark = spark if spark is not None else SparkSession.builder.getOrCreate()
         self._view: str | None = None
