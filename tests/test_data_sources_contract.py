@@ -57,7 +57,7 @@ def text_categorical(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[A
 def integer_bins(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[Any], str]:
     edges = sorted(draw(st.lists(st.integers(-3, 22), min_size=2, max_size=5, unique=True)))
     rule = {"name": name, "bins": edges, "clip": draw(st.booleans())}
-    cells = [draw(st.integers(-5, 25)) for _ in range(ROWS)]
+    cells: list[int | None] = [draw(st.integers(-5, 25)) for _ in range(ROWS)]
     if draw(st.booleans()):
         cells[draw(st.integers(0, ROWS - 1))] = None
     return rule, cells, "BIGINT"
