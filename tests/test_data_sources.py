@@ -12,11 +12,9 @@ start fails its tests.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -69,26 +67,6 @@ def load_postgres_table(url: str, name: str, csv: Path) -> None:
 def adult_postgres(postgres_url: str, adult_csv: Path) -> str:
     load_postgres_table(postgres_url, "adult", adult_csv)
     return postgres_url
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local Spark (``local[1]``) for the session: a real JVM, never skipped."""
-    from pyspark.sql import SparkSession
-
-    with warnings.catch_warnings():  # pyspark warns that it predates pandas 3
-        warnings.simplefilter("ignore", FutureWarning)
-        session = (
-            SparkSession.builder.master("local[1]")
-            .appName("pmwcm-tests")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .getOrCreate()
-        )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 Opener = Callable[[Schema], PrivateData]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pmwcm.kernels.domain import Domain
     from pmwcm.kernels.queries import CMQuery
     from pmwcm.mechanisms.noise import NoiseSource
+    from pmwcm.mechanisms.private_data import PrivateData
 
 HALTED = (
     "refused: all private updates are spent, so no further query can be answered with an "
@@ -162,6 +163,30 @@ def load_data(data: Path, schema: Schema) -> Dataset:
         raise fail(str(exc)) from None
 
 
+def open_data(
+    data: str, schema: Schema, *, table: str | None = None, engine: str | None = None
+) -> PrivateData:
+    """The private data where it lives (:func:`~pmwcm.data.sources.open.open_private_data`),
+    checked against the schema; a one-line error if it does not fit."""
+    from pmwcm.data.schema import SchemaError
+    from pmwcm.data.sources.open import open_private_data
+    from pmwcm.data.table import DataError
+
+    if engine not in (None, "duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, got {engine!r}.")
+    try:
+        return open_private_data(
+            data, schema, table=table, engine="spark" if engine == "spark" else None
+        )
+    except (SchemaError, DataError) as exc:
+        raise fail(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        extra = "spark" if engine == "spark" else "postgres"
+        raise fail(
+            f"this --data needs the optional package {exc.name}: pip install 'pmwcm[{extra}]'."
+        ) from None
+
+
 def read_queries(path: Path) -> list[QueryLine]:
     """Parses every query line (blank lines are skipped) with :meth:`CMQuery.from_dict`.
 
@@ -278,7 +303,13 @@ class _Released:
 
 
 def answer_with_baseline(
-    method: str, data: Dataset, lines: list[QueryLine], *, epsilon: float, delta: float, noise: Any
+    method: str,
+    data: Dataset | PrivateData,
+    lines: list[QueryLine],
+    *,
+    epsilon: float,
+    delta: float,
+    noise: Any,
 ) -> list[dict[str, Any]]:
     """Answers with the composition baseline (split over distinct queries) or exactly.
 
@@ -289,7 +320,11 @@ def answer_with_baseline(
     from pmwcm.engine.online import query_key
     from pmwcm.mechanisms.private_data import PrivateData
 
-    private = PrivateData.from_records(data.domain, data.records)
+    private = (
+        data
+        if isinstance(data, PrivateData)
+        else PrivateData.from_records(data.domain, data.records)
+    )
     k = distinct_queries(lines, data.domain)
     exact = NonPrivateBaseline(private)
     comp = None
@@ -459,7 +494,7 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
 
 
 def build_run_engine(
-    dataset: Dataset,
+    dataset: Dataset | PrivateData,
     *,
     epsilon: float,
     delta: float,
@@ -492,7 +527,11 @@ def build_run_engine(
         prior=cast("PriorName", prior),
         **(backend or {}),
     )
-    private = PrivateData.from_records(dataset.domain, dataset.records)
+    private = (
+        dataset
+        if isinstance(dataset, PrivateData)
+        else PrivateData.from_records(dataset.domain, dataset.records)
+    )
     start = None
     if public is not None:
         from pmwcm.mechanisms.priors.support import public_start

@@ -47,6 +47,7 @@ from pmwcm.cli.common import (
     load_data,
     load_schema,
     make_noise,
+    open_data,
     read_queries,
     resolve_prior,
     summarize,
@@ -58,6 +59,7 @@ from pmwcm.cli.options import (
     BackendOption,
     DataOption,
     DeltaOption,
+    EngineOption,
     EpsilonOption,
     HypothesisMemoryOption,
     InsecureNoiseOption,
@@ -68,6 +70,7 @@ from pmwcm.cli.options import (
     SchemaOption,
     SeedOption,
     SupportSizeOption,
+    TableOption,
 )
 
 METHODS = ("pmw", "composition", "nonprivate")
@@ -109,6 +112,8 @@ def run_command(
     hypothesis_memory: HypothesisMemoryOption = None,
     support_size: SupportSizeOption = 0,
     metadata: Annotated[Path | None, typer.Option("--metadata", help=_METADATA_HELP)] = None,
+    table: TableOption = None,
+    data_engine: EngineOption = None,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -137,7 +142,7 @@ def run_command(
             raise fail("--output and --metadata must be different files.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
-    dataset = load_data(data, parsed)
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)

@@ -49,6 +49,7 @@ from pmwcm.cli.common import (
     load_data,
     load_schema,
     make_noise,
+    open_data,
     read_queries,
     resolve_prior,
     summarize,
@@ -59,6 +60,7 @@ from pmwcm.cli.options import (
     BackendOption,
     DataOption,
     DeltaOption,
+    EngineOption,
     EpsilonOption,
     HypothesisMemoryOption,
     InsecureNoiseOption,
@@ -69,6 +71,7 @@ from pmwcm.cli.options import (
     SchemaOption,
     SeedOption,
     SupportSizeOption,
+    TableOption,
 )
 
 _OUTPUT_HELP = "Write the synthetic dataset here (CSV of value labels, atomically)."
@@ -101,6 +104,8 @@ def synth_command(
     backend: BackendOption = "auto",
     hypothesis_memory: HypothesisMemoryOption = None,
     support_size: SupportSizeOption = 0,
+    table: TableOption = None,
+    data_engine: EngineOption = None,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -129,7 +134,7 @@ def synth_command(
         raise fail("--output, --histogram and --answers must be different files.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start)
-    dataset = load_data(data, parsed)
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,12 @@ def file_relation(path: str | os.PathLike[str]) -> str:
     raise DataError(f"cannot tell the format of '{p}': name it .csv, .parquet or a directory.")
 
 
+def _release(own: tuple[Any, str]) -> None:
+    connection, spill = own
+    connection.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
 class DuckDBSource(SQLSource):
     """A table read by DuckDB, validated against the schema when opened.
 
@@ -111,6 +118,8 @@ class DuckDBSource(SQLSource):
     ) -> None:
         self._run = run
         self._own = own
+        # The connection and its spill directory go with the source, close() or not.
+        self._finalizer = weakref.finalize(self, _release, own) if own is not None else None
         columns = dict(zip(relation.columns, (str(t) for t in relation.types), strict=True))
         kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
         try:
@@ -209,8 +218,6 @@ class DuckDBSource(SQLSource):
 
     def close(self) -> None:
         """Closes the connection opened by :meth:`from_file` (idempotent)."""
-        if self._own is not None:
-            connection, spill = self._own
+        if self._finalizer is not None:
             self._own = None
-            connection.close()
-            shutil.rmtree(spill, ignore_errors=True)
+            self._finalizer()

@@ -13,6 +13,7 @@ the driver are reported by their class and redacted text.
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -104,6 +105,8 @@ class PostgresSource(SQLSource):
                 f"cannot connect to {redact_url(url)}: {type(exc).__name__}: {first}"
             ) from None
         self._connection = connection
+        # Closed with the source even if the caller forgets close() (ends the transaction).
+        self._finalizer = weakref.finalize(self, connection.close)
         try:
             connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             connection.read_only = True
@@ -146,5 +149,5 @@ class PostgresSource(SQLSource):
     def close(self) -> None:
         """Ends the read-only transaction and closes the connection (idempotent)."""
         if self._connection is not None:
-            connection, self._connection = self._connection, None
-            connection.close()
+            self._connection = None
+            self._finalizer()
