@@ -53,7 +53,7 @@ ADULT = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
 _GENERATE = """
 import sys, duckdb
 csv, out, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-con = duckdb.connect(config={"memory_limit": "1GB"})
+con = duckdb.connect(config={"memory_limit": "1GB", "enable_progress_bar": False})
 numbered = f"SELECT row_number() OVER () - 1 AS rid, * FROM read_csv('{csv}')"
 con.execute(f"CREATE TABLE adult AS {numbered}")
 m = con.execute("SELECT count(*) FROM adult").fetchall()[0][0]
@@ -98,7 +98,7 @@ def part_duckdb(rows: int, cliques: int, threads: int | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     source = DuckDBSource.from_file(parquet, schema, threads=threads)
     open_s = time.perf_counter() - t0
-    config: dict[str, Any] = {"memory_limit": DEFAULT_MEMORY_LIMIT}
+    config: dict[str, Any] = {"memory_limit": DEFAULT_MEMORY_LIMIT, "enable_progress_bar": False}
     if threads is not None:
         config["threads"] = threads
     baseline = duckdb.connect(config=config)

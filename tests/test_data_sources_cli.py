@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -95,3 +96,23 @@ def test_an_unknown_engine_is_one_error_line(files: dict[str, Path]) -> None:
     result = runner.invoke(app, argv)
     assert result.exit_code == 1
     one_error_line(result.stderr, "--engine must be duckdb or spark")
+
+
+def test_a_service_session_reads_a_parquet_file(files: dict[str, Path]) -> None:
+    """The curator's session creation takes a Parquet file (read by DuckDB) as well."""
+    from pmwcm.service.build import _parts, session_config
+
+    parts = {}
+    for key in ("data", "parquet"):
+        config = session_config(
+            data_path=str(files[key]), schema_path=str(files["schema"]),
+            epsilon=1.0, delta=1e-6, parameters={},
+        )  # fmt: skip
+        parts[key] = _parts(config)[0]
+    assert parts["parquet"].source is not None and parts["data"].source is None
+    assert parts["parquet"].n == parts["data"].n
+    for clique in (("age", "sex"), ("income", "smoker", "age")):
+        np.testing.assert_array_equal(
+            parts["parquet"].marginal(clique), parts["data"].marginal(clique)
+        )
+    parts["parquet"].close()

@@ -200,6 +200,7 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
     from pmwcm.data.sources.open import open_private_data
+    from pmwcm.data.table import Dataset
 
     for key in ("data_path", "schema_path", "public_data_path"):
         if key not in config:
@@ -212,8 +213,12 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
                 "the session cannot continue on other data."
             )
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
-    # A CSV or Parquet file, read in place by DuckDB (pmwcm.data.sources).
-    private = _read("data_path", lambda: open_private_data(Path(config["data_path"]), schema))
+    data_path = Path(config["data_path"])
+    if data_path.suffix.lower() == ".csv":  # in memory, as always (the server may fork)
+        dataset = _read("data_path", lambda: Dataset.from_csv(data_path, schema))
+        private = PrivateData.from_records(dataset.domain, dataset.records)
+    else:  # a Parquet file, read in place by DuckDB (pmwcm.data.sources)
+        private = _read("data_path", lambda: open_private_data(data_path, schema))
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)

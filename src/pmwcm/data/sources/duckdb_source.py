@@ -156,7 +156,11 @@ class DuckDBSource(SQLSource):
 
         relation_sql = file_relation(path)
         spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
-        config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": spill}
+        config: dict[str, Any] = {
+            "memory_limit": memory_limit,
+            "temp_directory": spill,
+            "enable_progress_bar": False,  # a library prints nothing
+        }
         if threads is not None:
             config["threads"] = threads
         connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
