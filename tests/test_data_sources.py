@@ -24,6 +24,7 @@ import pytest
 from pmwcm.data.bundled import adult_schema, list_schemas, load_adult
 from pmwcm.data.schema import Schema
 from pmwcm.data.sources.open import open_private_data
+from pmwcm.data.table import DataError
 from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.mechanisms.private_data import CountSource, PrivateData
 
@@ -152,3 +153,21 @@ def test_a_database_source_is_a_count_source_with_public_n(adult_csv: Path) -> N
         assert data.clique_table(("male", "white")) is first  # a repeated clique is free
     finally:
         data.close()
+
+
+def test_frames_and_datasets_are_read_in_memory(adult_csv: Path) -> None:
+    import pandas as pd
+
+    schema = adult_schema("categorical")
+    frame = pd.read_csv(adult_csv)
+    data = open_private_data(frame, schema)
+    expected = reference(schema)
+    assert data.source is None and data.n == expected.n
+    np.testing.assert_array_equal(
+        data.marginal(data.domain.names[:3]), expected.marginal(data.domain.names[:3])
+    )
+    assert open_private_data(data, schema) is data
+    with pytest.raises(DataError, match="different domain"):
+        open_private_data(data, adult_schema("binary"))
+    with pytest.raises(DataError, match="cannot read private data from a int"):
+        open_private_data(3, schema)
