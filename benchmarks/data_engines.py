@@ -45,7 +45,7 @@ import numpy as np
 
 from pmwcm.data.bundled import adult_schema
 from pmwcm.data.sources.duckdb_source import DEFAULT_MEMORY_LIMIT, DuckDBSource
-from pmwcm.data.sources.open import open_private_data
+from pmwcm.data.sources.open import open_source
 from pmwcm.mechanisms.private_data import PrivateData
 
 ADULT = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
@@ -53,7 +53,8 @@ ADULT = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
 _GENERATE = """
 import sys, duckdb
 csv, out, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-con = duckdb.connect(config={"memory_limit": "1GB", "enable_progress_bar": False})
+con = duckdb.connect(config={"memory_limit": "1GB"})
+con.execute("SET enable_progress_bar = false")
 numbered = f"SELECT row_number() OVER () - 1 AS rid, * FROM read_csv('{csv}')"
 con.execute(f"CREATE TABLE adult AS {numbered}")
 m = con.execute("SELECT count(*) FROM adult").fetchall()[0][0]
@@ -62,6 +63,10 @@ con.execute(
     f"JOIN adult AS a ON a.rid = hash(r.i) % {m}) TO '{out}' (FORMAT parquet)"
 )
 """
+
+
+def open_private_data(data: Any, schema: Any, **options: Any) -> PrivateData:
+    return PrivateData.of(open_source(data, schema, **options))
 
 
 def peak_rss_mib() -> float:
@@ -98,10 +103,11 @@ def part_duckdb(rows: int, cliques: int, threads: int | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     source = DuckDBSource.from_file(parquet, schema, threads=threads)
     open_s = time.perf_counter() - t0
-    config: dict[str, Any] = {"memory_limit": DEFAULT_MEMORY_LIMIT, "enable_progress_bar": False}
+    config: dict[str, Any] = {"memory_limit": DEFAULT_MEMORY_LIMIT}
     if threads is not None:
         config["threads"] = threads
     baseline = duckdb.connect(config=config)
+    baseline.execute("SET enable_progress_bar = false")
     ratios, ours_s, theirs_s = [], [], []
     for clique in workload_cliques("full", cliques, seed=1):
         columns = ", ".join(

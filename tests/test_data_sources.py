@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -23,10 +24,16 @@ import pytest
 
 from pmwcm.data.bundled import adult_schema, list_schemas, load_adult
 from pmwcm.data.schema import Schema
-from pmwcm.data.sources.open import open_private_data
+from pmwcm.data.sources.open import open_source
 from pmwcm.data.table import DataError
 from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.mechanisms.private_data import CountSource, PrivateData
+
+
+def open_private_data(data: Any, schema: Schema, **options: Any) -> PrivateData:
+    """Opens a source (:func:`open_source`) as the engine reads it."""
+    return PrivateData.of(open_source(data, schema, **options))
+
 
 SCHEMAS = [name.removeprefix("adult-") for name in list_schemas()]
 ADULT_CSV = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
@@ -166,8 +173,10 @@ def test_frames_and_datasets_are_read_in_memory(adult_csv: Path) -> None:
     np.testing.assert_array_equal(
         data.marginal(data.domain.names[:3]), expected.marginal(data.domain.names[:3])
     )
-    assert open_private_data(data, schema) is data
+    assert PrivateData.of(data) is data
     with pytest.raises(DataError, match="different domain"):
-        open_private_data(data, adult_schema("binary"))
+        open_private_data(load_adult(schema), adult_schema("binary"))
     with pytest.raises(DataError, match="cannot read private data from a int"):
         open_private_data(3, schema)
+    with pytest.raises(TypeError, match="cannot read private data from a str"):
+        PrivateData.of("adult.csv")

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from pmwcm.data.schema import Schema
-from pmwcm.data.sources.open import open_private_data
 from pmwcm.data.sources.postgres import redact_url
 from pmwcm.data.table import DataError
+from test_data_sources import open_private_data
 
 SCHEMA = Schema.from_json(
     {

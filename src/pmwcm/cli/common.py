@@ -166,16 +166,17 @@ def load_data(data: Path, schema: Schema) -> Dataset:
 def open_data(
     data: str, schema: Schema, *, table: str | None = None, engine: str | None = None
 ) -> PrivateData:
-    """The private data where it lives (:func:`~pmwcm.data.sources.open.open_private_data`),
+    """The private data where it lives (:func:`~pmwcm.data.sources.open.open_source`),
     checked against the schema; a one-line error if it does not fit."""
     from pmwcm.data.schema import SchemaError
-    from pmwcm.data.sources.open import open_private_data
+    from pmwcm.data.sources.open import open_source
     from pmwcm.data.table import DataError
+    from pmwcm.mechanisms.private_data import PrivateData
 
     if engine not in (None, "duckdb", "spark"):
         raise fail(f"--engine must be duckdb or spark, got {engine!r}.")
     try:
-        return open_private_data(
+        opened = open_source(
             data, schema, table=table, engine="spark" if engine == "spark" else None
         )
     except (SchemaError, DataError) as exc:
@@ -185,6 +186,7 @@ def open_data(
         raise fail(
             f"this --data needs the optional package {exc.name}: pip install 'pmwcm[{extra}]'."
         ) from None
+    return PrivateData.of(opened)
 
 
 def read_queries(path: Path) -> list[QueryLine]:

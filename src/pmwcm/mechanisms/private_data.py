@@ -167,6 +167,24 @@ class PrivateData:
         """Wraps a :class:`CountSource` (its domain and its public ``n``)."""
         return cls(domain=source.domain, n=source.n, source=source)
 
+    @classmethod
+    def of(cls, opened: object) -> PrivateData:
+        """The private data of what a source opener returned: a :class:`CountSource`,
+        records with their domain (a :class:`~pmwcm.data.table.Dataset`, read by its
+        ``domain`` and ``records``), or a :class:`PrivateData` (returned as is).
+
+        Raises:
+            TypeError: for anything else.
+        """
+        if isinstance(opened, PrivateData):
+            return opened
+        if isinstance(opened, CountSource):
+            return cls.from_source(opened)
+        domain, records = getattr(opened, "domain", None), getattr(opened, "records", None)
+        if isinstance(domain, Domain) and records is not None:
+            return cls.from_records(domain, records)
+        raise TypeError(f"cannot read private data from a {type(opened).__name__}.")
+
     @property
     def source(self) -> CountSource | None:
         """The :class:`CountSource` read, or ``None`` for data held in memory."""

@@ -199,7 +199,7 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
 def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
-    from pmwcm.data.sources.open import open_private_data
+    from pmwcm.data.sources.open import open_source
     from pmwcm.data.table import Dataset
 
     for key in ("data_path", "schema_path", "public_data_path"):
@@ -218,7 +218,7 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
         dataset = _read("data_path", lambda: Dataset.from_csv(data_path, schema))
         private = PrivateData.from_records(dataset.domain, dataset.records)
     else:  # a Parquet file, read in place by DuckDB (pmwcm.data.sources)
-        private = _read("data_path", lambda: open_private_data(data_path, schema))
+        private = PrivateData.of(_read("data_path", lambda: open_source(data_path, schema)))
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)

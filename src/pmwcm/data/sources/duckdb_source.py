@@ -159,12 +159,12 @@ class DuckDBSource(SQLSource):
         config: dict[str, Any] = {
             "memory_limit": memory_limit,
             "temp_directory": spill,
-            "enable_progress_bar": False,  # a library prints nothing
         }
         if threads is not None:
             config["threads"] = threads
         connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
         try:
+            connection.execute("SET enable_progress_bar = false")  # a library prints nothing
             connection.execute(f"CREATE TEMP VIEW {_VIEW} AS SELECT * FROM {relation_sql}")
             relation = connection.table(_VIEW)
             wanted = list(dict.fromkeys(a.column for a in schema.attributes))

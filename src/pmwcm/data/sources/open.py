@@ -1,4 +1,4 @@
-"""One door for the private data: :func:`open_private_data` picks the source from what it gets.
+"""One door for the private data: :func:`open_source` picks the source from what it gets.
 
 * a path (CSV, Parquet, a directory of Parquet files): DuckDB, in place (the default);
 * ``postgresql://...`` with ``table=``: PostgreSQL, read-only;
@@ -12,6 +12,12 @@ Every source is checked against the whole schema here, when the data is
 opened, and ``n`` (public from then on) is fixed here; a bad table raises
 :class:`~pmwcm.data.table.DataError` naming the column and the number of
 offending rows. The messages are meant for the curator who opens the data.
+
+The result is a count source (or, for data already in memory, a
+:class:`~pmwcm.data.table.Dataset`); the engine reads either through
+``PrivateData.of`` (:mod:`pmwcm.mechanisms.private_data`, a layer above this one)::
+
+    data = PrivateData.of(open_source("adult.parquet", schema))
 """
 
 from __future__ import annotations
@@ -21,10 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pmwcm.data.schema import Schema
+from pmwcm.data.sources.sql_source import SQLSource
 from pmwcm.data.table import DataError, Dataset
-from pmwcm.mechanisms.private_data import PrivateData
 
-__all__ = ["ENGINES", "open_private_data"]
+__all__ = ["ENGINES", "open_source"]
 
 #: The engines a caller may name.
 ENGINES = ("duckdb", "spark")
@@ -35,59 +41,55 @@ def _module(obj: object) -> str:
     return type(obj).__module__.split(".")[0]
 
 
-def open_private_data(
+def open_source(
     data: Any,
     schema: Schema,
     *,
     table: str | None = None,
     engine: Engine | None = None,
     spark: Any = None,
-) -> PrivateData:
+) -> SQLSource | Dataset:
     """Opens the private data under ``schema``, where it lives.
 
     Args:
         data: a path or ``postgresql://`` URL, a DuckDB relation or
             connection, a Spark path or table name, a pandas/Polars frame, a
-            :class:`~pmwcm.data.table.Dataset` or a :class:`PrivateData`.
+            :class:`~pmwcm.data.table.Dataset`.
         schema: the public schema.
         table: the table to read (PostgreSQL, a DuckDB connection, Spark).
         engine: ``"spark"`` to read with Spark; default DuckDB for files.
         spark: a ``SparkSession`` (``engine="spark"``; default ``getOrCreate()``).
 
     Returns:
-        A :class:`PrivateData` with its public ``n``; call
-        :meth:`PrivateData.close` when done (it releases the connection).
+        A count source with its public ``n`` (call ``close()`` when done: it
+        releases the connection), or a Dataset for data held in memory.
 
     Raises:
         DataError: the data is missing, unreadable or does not fit the schema.
     """
     if engine is not None and engine not in ENGINES:
         raise DataError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}.")
-    if isinstance(data, PrivateData):
-        if data.domain != schema.domain():
-            raise DataError("the PrivateData is over a different domain than the schema's.")
-        return data
     if isinstance(data, Dataset):
-        return PrivateData.from_records(data.domain, data.records)
+        if data.domain != schema.domain():
+            raise DataError("the Dataset is over a different domain than the schema's.")
+        return data
     if engine == "spark":
         from pmwcm.data.sources.spark import SparkSource
 
         name = table if table is not None else os.fspath(data)
-        return PrivateData.from_source(
-            SparkSource(name, schema, spark=spark, table=table is not None)
-        )
+        return SparkSource(name, schema, spark=spark, table=table is not None)
     if _module(data) == "pandas":
-        return open_private_data(Dataset.from_dataframe(data, schema), schema)
+        return Dataset.from_dataframe(data, schema)
     if _module(data) == "polars":  # through pandas: Polars is optional, never imported here
-        return open_private_data(data.to_pandas(), schema)
+        return Dataset.from_dataframe(data.to_pandas(), schema)
     if _module(data) in ("duckdb", "_duckdb"):
         from pmwcm.data.sources.duckdb_source import DuckDBSource
 
         if hasattr(data, "columns") and hasattr(data, "types"):  # a relation
-            return PrivateData.from_source(DuckDBSource.from_relation(data, schema))
+            return DuckDBSource.from_relation(data, schema)
         if table is None:
             raise DataError("a DuckDB connection needs table= (the table to read).")
-        return PrivateData.from_source(DuckDBSource.from_table(data, table, schema))
+        return DuckDBSource.from_table(data, table, schema)
     if isinstance(data, str | os.PathLike):
         from pmwcm.data.sources.postgres import is_postgres_url
 
@@ -97,10 +99,10 @@ def open_private_data(
 
             if table is None:
                 raise DataError("a postgresql:// URL needs --table (the table to read).")
-            return PrivateData.from_source(PostgresSource(text, table, schema))
+            return PostgresSource(text, table, schema)
         if table is not None:
             raise DataError(f"--table applies to a database, not to the file '{text}'.")
         from pmwcm.data.sources.duckdb_source import DuckDBSource
 
-        return PrivateData.from_source(DuckDBSource.from_file(Path(text), schema))
+        return DuckDBSource.from_file(Path(text), schema)
     raise DataError(f"cannot read private data from a {type(data).__name__}.")
