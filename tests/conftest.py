@@ -179,3 +179,28 @@ def postgres_url() -> Any:
 
     with PostgresCluster() as cluster:
         yield cluster.url
+
+
+# --- A real Spark in local mode (pmwcm.data.sources.spark), one per xdist worker ---
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """One local Spark (``local[1]``) for the session: a real JVM, never skipped."""
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    with warnings.catch_warnings():  # pyspark warns that it predates pandas 3
+        warnings.simplefilter("ignore", FutureWarning)
+        session = (
+            SparkSession.builder.master("local[1]")
+            .appName("pmwcm-tests")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -84,9 +84,9 @@ def test_from_records_counts_n(seed: int) -> None:
 def test_validation_messages() -> None:
     records = np.zeros((4, len(TOY_DOMAIN)), dtype=np.int64)
     hist = DenseHistogram.uniform(TOY_DOMAIN)
-    with pytest.raises(ValueError, match="exactly one of records= or histogram="):
+    with pytest.raises(ValueError, match="exactly one of records=, histogram= or source="):
         PrivateData(domain=TOY_DOMAIN, n=4)
-    with pytest.raises(ValueError, match="exactly one of records= or histogram="):
+    with pytest.raises(ValueError, match="exactly one of records=, histogram= or source="):
         PrivateData(domain=TOY_DOMAIN, n=4, records=records, histogram=hist)
     for bad_n in (0, -3, 2.5):
         with pytest.raises(ValueError, match="n must be a positive integer"):

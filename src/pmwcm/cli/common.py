@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pmwcm.kernels.domain import Domain
     from pmwcm.kernels.queries import CMQuery
     from pmwcm.mechanisms.noise import NoiseSource
+    from pmwcm.mechanisms.private_data import PrivateData
 
 HALTED = (
     "refused: all private updates are spent, so no further query can be answered with an "
@@ -222,7 +223,10 @@ def is_stdio(path: Path | None) -> bool:
 
 
 def check_output(
-    path: Path, option: str = "--output", *, inputs: Sequence[tuple[str, Path | None]] = ()
+    path: Path,
+    option: str = "--output",
+    *,
+    inputs: Sequence[tuple[str, Path | str | None]] = (),
 ) -> None:
     """Refuses an output path that would destroy something or cannot be written.
 
@@ -251,9 +255,11 @@ def check_output(
                 f"{option} '{path}' is not a regular file (a device, pipe or socket); "
                 "writing it atomically would replace it. Use - to write to stdout."
             )
-        for label, source in inputs:
+        for label, given in inputs:
+            # --data may be a URL or a table name: only a local path can be overwritten.
+            source = Path(given) if isinstance(given, str) and "://" not in given else given
             if (
-                source is not None
+                isinstance(source, Path)
                 and not is_stdio(source)
                 and source.exists()
                 and os.path.samefile(path, source)
@@ -312,6 +318,32 @@ def load_data(data: Path, schema: Schema) -> Dataset:
         return Dataset.from_csv(data, schema)
     except (SchemaError, DataError) as exc:
         raise fail(str(exc)) from None
+
+
+def open_data(
+    data: str, schema: Schema, *, table: str | None = None, engine: str | None = None
+) -> PrivateData:
+    """The private data where it lives (:func:`~pmwcm.data.sources.open.open_source`),
+    checked against the schema; a one-line error if it does not fit."""
+    from pmwcm.data.schema import SchemaError
+    from pmwcm.data.sources.open import open_source
+    from pmwcm.data.table import DataError
+    from pmwcm.mechanisms.private_data import PrivateData
+
+    if engine not in (None, "duckdb", "spark"):
+        raise fail(f"--engine must be duckdb or spark, got {engine!r}.")
+    try:
+        opened = open_source(
+            data, schema, table=table, engine="spark" if engine == "spark" else None
+        )
+    except (SchemaError, DataError) as exc:
+        raise fail(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        extra = "spark" if engine == "spark" else "postgres"
+        raise fail(
+            f"this --data needs the optional package {exc.name}: pip install 'pmwcm[{extra}]'."
+        ) from None
+    return PrivateData.of(opened)
 
 
 def read_queries(path: Path) -> list[QueryLine]:
@@ -430,7 +462,13 @@ class _Released:
 
 
 def answer_with_baseline(
-    method: str, data: Dataset, lines: list[QueryLine], *, epsilon: float, delta: float, noise: Any
+    method: str,
+    data: Dataset | PrivateData,
+    lines: list[QueryLine],
+    *,
+    epsilon: float,
+    delta: float,
+    noise: Any,
 ) -> list[dict[str, Any]]:
     """Answers with the composition baseline (split over distinct queries) or exactly.
 
@@ -441,7 +479,11 @@ def answer_with_baseline(
     from pmwcm.engine.online import query_key
     from pmwcm.mechanisms.private_data import PrivateData
 
-    private = PrivateData.from_records(data.domain, data.records)
+    private = (
+        data
+        if isinstance(data, PrivateData)
+        else PrivateData.from_records(data.domain, data.records)
+    )
     k = distinct_queries(lines, data.domain)
     exact = NonPrivateBaseline(private)
     comp = None
@@ -713,7 +755,7 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
 
 
 def build_run_engine(
-    dataset: Dataset,
+    dataset: Dataset | PrivateData,
     *,
     epsilon: float,
     delta: float,
@@ -746,7 +788,11 @@ def build_run_engine(
         prior=cast("PriorName", prior),
         **(backend or {}),
     )
-    private = PrivateData.from_records(dataset.domain, dataset.records)
+    private = (
+        dataset
+        if isinstance(dataset, PrivateData)
+        else PrivateData.from_records(dataset.domain, dataset.records)
+    )
     start = None
     if public is not None:
         from pmwcm.mechanisms.priors.support import public_start

@@ -18,6 +18,7 @@ __all__ = [
     "BackendOption",
     "DataOption",
     "DeltaOption",
+    "EngineOption",
     "EpsilonOption",
     "HypothesisMemoryOption",
     "InsecureNoiseOption",
@@ -28,9 +29,16 @@ __all__ = [
     "SchemaOption",
     "SeedOption",
     "SupportSizeOption",
+    "TableOption",
 ]
 
-DATA_HELP = "CSV file with a header row (the private data)."
+DATA_HELP = (
+    "The private data: a CSV file with a header row, a Parquet file or a directory of Parquet "
+    "files (read in place by DuckDB); a postgresql:// URL (with --table); or a Parquet path "
+    "or table name read by Spark (with --engine spark)."
+)
+TABLE_HELP = "The table to read: for a postgresql:// --data, or a Spark table with --engine spark."
+ENGINE_HELP = "Who reads a --data path: duckdb (the default) or spark (needs pmwcm[spark])."
 SCHEMA_HELP = "Schema JSON: how the CSV's columns become attributes (see README)."
 QUERIES_HELP = 'JSON Lines, one query per line: {"id": "q1", "loss": ..., "target": ..., ...}.'
 EPSILON_HELP = (
@@ -83,7 +91,10 @@ SUPPORT_SIZE_HELP = (
     "capped by --hypothesis-memory; at least 1,000). Smaller is faster and coarser."
 )
 
-DataOption = Annotated[Path, typer.Option("--data", help=DATA_HELP)]
+# A string, not a Path: a postgresql:// URL must keep its double slash.
+DataOption = Annotated[str, typer.Option("--data", help=DATA_HELP)]
+TableOption = Annotated[str | None, typer.Option("--table", help=TABLE_HELP)]
+EngineOption = Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)]
 SchemaOption = Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)]
 QueriesOption = Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)]
 EpsilonOption = Annotated[float, typer.Option("--epsilon", metavar="EPS", help=EPSILON_HELP)]

@@ -52,6 +52,7 @@ from pmwcm.cli.common import (
     load_data,
     load_schema,
     make_noise,
+    open_data,
     read_queries,
     resolve_prior,
     summarize,
@@ -64,6 +65,7 @@ from pmwcm.cli.options import (
     BackendOption,
     DataOption,
     DeltaOption,
+    EngineOption,
     EpsilonOption,
     HypothesisMemoryOption,
     InsecureNoiseOption,
@@ -74,6 +76,7 @@ from pmwcm.cli.options import (
     SchemaOption,
     SeedOption,
     SupportSizeOption,
+    TableOption,
 )
 
 METHODS = ("pmw", "composition", "nonprivate")
@@ -122,6 +125,8 @@ def run_command(
     hypothesis_memory: HypothesisMemoryOption = None,
     support_size: SupportSizeOption = 0,
     metadata: Annotated[Path | None, typer.Option("--metadata", help=_METADATA_HELP)] = None,
+    table: TableOption = None,
+    data_engine: EngineOption = None,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -168,8 +173,10 @@ def run_command(
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     settings = backend_settings(backend, hypothesis_memory, support_size)
-    inputs = [("--data", data), ("--schema", schema), ("--queries", queries),
-              ("--public-prior", public_prior)]  # fmt: skip
+    inputs: list[tuple[str, Path | str | None]] = [
+        ("--data", data), ("--schema", schema), ("--queries", queries),
+        ("--public-prior", public_prior),
+    ]  # fmt: skip
     check_output(output, inputs=inputs)
     if metadata is not None:
         check_output(metadata, "--metadata", inputs=inputs)
@@ -179,7 +186,7 @@ def run_command(
     check_calibration(
         epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start, kind=method
     )
-    dataset = load_data(data, parsed)
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
     check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)

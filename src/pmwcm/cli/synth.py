@@ -54,6 +54,7 @@ from pmwcm.cli.common import (
     load_data,
     load_schema,
     make_noise,
+    open_data,
     read_queries,
     resolve_prior,
     summarize,
@@ -65,6 +66,7 @@ from pmwcm.cli.options import (
     BackendOption,
     DataOption,
     DeltaOption,
+    EngineOption,
     EpsilonOption,
     HypothesisMemoryOption,
     InsecureNoiseOption,
@@ -75,6 +77,7 @@ from pmwcm.cli.options import (
     SchemaOption,
     SeedOption,
     SupportSizeOption,
+    TableOption,
 )
 
 _OUTPUT_HELP = (
@@ -110,6 +113,8 @@ def synth_command(
     backend: BackendOption = "auto",
     hypothesis_memory: HypothesisMemoryOption = None,
     support_size: SupportSizeOption = 0,
+    table: TableOption = None,
+    data_engine: EngineOption = None,
 ) -> None:
     """Answer a query file with online PMW and write the synthetic dataset it learned.
 
@@ -131,8 +136,10 @@ def synth_command(
     settings = backend_settings(backend, hypothesis_memory, support_size)
     targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
     paths = [(p, o) for p, o in targets if p is not None]
-    inputs = [("--data", data), ("--schema", schema), ("--queries", queries),
-              ("--public-prior", public_prior)]  # fmt: skip
+    inputs: list[tuple[str, Path | str | None]] = [
+        ("--data", data), ("--schema", schema), ("--queries", queries),
+        ("--public-prior", public_prior),
+    ]  # fmt: skip
     for path, option in paths:
         check_output(path, option, inputs=inputs)
     if is_stdio(histogram):
@@ -141,7 +148,7 @@ def synth_command(
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start)
     check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)
-    dataset = load_data(data, parsed)
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
     check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)

@@ -5,23 +5,90 @@ through :class:`PrivateData`, so that the places where privacy is spent are
 easy to audit: the sparse vector's query ``err_l(D, Dhat)`` and the oracle's
 solve both need only ``D_C``, the marginal of ``D`` on the query's clique.
 
-``D`` can be given as records (a :class:`~pmwcm.data.table.Dataset` or an integer
-array) or directly as a histogram with a stated ``n`` -- the latter lets tests
-reproduce the paper's theorems at ``n`` far beyond what records would allow.
-Marginals are cached per clique: the data never changes.
+Where the counts come from is pluggable (docs/design.md, "The data layer"):
+
+* records in memory (a :class:`~pmwcm.data.table.Dataset`'s integer codes);
+* a histogram with a stated ``n`` -- tests reproduce the paper's theorems at
+  ``n`` far beyond what records would allow;
+* any :class:`CountSource`: a database or engine that answers ``GROUP BY``
+  counts on a clique where the data lives (DuckDB, PostgreSQL, Spark; see
+  :mod:`pmwcm.data.sources`). No rows cross into Python, only counts.
+
+``n`` is public (as in the paper) and fixed when the data is opened. Marginals
+are cached per clique: the data never changes, so a repeated clique is free.
+
+How records are counted (issue 18, the data side at its limit). Both rules
+read only public inputs (``|X|`` and ``n``):
+
+* ``|X| <= n``: the data histogram (counts on all of ``X``) is built in one
+  pass over the records, on first use; each new clique is then a marginal of
+  it (at most two passes over ``|X|`` cells), never a pass over the rows.
+* ``|X| > n``: the records are kept column by column in the smallest unsigned
+  dtype; a new clique reads only its own columns (Horner's rule into a cell
+  code, then one ``bincount``, or the occupied cells of a large clique).
+
+A :class:`CountSource` follows the same first rule when ``|X|`` also fits
+:data:`FULL_HISTOGRAM_CELLS`: one ``GROUP BY`` over every attribute, then no
+more trips to the database.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.kernels.clique_table import CliqueTable, cell_codes, is_dense
+from pmwcm.kernels.clique_table import CliqueTable, is_dense
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, FloatArray
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, dense_marginal
 from pmwcm.kernels.lru import LRUCache
+
+__all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PrivateData", "code_dtype"]
+
+#: A :class:`CountSource` is asked for the full histogram once (instead of one
+#: ``GROUP BY`` per clique) when ``|X| <= n`` and ``|X|`` is at most this (128 MiB of float64).
+FULL_HISTOGRAM_CELLS = 2**24
+
+
+@runtime_checkable
+class CountSource(Protocol):
+    """Where the private records live: answers integer counts on a clique.
+
+    Implementations validate the whole table against the schema when they
+    are opened (so a query never meets a bad row) and fix ``n`` there.
+    """
+
+    @property
+    def domain(self) -> Domain:
+        """The data universe (from the public schema)."""
+        ...
+
+    @property
+    def n(self) -> int:
+        """The number of records (public, fixed at open)."""
+        ...
+
+    def counts(self, clique: tuple[str, ...]) -> CliqueTable:
+        """The record counts on ``clique`` (axes in the order given), in the form
+        :func:`~pmwcm.kernels.clique_table.is_dense` gives the clique: every cell,
+        or the occupied cells only (sorted codes). ``mass`` holds the counts."""
+        ...
+
+    def close(self) -> None:
+        """Releases the connection or engine (idempotent)."""
+        ...
+
+
+def code_dtype(cells: int) -> np.dtype:
+    """The narrowest unsigned dtype holding the codes ``0..cells-1``.
+
+    >>> code_dtype(256), code_dtype(257)
+    (dtype('uint8'), dtype('uint16'))
+    """
+    return np.min_scalar_type(max(cells - 1, 0))
 
 
 class PrivateData:
@@ -31,7 +98,8 @@ class PrivateData:
         domain: the data universe.
         n: number of records (public, as in the paper).
         records: integer codes, shape ``(n, len(domain))``; or
-        histogram: the normalised histogram ``D`` (with ``n`` given).
+        histogram: the normalised histogram ``D`` (with ``n`` given); or
+        source: a :class:`CountSource` over ``domain`` with this ``n``.
     """
 
     def __init__(
@@ -41,11 +109,13 @@ class PrivateData:
         n: int,
         records: NDArray[np.integer] | None = None,
         histogram: DenseHistogram | None = None,
+        source: CountSource | None = None,
     ) -> None:
-        if (records is None) == (histogram is None):
-            raise ValueError("PrivateData needs exactly one of records= or histogram=.")
+        if sum(x is not None for x in (records, histogram, source)) != 1:
+            raise ValueError("PrivateData needs exactly one of records=, histogram= or source=.")
         if not (isinstance(n, int | np.integer) and n >= 1):
             raise ValueError(f"n must be a positive integer, got n={n!r}.")
+        columns: tuple[NDArray[np.unsignedinteger], ...] = ()
         if records is not None:
             records = np.asarray(records)
             if records.ndim != 2 or records.shape[1] != len(domain):
@@ -54,12 +124,34 @@ class PrivateData:
                 )
             if records.shape[0] != n:
                 raise ValueError(f"n={n} but {records.shape[0]} records were given.")
+            if records.dtype.kind not in "iu":
+                raise ValueError(f"records must hold integer codes, got dtype {records.dtype}.")
+            for j, size in enumerate(domain.sizes):  # checked when the data is opened
+                column = records[:, j]
+                if n and (column.min() < 0 or column.max() >= size):
+                    raise ValueError(
+                        f"records hold codes outside 0..{size - 1} for attribute "
+                        f"{domain.names[j]!r}."
+                    )
+            # One contiguous column per attribute, in the narrowest dtype: a clique
+            # then reads len(C) * n bytes (uint8 for every attribute of <= 256 values).
+            columns = tuple(
+                np.ascontiguousarray(records[:, j], dtype=code_dtype(size))
+                for j, size in enumerate(domain.sizes)
+            )
         if histogram is not None and histogram.domain != domain:
             raise ValueError("histogram is over a different domain.")
+        if source is not None:
+            if source.domain != domain:
+                raise ValueError("source is over a different domain.")
+            if source.n != n:
+                raise ValueError(f"n={n} but the source holds n={source.n} records.")
         self.domain = domain
         self.n = int(n)
-        self._records = records
+        self._columns = columns
         self._histogram = histogram
+        self._source = source
+        self._counts: FloatArray | None = None  # the data histogram's counts, when built
         self._cache: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
         # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
         self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
@@ -70,6 +162,86 @@ class PrivateData:
         records = np.asarray(records)
         return cls(domain=domain, n=int(records.shape[0]), records=records)
 
+    @classmethod
+    def from_source(cls, source: CountSource) -> PrivateData:
+        """Wraps a :class:`CountSource` (its domain and its public ``n``)."""
+        return cls(domain=source.domain, n=source.n, source=source)
+
+    @classmethod
+    def of(cls, opened: object) -> PrivateData:
+        """The private data of what a source opener returned: a :class:`CountSource`,
+        records with their domain (a :class:`~pmwcm.data.table.Dataset`, read by its
+        ``domain`` and ``records``), or a :class:`PrivateData` (returned as is).
+
+        Raises:
+            TypeError: for anything else.
+        """
+        if isinstance(opened, PrivateData):
+            return opened
+        if isinstance(opened, CountSource):
+            return cls.from_source(opened)
+        domain, records = getattr(opened, "domain", None), getattr(opened, "records", None)
+        if isinstance(domain, Domain) and records is not None:
+            return cls.from_records(domain, records)
+        raise TypeError(f"cannot read private data from a {type(opened).__name__}.")
+
+    @property
+    def source(self) -> CountSource | None:
+        """The :class:`CountSource` read, or ``None`` for data held in memory."""
+        return self._source
+
+    def close(self) -> None:
+        """Releases the source's connection, if any (cached marginals stay usable)."""
+        if self._source is not None:
+            self._source.close()
+
+    def _use_full_histogram(self) -> bool:
+        """The public rule: one histogram of counts when ``|X| <= n`` (and, for a
+        source, ``|X| <= FULL_HISTOGRAM_CELLS``)."""
+        if self._histogram is not None or self.domain.size > self.n:
+            return False
+        return self._source is None or self.domain.size <= FULL_HISTOGRAM_CELLS
+
+    def _full_counts(self) -> FloatArray:
+        """Counts on every cell of ``X``: one pass over the records, or one query."""
+        if self._counts is None:
+            if self._source is not None:
+                counts = self._source.counts(self.domain.names).table()
+            else:
+                codes = self._cell_codes(tuple(range(len(self.domain))))
+                counts = np.bincount(codes, minlength=self.domain.size).astype(np.float64)
+            counts = counts.reshape(self.domain.shape)
+            counts.setflags(write=False)
+            self._counts = counts
+        return self._counts
+
+    def _cell_codes(self, axes: tuple[int, ...]) -> NDArray[np.unsignedinteger]:
+        """Each record's flat cell code on ``axes`` (reads only those columns)."""
+        sizes = [self.domain.sizes[a] for a in axes]
+        dtype = code_dtype(math.prod(sizes))
+        codes = np.zeros(self.n, dtype=dtype)
+        for axis, size in zip(axes, sizes, strict=True):
+            codes *= dtype.type(size)
+            codes += self._columns[axis]
+        return codes
+
+    def _count_table(self, key: tuple[str, ...]) -> CliqueTable:
+        """Counts on the clique ``key`` in its :func:`is_dense` form (not cached)."""
+        axes = self.domain.axes(key)
+        shape = tuple(self.domain.sizes[a] for a in axes)
+        if self._use_full_histogram():
+            return CliqueTable.of_marginal(dense_marginal(self._full_counts(), axes))
+        if self._source is not None:
+            return self._source.counts(key)
+        if not axes:  # the empty clique: all n records in its one cell
+            return CliqueTable.dense(np.full((), float(self.n)))
+        codes = self._cell_codes(axes)
+        if is_dense(shape):
+            counts = np.bincount(codes, minlength=math.prod(shape)).astype(np.float64)
+            return CliqueTable.dense(counts.reshape(shape))
+        cells, counts = np.unique(codes, return_counts=True)
+        return CliqueTable(shape=shape, codes=cells.astype(np.int64), mass=counts.astype(float))
+
     def marginal(self, clique: Sequence[str]) -> FloatArray:
         """``D_C``: the normalised marginal on ``clique`` (axes in the order given)."""
         key = tuple(clique)
@@ -77,16 +249,10 @@ class PrivateData:
         if table is None:
             if self._histogram is not None:
                 table = self._histogram.marginal(key)
+            elif not key:  # the empty clique: all the mass in one cell, as for histograms
+                table = np.ones(())
             else:
-                assert self._records is not None
-                axes = self.domain.axes(key)
-                shape = tuple(self.domain.sizes[a] for a in axes)
-                if axes:
-                    flat = np.ravel_multi_index(tuple(self._records[:, list(axes)].T), shape)
-                    counts = np.bincount(flat, minlength=int(np.prod(shape, dtype=np.int64)))
-                    table = counts.reshape(shape).astype(np.float64) / self.n
-                else:  # the empty clique: all the mass in one cell, as for histograms
-                    table = np.ones(())
+                table = self._count_table(key).table() / self.n
             table.setflags(write=False)
             self._cache.put(key, table)
         return table
@@ -98,12 +264,12 @@ class PrivateData:
         key = tuple(clique)
         table = self._tables.get(key)
         if table is None:
-            axes = self.domain.axes(key)
-            shape = tuple(self.domain.sizes[a] for a in axes)
-            if is_dense(shape) or self._records is None:
+            shape = tuple(self.domain.sizes[a] for a in self.domain.axes(key))
+            if is_dense(shape) or self._histogram is not None:
                 table = CliqueTable.of_marginal(self.marginal(key))
             else:
-                table = CliqueTable.from_codes(shape, cell_codes(self._records, axes, shape))
+                counts = self._count_table(key)
+                table = CliqueTable(shape=shape, codes=counts.codes, mass=counts.mass / self.n)
             table.mass.setflags(write=False)
             self._tables.put(key, table)
         return table
@@ -112,5 +278,6 @@ class PrivateData:
         """The full histogram ``D`` (dense; for baselines and tests)."""
         if self._histogram is not None:
             return self._histogram.copy()
-        assert self._records is not None
-        return DenseHistogram.from_records(self.domain, self._records)
+        if self._use_full_histogram():
+            return DenseHistogram(self.domain, self._full_counts())
+        return DenseHistogram(self.domain, self._count_table(self.domain.names).table())

@@ -46,7 +46,7 @@ _log = logging.getLogger("pmwcm.service")
 _T = TypeVar("_T")
 _WHAT = {
     "schema_path": "a schema (JSON)",
-    "data_path": "CSV records under the schema",
+    "data_path": "CSV or Parquet records under the schema",
     "public_data_path": "CSV records under the schema",
 }
 
@@ -199,6 +199,7 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
 def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
+    from pmwcm.data.sources.open import open_source
     from pmwcm.data.table import Dataset
 
     for key in ("data_path", "schema_path", "public_data_path"):
@@ -212,8 +213,12 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
                 "the session cannot continue on other data."
             )
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
-    dataset = _read("data_path", lambda: Dataset.from_csv(Path(config["data_path"]), schema))
-    private = PrivateData.from_records(dataset.domain, dataset.records)
+    data_path = Path(config["data_path"])
+    if data_path.suffix.lower() == ".csv":  # in memory, as always (the server may fork)
+        dataset = _read("data_path", lambda: Dataset.from_csv(data_path, schema))
+        private = PrivateData.from_records(dataset.domain, dataset.records)
+    else:  # a Parquet file, read in place by DuckDB (pmwcm.data.sources)
+        private = PrivateData.of(_read("data_path", lambda: open_source(data_path, schema)))
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)

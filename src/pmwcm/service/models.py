@@ -169,8 +169,8 @@ class SessionCreate(_Request):
     data_path: str = Field(
         min_length=1,
         max_length=4096,
-        description="The private CSV on the server, under a data directory the operator "
-        "allows (pmwcm serve --data-dir); so are schema_path and public_data_path.",
+        description="The private CSV or Parquet file on the server, under a data directory "
+        "the operator allows (pmwcm serve --data-dir); so are schema_path and public_data_path.",
     )
     schema_path: str = Field(min_length=1, max_length=4096)
     public_data_path: str | None = Field(

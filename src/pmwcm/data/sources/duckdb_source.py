@@ -1,0 +1,227 @@
+"""DuckDB, embedded: the default engine for files, and for DuckDB tables and relations.
+
+A CSV file, a Parquet file or a directory of Parquet files is read where it
+lies -- DuckDB streams it, so it may be larger than memory, and no row passes
+through pandas or Python. A CSV is read with every cell as text, exactly as
+:meth:`~pmwcm.data.table.Dataset.from_csv` reads it; Parquet keeps its types
+(the rules of :mod:`pmwcm.data.sources.sql` say how each type is matched).
+
+A connection opened here is capped (``memory_limit``, default
+:data:`DEFAULT_MEMORY_LIMIT`) and spills to a private temporary directory
+that :meth:`DuckDBSource.close` removes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pmwcm.data.schema import Schema
+from pmwcm.data.sources.sql import DIALECTS, ColumnKind
+from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.table import DataError
+
+__all__ = ["DEFAULT_MEMORY_LIMIT", "DuckDBSource", "column_kind", "file_relation"]
+
+#: DuckDB's buffer cap on a connection opened here (its queries spill beyond it).
+DEFAULT_MEMORY_LIMIT = "512MB"
+
+_INTEGER = re.compile(r"(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT))$")
+_FLOAT = re.compile(r"(DOUBLE|FLOAT|REAL|DECIMAL.*)$")
+_VIEW = "pmwcm_source"
+_RAW = "pmwcm_raw"
+
+
+def column_kind(type_name: str) -> ColumnKind | None:
+    """How the schema's rules read a DuckDB column type (``None``: they cannot)."""
+    name = type_name.upper()
+    if name == "VARCHAR":
+        return "text"
+    if name == "BOOLEAN":
+        return "boolean"
+    if _INTEGER.match(name):
+        return "integer"
+    return "float" if _FLOAT.match(name) else None
+
+
+def _literal(text: str) -> str:
+    return DIALECTS["duckdb"].literal(text)
+
+
+def _quote(name: str) -> str:
+    return DIALECTS["duckdb"].identifier(name)
+
+
+def file_relation(path: str | os.PathLike[str]) -> str:
+    """The DuckDB ``FROM`` item that reads ``path`` in place.
+
+    Raises:
+        DataError: the path is missing, or neither CSV, Parquet nor a directory.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise DataError(f"data file not found: '{p}'.")
+    if p.is_dir():
+        if not any(p.rglob("*.parquet")):
+            raise DataError(f"data directory '{p}' holds no .parquet files.")
+        return f"read_parquet({_literal(str(p / '**' / '*.parquet'))}, union_by_name = true)"
+    suffixes = [s.lower() for s in p.suffixes]
+    if suffixes[-1:] in (
+        [".parquet"],
+        [".pq"],
+    ):
+        return f"read_parquet({_literal(str(p))})"
+    if ".csv" in suffixes or ".tsv" in suffixes:
+        if p.stat().st_size == 0:
+            raise DataError(f"data file '{p}' is empty (no header row).")
+        return f"read_csv({_literal(str(p))}, all_varchar = true, header = true)"
+    raise DataError(f"cannot tell the format of '{p}': name it .csv, .parquet or a directory.")
+
+
+def _release(own: tuple[Any, str]) -> None:
+    connection, spill = own
+    connection.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+class DuckDBSource(SQLSource):
+    """A table read by DuckDB, validated against the schema when opened.
+
+    Use :meth:`from_file` (a path), :meth:`from_relation` (a
+    ``duckdb.DuckDBPyRelation``) or :meth:`from_table` (a connection and a
+    table name).
+
+    Args:
+        schema: the public schema.
+        relation: the ``DuckDBPyRelation`` to read (its columns and types).
+        run: runs a query that names the relation ``pmwcm_source``.
+        where: names the data in messages.
+        own: the connection and spill directory opened here, closed by :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        relation: Any,
+        run: Callable[[str], Any],
+        where: str,
+        own: tuple[Any, str] | None = None,
+    ) -> None:
+        self._run = run
+        self._own = own
+        # The connection and its spill directory go with the source, close() or not.
+        self._finalizer = weakref.finalize(self, _release, own) if own is not None else None
+        columns = dict(zip(relation.columns, (str(t) for t in relation.types), strict=True))
+        kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
+        try:
+            super().__init__(
+                schema,
+                relation=_VIEW,
+                columns=columns,
+                kinds=kinds,
+                dialect=DIALECTS["duckdb"],
+                where=where,
+            )
+        except Exception:
+            self.close()
+            raise
+
+    @classmethod
+    def from_file(
+        cls,
+        path: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        threads: int | None = None,
+    ) -> DuckDBSource:
+        """Reads a CSV file, a Parquet file or a directory of Parquet files in place.
+
+        Parquet is scanned at each new clique (only the clique's columns). A
+        CSV, which has no columns to skip to, is parsed once, at open, into
+        DuckDB's own compressed columns (the schema's columns only, in a
+        private temporary database that :meth:`close` deletes); the
+        validation pass and the cliques' queries read those.
+        """
+        import duckdb
+
+        relation_sql = file_relation(path)
+        spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
+        config: dict[str, Any] = {
+            "memory_limit": memory_limit,
+            "temp_directory": spill,
+        }
+        if threads is not None:
+            config["threads"] = threads
+        connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
+        try:
+            connection.execute("SET enable_progress_bar = false")  # a library prints nothing
+            connection.execute(f"CREATE TEMP VIEW {_VIEW} AS SELECT * FROM {relation_sql}")
+            relation = connection.table(_VIEW)
+            wanted = list(dict.fromkeys(a.column for a in schema.attributes))
+            if relation_sql.startswith("read_csv") and set(wanted) <= set(relation.columns):
+                kept = ", ".join(_quote(c) for c in wanted)  # one parse, into DuckDB's columns
+                connection.execute(f"CREATE TABLE {_RAW} AS SELECT {kept} FROM {_VIEW}")
+                connection.execute(f"CREATE OR REPLACE TEMP VIEW {_VIEW} AS SELECT * FROM {_RAW}")
+                relation = connection.table(_VIEW)
+        except duckdb.Error as exc:
+            connection.close()
+            shutil.rmtree(spill, ignore_errors=True)
+            first = str(exc).strip().splitlines()[0]
+            raise DataError(f"cannot read data file '{path}': {first}") from None
+        return cls(
+            schema,
+            relation=relation,
+            run=connection.sql,
+            where=f"'{path}'",
+            own=(connection, spill),
+        )
+
+    @classmethod
+    def from_relation(cls, relation: Any, schema: Schema) -> DuckDBSource:
+        """A ``duckdb.DuckDBPyRelation`` (its connection stays the caller's)."""
+        return cls(
+            schema,
+            relation=relation,
+            run=lambda query: relation.query(_VIEW, query),
+            where="the DuckDB relation",
+        )
+
+    @classmethod
+    def from_table(cls, connection: Any, table: str, schema: Schema) -> DuckDBSource:
+        """Table (or view) ``table`` of a DuckDB connection (which stays the caller's)."""
+        import duckdb
+
+        try:
+            relation = connection.table(table)
+        except duckdb.Error:
+            raise DataError(f"table {table!r} not found in the DuckDB connection.") from None
+        return cls(
+            schema,
+            relation=relation,
+            run=lambda query: relation.query(_VIEW, query),
+            where=f"table {table!r}",
+        )
+
+    def _rows(self, query: str) -> list[tuple[Any, ...]]:
+        return list(self._run(query).fetchall())
+
+    def _cells(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        columns = self._run(query).fetchnumpy()
+        cells = np.asarray(columns["cell"], dtype=np.int64)
+        return cells, np.asarray(columns["cnt"], dtype=np.float64)
+
+    def close(self) -> None:
+        """Closes the connection opened by :meth:`from_file` (idempotent)."""
+        if self._finalizer is not None:
+            self._own = None
+            self._finalizer()

@@ -1,0 +1,153 @@
+"""PostgreSQL: a table counted where it lives, through psycopg 3.
+
+The connection is opened from a URL (``postgresql://user:password@host:port/db``),
+made read-only and held in one ``REPEATABLE READ`` transaction for the whole
+session: every count, the validation pass included, sees the same snapshot,
+so the counts always sum to the ``n`` fixed at open even if the table is
+written to meanwhile. Identifiers come only from the schema and the given
+table name, and are quoted by ``psycopg.sql.Identifier``. The URL's password
+never appears in a message: :func:`redact_url` removes it, and errors from
+the driver are reported by their class and redacted text.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from pmwcm.data.schema import Schema
+from pmwcm.data.sources.sql import DIALECTS, ColumnKind
+from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.table import DataError
+
+__all__ = ["PostgresSource", "column_kind", "is_postgres_url", "redact_url"]
+
+_KINDS: dict[str, ColumnKind] = {
+    "text": "text",
+    "character varying": "text",
+    "character": "text",
+    "smallint": "integer",
+    "integer": "integer",
+    "bigint": "integer",
+    "real": "float",
+    "double precision": "float",
+    "numeric": "float",
+    "boolean": "boolean",
+}
+
+
+def column_kind(type_name: str) -> ColumnKind | None:
+    """How the schema's rules read a PostgreSQL ``data_type`` (``None``: they cannot)."""
+    return _KINDS.get(type_name)
+
+
+def is_postgres_url(text: str) -> bool:
+    """Whether ``text`` is a PostgreSQL connection URL.
+
+    >>> is_postgres_url("postgresql://u@db/x"), is_postgres_url("data.csv")
+    (True, False)
+    """
+    return re.match(r"postgres(ql)?://", text) is not None
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (safe to print).
+
+    >>> redact_url("postgresql://ann:s3cret@db:5432/x?sslmode=require")
+    'postgresql://ann:***@db:5432/x?sslmode=require'
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _redacted(text: str, url: str) -> str:
+    """``text`` with the URL's password (and the URL itself) masked out."""
+    password = urlsplit(url).password
+    text = text.replace(url, redact_url(url))
+    return text.replace(password, "***") if password else text
+
+
+class PostgresSource(SQLSource):
+    """A PostgreSQL table, validated against the schema when opened.
+
+    Args:
+        url: ``postgresql://...`` (credentials are never echoed).
+        table: ``"table"`` or ``"schema.table"``.
+        schema: the public pmwcm schema.
+
+    Raises:
+        DataError: the server cannot be reached, the table or a column is
+            missing or of an unreadable type, or rows fail the schema.
+    """
+
+    def __init__(self, url: str, table: str, schema: Schema) -> None:
+        import psycopg
+        from psycopg import sql
+
+        self._connection: Any = None
+        parts = table.split(".")
+        if not table or len(parts) > 2 or not all(parts):
+            raise DataError(f"--table must be 'table' or 'schema.table', got {table!r}.")
+        try:
+            connection = psycopg.connect(url, autocommit=False)
+        except psycopg.Error as exc:
+            first = _redacted(str(exc).strip().splitlines()[0] if str(exc).strip() else "", url)
+            raise DataError(
+                f"cannot connect to {redact_url(url)}: {type(exc).__name__}: {first}"
+            ) from None
+        self._connection = connection
+        # Closed with the source even if the caller forgets close() (ends the transaction).
+        self._finalizer = weakref.finalize(self, connection.close)
+        try:
+            connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            connection.read_only = True
+            namespace, name = parts if len(parts) == 2 else (None, parts[0])
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_name = %s AND table_schema = COALESCE(%s, current_schema()) "
+                    "ORDER BY ordinal_position",
+                    (name, namespace),
+                )
+                columns = {str(c): str(t) for c, t in cursor.fetchall()}
+            if not columns:
+                raise DataError(f"table {table!r} not found in {redact_url(url)}.")
+            kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
+            relation = sql.Identifier(*parts).as_string(connection)
+            super().__init__(
+                schema,
+                relation=relation,
+                columns=columns,
+                kinds=kinds,
+                dialect=DIALECTS["postgresql"],
+                where=f"table {table!r}",
+            )
+        except psycopg.Error as exc:
+            self.close()
+            raise DataError(
+                f"cannot read table {table!r}: {type(exc).__name__}: "
+                f"{_redacted(str(exc).strip().splitlines()[0], url)}"
+            ) from None
+        except Exception:
+            self.close()
+            raise
+
+    def _rows(self, query: str) -> list[tuple[Any, ...]]:
+        with self._connection.cursor() as cursor:
+            cursor.execute(query.encode())  # composed from quoted identifiers and literals only
+            return list(cursor.fetchall())
+
+    def close(self) -> None:
+        """Ends the read-only transaction and closes the connection (idempotent)."""
+        if self._connection is not None:
+            self._connection = None
+            self._finalizer()

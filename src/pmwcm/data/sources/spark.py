@@ -1,0 +1,107 @@
+"""Spark: a table or Parquet data set counted by Spark SQL, for data that lives on a cluster.
+
+Needs the optional extra ``pmwcm[spark]`` (``pyspark``, and Java 17). The
+data is a Parquet path (a file or a directory, any file system Spark reads:
+``hdfs://``, ``s3a://``, ...) or the name of a table in Spark's catalog. It is
+registered as a temporary view and every query -- the validation pass, then
+one ``GROUP BY`` per new clique -- runs as Spark SQL on the cluster; only the
+counts are collected to the driver.
+
+Pointing at a real cluster: pass your own ``SparkSession`` (the Python API),
+or, from the command line, set the master the usual way before ``pmwcm run
+--engine spark`` -- ``spark-submit --master yarn`` / ``spark://host:7077``, or
+the ``PYSPARK_SUBMIT_ARGS`` / ``SPARK_HOME`` environment and
+``spark-defaults.conf`` that ``SparkSession.builder.getOrCreate()`` reads.
+Without any of these, Spark runs locally on this machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pmwcm.data.schema import Schema
+from pmwcm.data.sources.sql import DIALECTS, ColumnKind
+from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.table import DataError
+
+__all__ = ["SparkSource", "column_kind"]
+
+_VIEWS = itertools.count()
+_KINDS: dict[str, ColumnKind] = {
+    "string": "text",
+    "varchar": "text",
+    "char": "text",
+    "tinyint": "integer",
+    "smallint": "integer",
+    "int": "integer",
+    "bigint": "integer",
+    "float": "float",
+    "double": "float",
+    "decimal": "float",
+    "boolean": "boolean",
+}
+
+
+def column_kind(type_name: str) -> ColumnKind | None:
+    """How the schema's rules read a Spark SQL type (``simpleString``; ``None``: they cannot).
+
+    >>> column_kind("decimal(10,2)"), column_kind("date")
+    ('float', None)
+    """
+    return _KINDS.get(type_name.split("(")[0])
+
+
+class SparkSource(SQLSource):
+    """A Spark table or Parquet path, validated against the schema when opened.
+
+    Args:
+        data: a Parquet path, or a table name when ``table=True``.
+        schema: the public pmwcm schema.
+        spark: the ``SparkSession`` (default: ``SparkSession.builder.getOrCreate()``).
+        table: read ``data`` as a catalog table name instead of a path.
+
+    Raises:
+        DataError: the path or table cannot be read, a column is missing or of
+            an unreadable type, or rows fail the schema.
+    """
+
+    def __init__(
+        self, data: str, schema: Schema, *, spark: Any = None, table: bool = False
+    ) -> None:
+        from pyspark.errors import PySparkException
+        from pyspark.sql import SparkSession
+
+        self._spark = spark if spark is not None else SparkSession.builder.getOrCreate()
+        self._view: str | None = None
+        try:
+            frame = self._spark.table(data) if table else self._spark.read.parquet(data)
+        except PySparkException as exc:
+            what = f"table {data!r}" if table else f"Parquet data '{data}'"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise DataError(f"Spark cannot read {what}: {type(exc).__name__}: {first}") from None
+        self._view = f"pmwcm_source_{next(_VIEWS)}"
+        frame.createOrReplaceTempView(self._view)
+        columns = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+        kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
+        try:
+            super().__init__(
+                schema,
+                relation=self._view,
+                columns=columns,
+                kinds=kinds,
+                dialect=DIALECTS["spark"],
+                where=f"table {data!r}" if table else f"'{data}'",
+            )
+        except Exception:
+            self.close()
+            raise
+
+    def _rows(self, query: str) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._spark.sql(query).collect()]
+
+    def close(self) -> None:
+        """Drops the temporary view (the session stays: it may be shared)."""
+        if self._view is not None:
+            view, self._view = self._view, None
+            self._spark.catalog.dropTempView(view)

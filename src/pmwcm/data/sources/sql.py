@@ -1,0 +1,332 @@
+"""The schema's rules compiled to SQL, so that the engine holding the data makes the codes.
+
+Each :class:`~pmwcm.data.attribute.Attribute` becomes one ``CASE`` expression
+that maps a source cell to the same code as
+:func:`~pmwcm.data.table.encode_column` would, or to a negative *fault* code:
+
+* :data:`OUTSIDE` -- a value the schema does not list, or a number outside
+  the bins (without ``clip``);
+* :data:`MISSING` -- ``NULL``, an empty or blank text, or a float ``NaN``;
+* :data:`NOT_A_NUMBER` -- text that a ``bins``/``threshold`` rule cannot read
+  as a number.
+
+The source value is matched as :func:`~pmwcm.data.attribute.canonical_value`
+matches it in memory:
+
+* text: stripped of the characters Python's ``str.strip`` removes, and
+  compared with the schema's values; read as a number for bins and
+  thresholds when it has the form ``[+-]digits[.digits][e[+-]digits]`` or
+  is an infinity (``inf``, ``infinity``, any case, signed), as
+  ``pandas.to_numeric`` reads it;
+* an integer column: a schema value matches when it is the integer's
+  decimal form (``"7"``, not ``"07"``);
+* a float column: a schema value matches when it is the float's canonical
+  text (``"1"`` for ``1.0``, ``repr`` otherwise), i.e. compares equal to
+  the float it spells;
+* a boolean column: the values ``"True"`` and ``"False"`` (as numbers, 1 and 0).
+
+Every other column type is a type mismatch, reported when the data is
+opened. One function per rule kind (:func:`categorical_code`,
+:func:`bins_code`, :func:`threshold_code`) writes the ``CASE``; a
+:class:`Dialect` holds the few spellings that differ between DuckDB,
+PostgreSQL and Spark SQL. Identifiers and literals come only from the
+public schema and are always quoted by the dialect.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pmwcm.data.attribute import Attribute, canonical_value, format_number
+
+__all__ = [
+    "DIALECTS",
+    "MISSING",
+    "NOT_A_NUMBER",
+    "OUTSIDE",
+    "Cell",
+    "ColumnKind",
+    "Dialect",
+    "attribute_code",
+    "bins_code",
+    "canonical_text",
+    "categorical_code",
+    "coding_query",
+    "threshold_code",
+]
+
+#: Fault codes (negative, never a valid code).
+OUTSIDE, MISSING, NOT_A_NUMBER = -1, -2, -3
+
+#: How a source column's type is read: the four kinds a schema rule can use.
+ColumnKind = Literal["text", "integer", "float", "boolean"]
+
+#: The characters ``str.strip()`` removes (Unicode whitespace), in one string.
+WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+
+#: A number as text (``pandas.to_numeric`` reads these); infinities are matched apart.
+NUMBER_PATTERN = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+_POSITIVE_INFINITY = ("inf", "+inf", "infinity", "+infinity")
+_NEGATIVE_INFINITY = ("-inf", "-infinity")
+
+
+def _quote_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _quote_name(name: str, mark: str = '"') -> str:
+    return mark + name.replace(mark, mark * 2) + mark
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dialect:
+    """The spellings that differ between SQL engines.
+
+    Attributes:
+        name: ``"duckdb"``, ``"postgresql"`` or ``"spark"``.
+        identifier: quotes a column or table name.
+        literal: quotes a text literal.
+        double: the name of the float64 type.
+        trim: ``trim(expr, chars)`` in this dialect (``{x}``, ``{chars}``).
+        matches: a full regular-expression match (``{x}``, ``{pattern}``).
+        is_nan: whether a double is NaN (``{x}``).
+        contains: whether text ``{chars}`` contains the text ``{c}``.
+        fence: ends a subquery that the planner must not merge into its
+            parent (PostgreSQL would copy a named expression into every use).
+    """
+
+    name: str
+    identifier: Callable[[str], str]
+    literal: Callable[[str], str]
+    double: str
+    trim: str
+    matches: str
+    is_nan: str
+    contains: str
+    fence: str = ""
+
+    def as_double(self, text: str) -> str:
+        """A float64 constant from its (Python) text, read exactly by the engine.
+
+        A finite value is written as a float literal in exponent form
+        (``repr`` round-trips; ``1.5e0`` is a double in DuckDB and Spark, and
+        PostgreSQL rounds it correctly to a double), which the planners fold
+        far faster than a ``CAST``; the infinities are cast from text.
+        """
+        x = float(text)
+        if math.isinf(x):
+            return f"CAST({self.literal(text)} AS {self.double})"
+        r = repr(x)
+        return r if "e" in r else f"{r}e0"
+
+
+def _postgres_identifier(name: str) -> str:
+    from psycopg import sql
+
+    return sql.Identifier(name).as_string(None)
+
+
+def _postgres_literal(text: str) -> str:
+    from psycopg import sql
+
+    return sql.Literal(text).as_string(None)
+
+
+DIALECTS: dict[str, Dialect] = {
+    "duckdb": Dialect(
+        name="duckdb",
+        identifier=_quote_name,
+        literal=_quote_text,
+        double="DOUBLE",
+        trim="trim({x}, {chars})",
+        matches="regexp_full_match({x}, {pattern})",
+        is_nan="isnan({x})",
+        contains="contains({chars}, {c})",
+    ),
+    "postgresql": Dialect(
+        name="postgresql",
+        identifier=_postgres_identifier,
+        literal=_postgres_literal,
+        double="double precision",
+        trim="btrim({x}, {chars})",
+        matches="({x} ~ {pattern})",
+        is_nan="({x} = CAST('NaN' AS double precision))",
+        contains="(strpos({chars}, {c}) > 0)",
+        fence=" OFFSET 0",
+    ),
+    "spark": Dialect(
+        name="spark",
+        identifier=lambda name: _quote_name(name, "`"),
+        literal=lambda text: _quote_text(text.replace("\\", "\\\\")),
+        double="DOUBLE",
+        trim="trim(BOTH {chars} FROM {x})",
+        matches="({x} RLIKE {pattern})",
+        is_nan="isnan({x})",
+        contains="(instr({chars}, {c}) > 0)",
+    ),
+}
+
+
+def canonical_text(x: str, d: Dialect) -> str:
+    """The stripped text of a text cell, ``NULL`` when missing (blank or ``NULL``).
+
+    Trimming by a set of characters is slow in every engine, so it runs only on
+    the cells that start or end with one of them (almost none, in clean data).
+    """
+    chars = d.literal(WHITESPACE)
+    edge = " OR ".join(
+        d.contains.format(chars=chars, c=f"{end}({x}, 1)") for end in ("left", "right")
+    )
+    stripped = d.trim.format(x=x, chars=chars)
+    return f"NULLIF(CASE WHEN {edge} THEN {stripped} ELSE {x} END, '')"
+
+
+def number_of_text(t: str, d: Dialect) -> str:
+    """The number that canonical text ``t`` spells, ``NULL`` if it spells none."""
+    pinf = ", ".join(d.literal(s) for s in _POSITIVE_INFINITY)
+    ninf = ", ".join(d.literal(s) for s in _NEGATIVE_INFINITY)
+    is_number = d.matches.format(x=t, pattern=d.literal(NUMBER_PATTERN))
+    return (
+        f"CASE WHEN lower({t}) IN ({pinf}) THEN {d.as_double('inf')} "
+        f"WHEN lower({t}) IN ({ninf}) THEN {d.as_double('-inf')} "
+        f"WHEN {is_number} THEN CAST({t} AS {d.double}) END"
+    )
+
+
+def number_of_column(x: str, kind: ColumnKind, d: Dialect) -> str:
+    """A non-text column read as a float64."""
+    if kind == "boolean":
+        return f"CAST(CASE WHEN {x} THEN 1 ELSE 0 END AS {d.double})"
+    return f"CAST({x} AS {d.double})"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The names under which a query has one source cell, in three forms.
+
+    Attributes:
+        raw: the cell as stored.
+        text: its canonical text (text columns; ``NULL`` when missing).
+        number: its value as a float64 (``NULL`` for text that spells no number).
+        kind: the column's kind.
+    """
+
+    raw: str
+    text: str
+    number: str
+    kind: ColumnKind
+
+
+def _numeric(cell: Cell, d: Dialect, rule: str) -> str:
+    """``rule`` (a ``WHEN ... ELSE ...`` tail on ``cell.number``) behind the fault tests."""
+    if cell.kind == "text":
+        head = (
+            f"WHEN {cell.text} IS NULL THEN {MISSING} "
+            f"WHEN {cell.number} IS NULL THEN {NOT_A_NUMBER}"
+        )
+    else:
+        nan = f" OR {d.is_nan.format(x=cell.number)}" if cell.kind == "float" else ""
+        head = f"WHEN {cell.raw} IS NULL{nan} THEN {MISSING}"
+    return f"CASE {head} {rule} END"
+
+
+def categorical_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
+    """The ``values`` (and ``map``) rule: the code of the schema value the cell spells."""
+    groups: dict[int, list[str]] = {}
+    for source, code in attr.source_codes().items():
+        groups.setdefault(code, []).append(source)
+    x = cell.raw
+    if cell.kind == "text":
+        t = cell.text
+        arms = [
+            f"WHEN {t} IN ({', '.join(d.literal(s) for s in sources)}) THEN {code}"
+            for code, sources in groups.items()
+        ]
+        return f"CASE WHEN {t} IS NULL THEN {MISSING} {' '.join(arms)} ELSE {OUTSIDE} END"
+    if cell.kind == "boolean":
+        index = attr.source_codes()
+        yes, no = index.get("True", OUTSIDE), index.get("False", OUTSIDE)
+        return f"CASE WHEN {x} IS NULL THEN {MISSING} WHEN {x} THEN {yes} ELSE {no} END"
+    arms = []
+    for code, sources in groups.items():
+        if cell.kind == "integer":
+            numbers = [s for s in sources if _INTEGER.fullmatch(s) and abs(int(s)) < 2**63]
+        else:  # a float equals the number it spells exactly when it spells it canonically
+            numbers = [d.as_double(s) for s in sources if _spells_a_float(s)]
+        if numbers:
+            arms.append(f"WHEN {x} IN ({', '.join(numbers)}) THEN {code}")
+    nan = f" OR {d.is_nan.format(x=x)}" if cell.kind == "float" else ""
+    return f"CASE WHEN {x} IS NULL{nan} THEN {MISSING} {' '.join(arms)} ELSE {OUTSIDE} END"
+
+
+def _spells_a_float(text: str) -> bool:
+    try:
+        x = float(text)
+    except ValueError:
+        return False
+    return x == x and abs(x) != float("inf") and canonical_value(x) == text
+
+
+def bins_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
+    """The ``bins`` rule: ``i`` for ``e_i <= v < e_{i+1}``; outside, clipped or a fault."""
+    v, edges = cell.number, attr.bins
+    below, above = (0, len(edges) - 2) if attr.clip else (OUTSIDE, OUTSIDE)
+    arms = [f"WHEN {v} < {d.as_double(format_number(edges[0]))} THEN {below}"]
+    arms += [
+        f"WHEN {v} < {d.as_double(format_number(e))} THEN {i}" for i, e in enumerate(edges[1:])
+    ]
+    return _numeric(cell, d, f"{' '.join(arms)} ELSE {above}")
+
+
+def threshold_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
+    """The ``threshold`` rule: 1 when ``v >= t``, else 0."""
+    assert attr.threshold is not None
+    t = d.as_double(format_number(attr.threshold))
+    return _numeric(cell, d, f"WHEN {cell.number} >= {t} THEN 1 ELSE 0")
+
+
+_RULES = {"values": categorical_code, "bins": bins_code, "threshold": threshold_code}
+
+
+def attribute_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
+    """The code of ``attr`` from its source ``cell``."""
+    return _RULES[attr.kind](attr, cell, d)
+
+
+def coding_query(
+    attrs: Sequence[Attribute],
+    raw: Mapping[str, str],
+    kinds: Mapping[str, ColumnKind],
+    d: Dialect,
+    inner: str,
+    keep: Sequence[str] = (),
+) -> str:
+    """``SELECT`` each attribute's code (``k0, k1, ...``) and ``keep`` from the query ``inner``.
+
+    ``inner`` has each source column under its alias ``raw[column]``. The text
+    and number forms of each column are named in two layers first, so that
+    every rule reads short names and the engine derives each form once.
+    """
+    numeric = {a.column for a in attrs if a.kind != "values"}
+    texts, numbers = [], []
+    for column, alias in raw.items():
+        if kinds[column] == "text":
+            texts.append(f"{canonical_text(alias, d)} AS t_{alias}")
+            if column in numeric:
+                numbers.append(f"{number_of_text('t_' + alias, d)} AS v_{alias}")
+        elif column in numeric or kinds[column] == "float":
+            numbers.append(f"{number_of_column(alias, kinds[column], d)} AS v_{alias}")
+    codes = []
+    for j, attr in enumerate(attrs):
+        a = raw[attr.column]
+        cell = Cell(raw=a, text=f"t_{a}", number=f"v_{a}", kind=kinds[attr.column])
+        codes.append(f"{attribute_code(attr, cell, d)} AS k{j}")
+    layer1 = f"SELECT {', '.join(['*', *texts])} FROM ({inner}{d.fence}) AS l0"
+    layer2 = f"SELECT {', '.join(['*', *numbers])} FROM ({layer1}{d.fence}) AS l1"
+    return f"SELECT {', '.join([*codes, *keep])} FROM ({layer2}{d.fence}) AS l2"
