@@ -3,7 +3,8 @@
 Hypothesis draws small tables (text, integer and float columns, with blanks
 around text, missing cells, numbers written as text, bad values) and a schema
 rule for each column (categorical with or without ``map``, bins with or without
-``clip``, thresholds). The same table is read twice: by
+``clip``, thresholds; each with or without ``missing`` markers and a
+``missing_label``). The same table is read twice: by
 :meth:`~pmwcm.data.table.Dataset.from_csv` / ``from_dataframe`` in memory and
 by DuckDB (from the CSV, and from Parquet with typed columns). Either both
 refuse it, or both give the same counts on every attribute and on all of them
@@ -85,9 +86,29 @@ def float_categorical(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[
 @st.composite
 def text_bins(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[Any], str]:
     rule = {"name": name, "bins": [0, 2.5, 10, 100], "clip": draw(st.booleans())}
-    good = ["1", " 7.5", "2.5 ", "1e1", "+3", ".5", "99.", "0", "inf", "-INF", "120"]
-    pool = [*good, "abc", "", "1,5"] if draw(st.booleans()) else good
+    good = ["1", " 7.5", "2.5 ", "1e1", "+3", ".5", "99.", "0", "120"]
+    pool = [*good, "abc", "", "1,5", "inf", "-INF"] if draw(st.booleans()) else good
+    if draw(st.booleans()):  # numbers with a missing-value marker
+        pool = [*pool, "N", " NA"]
     return rule, [draw(st.sampled_from(pool)) for _ in range(ROWS)], "VARCHAR"
+
+
+#: Markers a column of each SQL type can hold (none is a source value of the rules above).
+MARKERS = {"VARCHAR": ["N", "NA", "zz"], "BIGINT": ["-5", "25"], "DOUBLE": ["7.5"]}
+
+
+@st.composite
+def with_missing_rule(
+    draw: st.DrawFn, column: tuple[dict[str, Any], list[Any], str]
+) -> tuple[dict[str, Any], list[Any], str]:
+    """The column's rule, sometimes with ``missing`` markers and a ``missing_label``."""
+    rule, cells, sql_type = column
+    rule = dict(rule)
+    if draw(st.booleans()):
+        rule["missing"] = draw(st.lists(st.sampled_from(MARKERS[sql_type]), unique=True))
+    if draw(st.booleans()):
+        rule["missing_label"] = "unknown"
+    return rule, cells, sql_type
 
 
 ROWS = 12
@@ -99,7 +120,7 @@ def tables(draw: st.DrawFn) -> tuple[Schema, dict[str, tuple[list[Any], str]]]:
     kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
     rules, columns = [], {}
     for j, kind in enumerate(kinds):
-        rule, cells, sql_type = draw(kind(f"c{j}"))
+        rule, cells, sql_type = draw(with_missing_rule(draw(kind(f"c{j}"))))
         rules.append(rule)
         columns[f"c{j}"] = (cells, sql_type)
     return Schema.from_json({"attributes": rules}), columns

@@ -92,9 +92,11 @@ SUPPORT_SIZE_HELP = (
 )
 
 # A string, not a Path: a postgresql:// URL must keep its double slash.
-DataOption = Annotated[str, typer.Option("--data", help=DATA_HELP)]
-TableOption = Annotated[str | None, typer.Option("--table", help=TABLE_HELP)]
-EngineOption = Annotated[str | None, typer.Option("--engine", help=ENGINE_HELP)]
+DataOption = Annotated[str, typer.Option("--data", metavar="PATH|URL", help=DATA_HELP)]
+TableOption = Annotated[str | None, typer.Option("--table", metavar="TABLE", help=TABLE_HELP)]
+EngineOption = Annotated[
+    str | None, typer.Option("--engine", metavar="[duckdb|spark]", help=ENGINE_HELP)
+]
 SchemaOption = Annotated[Path, typer.Option("--schema", help=SCHEMA_HELP)]
 QueriesOption = Annotated[Path, typer.Option("--queries", help=QUERIES_HELP)]
 EpsilonOption = Annotated[float, typer.Option("--epsilon", metavar="EPS", help=EPSILON_HELP)]

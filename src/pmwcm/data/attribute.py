@@ -44,6 +44,11 @@ ATTRIBUTE_KEYS = (
 )
 
 
+#: A finite number written as text, as ``pandas.to_numeric`` reads it (and the SQL
+#: path, :mod:`pmwcm.data.sources.sql`); infinities are matched apart.
+NUMBER_PATTERN = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+
+
 class SchemaError(ValueError):
     """A schema that cannot be used; the message names the field and the bad value."""
 

@@ -21,6 +21,7 @@ message naming the column, the row and the value.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,13 @@ import numpy.typing as npt
 import pandas as pd
 
 from pmwcm._atomic import atomic_open
-from pmwcm.data.attribute import Attribute, canonical_value, format_number
+from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, format_number
 from pmwcm.data.schema import Schema
 from pmwcm.kernels.domain import Domain
 
 IntArray = npt.NDArray[np.int64]
 _MISSING = -2  # marks an empty cell in the lookup tables below
+_NUMBER_TEXT = re.compile(NUMBER_PATTERN)
 
 
 class DataError(ValueError):
@@ -296,10 +298,9 @@ def _code_of(text: str, lookup: dict[str, int]) -> int:
     to the schema's canonical spelling ``"1"``; ``-1`` if it matches nothing."""
     if text in lookup:
         return lookup[text]
-    try:
-        number = float(text)
-    except ValueError:
+    if not _NUMBER_TEXT.fullmatch(text):  # what pandas.to_numeric (and the SQL path) read
         return -1
+    number = float(text)
     if not np.isfinite(number):
         return -1
     return lookup.get(canonical_value(number) or "", -1)

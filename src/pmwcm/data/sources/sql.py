@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pmwcm.data.attribute import Attribute, canonical_value, format_number
+from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, format_number
 
 __all__ = [
     "DIALECTS",
@@ -57,6 +57,7 @@ __all__ = [
     "canonical_text",
     "categorical_code",
     "coding_query",
+    "is_marker",
     "threshold_code",
 ]
 
@@ -69,8 +70,6 @@ ColumnKind = Literal["text", "integer", "float", "boolean"]
 #: The characters ``str.strip()`` removes (Unicode whitespace), in one string.
 WHITESPACE = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
-#: A number as text (``pandas.to_numeric`` reads these); infinities are matched apart.
-NUMBER_PATTERN = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 _POSITIVE_INFINITY = ("inf", "+inf", "infinity", "+infinity")
 _NEGATIVE_INFINITY = ("-inf", "-infinity")
@@ -224,16 +223,40 @@ class Cell:
 
 
 def _numeric(cell: Cell, d: Dialect, rule: str) -> str:
-    """``rule`` (a ``WHEN ... ELSE ...`` tail on ``cell.number``) behind the fault tests."""
+    """``rule`` (a ``WHEN ... ELSE ...`` tail on ``cell.number``) behind the fault tests.
+
+    A number must be finite: an infinity is :data:`NOT_A_NUMBER`, as in memory.
+    """
+    infinite = f"{cell.number} IN ({d.as_double('inf')}, {d.as_double('-inf')})"
     if cell.kind == "text":
         head = (
             f"WHEN {cell.text} IS NULL THEN {MISSING} "
-            f"WHEN {cell.number} IS NULL THEN {NOT_A_NUMBER}"
+            f"WHEN {cell.number} IS NULL OR {infinite} THEN {NOT_A_NUMBER}"
         )
     else:
         nan = f" OR {d.is_nan.format(x=cell.number)}" if cell.kind == "float" else ""
-        head = f"WHEN {cell.raw} IS NULL{nan} THEN {MISSING}"
+        head = f"WHEN {cell.raw} IS NULL{nan} THEN {MISSING} WHEN {infinite} THEN {NOT_A_NUMBER}"
     return f"CASE {head} {rule} END"
+
+
+def is_marker(attr: Attribute, cell: Cell, d: Dialect) -> str | None:
+    """SQL that is true when the cell is one of ``attr.missing`` (``None``: no marker
+    can match a column of this kind), matched as :func:`canonical_value` matches."""
+    markers = attr.missing
+    if not markers:
+        return None
+    if cell.kind == "text":
+        return f"{cell.text} IN ({', '.join(d.literal(m) for m in markers)})"
+    if cell.kind == "boolean":
+        spelled = {"True": cell.raw, "False": f"NOT {cell.raw}"}
+        tests = [spelled[m] for m in markers if m in spelled]
+    elif cell.kind == "integer":
+        numbers = [m for m in markers if _INTEGER.fullmatch(m) and abs(int(m)) < 2**63]
+        tests = [f"{cell.raw} IN ({', '.join(numbers)})"] if numbers else []
+    else:
+        numbers = [d.as_double(m) for m in markers if _spells_a_float(m)]
+        tests = [f"{cell.raw} IN ({', '.join(numbers)})"] if numbers else []
+    return f"({' OR '.join(tests)})" if tests else None
 
 
 def categorical_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
@@ -248,6 +271,12 @@ def categorical_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
             f"WHEN {t} IN ({', '.join(d.literal(s) for s in sources)}) THEN {code}"
             for code, sources in groups.items()
         ]
+        # A number written another way ("1.0", "1e0") matches the schema's spelling ("1").
+        number = number_of_text(t, d)
+        for code, sources in groups.items():
+            numbers = [d.as_double(s) for s in sources if _spells_a_float(s)]
+            if numbers:
+                arms.append(f"WHEN {number} IN ({', '.join(numbers)}) THEN {code}")
         return f"CASE WHEN {t} IS NULL THEN {MISSING} {' '.join(arms)} ELSE {OUTSIDE} END"
     if cell.kind == "boolean":
         index = attr.source_codes()
@@ -295,8 +324,19 @@ _RULES = {"values": categorical_code, "bins": bins_code, "threshold": threshold_
 
 
 def attribute_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
-    """The code of ``attr`` from its source ``cell``."""
-    return _RULES[attr.kind](attr, cell, d)
+    """The code of ``attr`` from its source ``cell``.
+
+    A ``missing`` marker is :data:`MISSING` before the rule reads the cell; with a
+    ``missing_label``, :data:`MISSING` becomes the attribute's last code (as
+    :func:`~pmwcm.data.table.encode_column` does), else it stays a fault.
+    """
+    code = _RULES[attr.kind](attr, cell, d)
+    marker = is_marker(attr, cell, d)
+    if marker is not None:
+        code = f"CASE WHEN {marker} THEN {MISSING} ELSE {code} END"
+    if attr.missing_code is not None:
+        code = f"COALESCE(NULLIF({code}, {MISSING}), {attr.missing_code})"
+    return code
 
 
 def coding_query(
