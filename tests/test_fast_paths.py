@@ -14,6 +14,8 @@
   sources, update counts, spends and repeats, with values equal up to the last
   bits that the marginal's new summation order moves (amplified, for the
   non-smooth losses, up to their solver's certified tolerance 1e-5);
+* a query is compiled once (:meth:`~pmwcm.engine.online.OnlinePMW.cm_round`'s
+  cache), and again when the engine's settings are replaced;
 * the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.marginals._PairwiseFit`)
   gives the pass-per-clique fit's histogram to 1e-10 relative.
 
@@ -23,6 +25,7 @@ No timing here: speed is measured by ``benchmarks/histogram.py`` and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -31,12 +34,17 @@ from typing import Any
 import numpy as np
 import pytest
 
+from conftest import TOY_DOMAIN, toy_records
+from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.histogram import broadcast_factor, dense_marginal, scale_by_clique
 from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors import marginals as marginals_module
 from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
+from pmwcm.mechanisms.private_data import PrivateData
 from transcripts import ALL_LOSSES, scenarios
 
 DATA = Path(__file__).parent / "data"
@@ -158,3 +166,35 @@ def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
     monkeypatch.setattr(marginals_module, "PAIRWISE_MIN_CELLS", 2**62)
     reference = fit_histogram(domain, measurements, iterations=8).to_array()
     np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=0)
+
+
+def test_each_query_is_compiled_once_and_again_when_the_settings_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planning, answering and certifying one query compile it once; a repeat (in any
+    spelling) compiles nothing; replacing the settings makes the next use compile again."""
+    engine = build_engine(
+        PrivateData.from_records(TOY_DOMAIN, toy_records(0)),
+        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", threshold=1e12),
+        noise=NumpyNoise(seed=0),
+    )
+    compiled: list[CMQuery] = []
+    original = OnlinePMW._compile_round
+
+    def counting(self: OnlinePMW, query: CMQuery) -> Any:
+        compiled.append(query)
+        return original(self, query)
+
+    monkeypatch.setattr(OnlinePMW, "_compile_round", counting)
+    query = CMQuery(loss="huber", target="y", features=("a", "c"))
+    same = CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0, radius=1)
+    assert TOY_DOMAIN.size_of("c") == 3
+    first = engine.cm_round(query)
+    engine.answer(query)
+    engine.certified_error(same, beta=0.05, queries=10)
+    assert engine.answer(same).repeated
+    assert len(compiled) == 1
+    assert engine.cm_round(same) is first
+    engine.settings = dataclasses.replace(engine.settings, sensitivity_factor=3.0)
+    assert engine.cm_round(query) is not first
+    assert len(compiled) == 2

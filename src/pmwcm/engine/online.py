@@ -241,7 +241,9 @@ class OnlinePMW:
         self._data_worker: ThreadPoolExecutor | None = None
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
         #: query is compiled once however often it is planned, answered or certified.
-        self._rounds: LRUCache[str, CMRound] = LRUCache(maxsize=256)
+        #: Each entry keeps the settings and oracle it was compiled with, and is used
+        #: only while both are still the engine's (callers may replace either).
+        self._rounds: LRUCache[str, tuple[CMRound, EngineSettings, Oracle]] = LRUCache(maxsize=256)
         #: ``(query, query_key(query))`` while :meth:`answer` compiles ``query``.
         self._key_hint: tuple[CMQuery, str] | None = None
 
@@ -412,10 +414,10 @@ class OnlinePMW:
         known = hint is not None and hint[0] is query
         key = hint[1] if hint is not None and known else query_key(query, self.domain)
         cached = self._rounds.get(key)
-        if cached is not None:
-            return cached
+        if cached is not None and cached[1] is self.settings and cached[2] is self.oracle:
+            return cached[0]
         round_ = self._compile_round(query)
-        self._rounds.put(key, round_)
+        self._rounds.put(key, (round_, self.settings, self.oracle))
         return round_
 
     def _compile_round(self, query: CMQuery) -> CMRound:
