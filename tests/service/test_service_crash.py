@@ -1,4 +1,4 @@
-"""kill -9 at random instants: the invariants of ``benchmarks/crash.py`` after every restart.
+"""kill -9 at random instants: ``benchmarks/service/crash.py``'s invariants after every restart.
 
 Each cycle starts a server process on 127.0.0.1, lets two adaptive analysts
 query it, and SIGKILLs it after a random delay -- or the server SIGKILLs
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks" / "service"
 
 
 def _harness() -> ModuleType:

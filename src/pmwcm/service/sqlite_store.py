@@ -3,6 +3,16 @@
 ``synchronous=FULL`` makes SQLite fsync the write-ahead log at every commit, so
 a transaction that returned survives a crash of the process (``kill -9``) and
 of the machine. Each mutating call is one ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+
+**Schema versions.** Version 2 (this one) keeps released answers only as rows
+of the ``releases`` log, snapshots without them (with a ``version`` counter),
+and the ``kept_responses`` of ``Idempotency-Key`` requests. A version-1
+directory (whose every snapshot also held every released answer) is migrated
+in place when it is opened, in one transaction: the kept-responses table and
+the snapshot counter are added and each snapshot's copy of the answers is
+dropped (the same answers are the log's rows, committed in the same
+transactions). A crash during the migration leaves version 1, migrated again
+at the next start. Nothing else changes; an unknown version is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +28,9 @@ from typing import Any
 
 from pmwcm.service.store import (
     DebitRecord,
+    KeptResponse,
     ReleaseRecord,
+    SessionHead,
     SessionRecord,
     StateStore,
     StoredSnapshot,
@@ -28,7 +40,9 @@ from pmwcm.service.store import (
 
 DB_NAME = "pmwcm.sqlite3"
 LOCK_NAME = "pmwcm.lock"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+#: The version a directory written before the append-only log has (migrated on open).
+OLD_SCHEMA_VERSION = "1"
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,6 +62,11 @@ CREATE TABLE IF NOT EXISTS orphans (session TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (session, seq));
 CREATE TABLE IF NOT EXISTS snapshots (session TEXT PRIMARY KEY, state TEXT NOT NULL,
     hypothesis BLOB NOT NULL);
+"""
+_V2_TABLES = """
+CREATE TABLE IF NOT EXISTS kept_responses (session TEXT NOT NULL, token_id TEXT NOT NULL,
+    key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body BLOB NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (session, token_id, key));
 """
 
 
@@ -92,12 +111,28 @@ class SQLiteStore(StateStore):
     def _init_schema(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_TABLES)
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
-            raise StoreError(f"Unsupported state schema version {row[0]!r}.")
+        with self._transaction() as db:
+            version = None
+            if self._has_table(db, "meta"):
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                version = None if row is None else row[0]
+            if version is None:
+                for statement in _statements(_TABLES + _V2_TABLES):
+                    db.execute(statement)
+                _add_snapshot_version(db)
+                db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif version == OLD_SCHEMA_VERSION:
+                _migrate_v1(db)
+            elif version != SCHEMA_VERSION:
+                raise StoreError(
+                    f"Unsupported state schema version {version!r} (this pmwcm reads "
+                    f"version {SCHEMA_VERSION} and migrates version {OLD_SCHEMA_VERSION})."
+                )
+
+    @staticmethod
+    def _has_table(db: sqlite3.Connection, name: str) -> bool:
+        found = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,))
+        return found.fetchone() is not None
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db, self._mutex)
@@ -192,8 +227,9 @@ class SQLiteStore(StateStore):
     @staticmethod
     def _put_snapshot(db: sqlite3.Connection, session: str, snapshot: StoredSnapshot) -> None:
         db.execute(
-            "INSERT INTO snapshots VALUES (?, ?, ?) ON CONFLICT (session) DO UPDATE "
-            "SET state = excluded.state, hypothesis = excluded.hypothesis",
+            "INSERT INTO snapshots (session, state, hypothesis, version) VALUES (?, ?, ?, 0) "
+            "ON CONFLICT (session) DO UPDATE SET state = excluded.state, "
+            "hypothesis = excluded.hypothesis, version = snapshots.version + 1",
             (session, json.dumps(snapshot.state), snapshot.hypothesis),
         )
 
@@ -218,26 +254,79 @@ class SQLiteStore(StateStore):
         return {int(r[0]) for r in rows}
 
     def commit_release(
-        self, session: str, release: ReleaseRecord, snapshot: StoredSnapshot
+        self,
+        session: str,
+        release: ReleaseRecord,
+        snapshot: StoredSnapshot | None,
+        kept: KeptResponse | None = None,
     ) -> None:
+        now = time.time()
         with self._transaction() as db:
-            db.execute(
-                "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    session,
-                    release.index,
-                    release.query_key,
-                    json.dumps(release.answer),
-                    release.token_id,
-                    time.time(),
-                ),
-            )
-            self._put_snapshot(db, session, snapshot)
+            try:
+                db.execute(
+                    "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session,
+                        release.index,
+                        release.query_key,
+                        json.dumps(release.answer),
+                        release.token_id,
+                        now,
+                    ),
+                )
+                if kept is not None:
+                    db.execute(
+                        "INSERT INTO kept_responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            session,
+                            kept.token_id,
+                            kept.key,
+                            kept.fingerprint,
+                            kept.status,
+                            kept.body,
+                            now,
+                        ),
+                    )
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"Release {release.index} of session {session!r} (or its idempotency key) "
+                    "is already committed."
+                ) from None
+            if snapshot is not None:
+                self._put_snapshot(db, session, snapshot)
 
-    def releases(self, session: str) -> list[ReleaseRecord]:
+    def kept_response(self, session: str, token_id: str, key: str) -> KeptResponse | None:
         rows = self._query(
-            "SELECT idx, query_key, answer, token_id FROM releases WHERE session = ? ORDER BY idx",
-            (session,),
+            "SELECT fingerprint, status, body FROM kept_responses "
+            "WHERE session = ? AND token_id = ? AND key = ?",
+            (session, token_id, key),
+        )
+        if not rows:
+            return None
+        fingerprint, status, body = rows[0]
+        return KeptResponse(
+            token_id=token_id, key=key, fingerprint=fingerprint, status=status, body=bytes(body)
+        )
+
+    def head(self, session: str) -> SessionHead:
+        with self._mutex:
+            db = self._db
+            (debits,) = db.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM debits WHERE session = ?", (session,)
+            ).fetchone()
+            (releases,) = db.execute(
+                "SELECT COALESCE(MAX(idx) + 1, 0) FROM releases WHERE session = ?", (session,)
+            ).fetchone()
+            row = db.execute("SELECT version FROM snapshots WHERE session = ?", (session,))
+            found = row.fetchone()
+        version = -1 if found is None else int(found[0])
+        return SessionHead(debits=debits, releases=releases, snapshot_version=version)
+
+    def releases(self, session: str, *, start: int = 0) -> list[ReleaseRecord]:
+        rows = self._query(
+            "SELECT idx, query_key, answer, token_id FROM releases WHERE session = ? "
+            "AND idx >= ? ORDER BY idx",
+            (session, start),
         )
         return [
             ReleaseRecord(index=r[0], query_key=r[1], answer=json.loads(r[2]), token_id=r[3])
@@ -283,6 +372,27 @@ class _Transaction:
             self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
         finally:
             self._mutex.release()
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _add_snapshot_version(db: sqlite3.Connection) -> None:
+    columns = {row[1] for row in db.execute("PRAGMA table_info(snapshots)")}
+    if "version" not in columns:
+        db.execute("ALTER TABLE snapshots ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Version 1 -> 2 inside the caller's transaction (see the module docstring)."""
+    for statement in _statements(_V2_TABLES):
+        db.execute(statement)
+    _add_snapshot_version(db)
+    for session, state in db.execute("SELECT session, state FROM snapshots").fetchall():
+        slim = json.loads(state) | {"answers": [], "released": {}}
+        db.execute("UPDATE snapshots SET state = ? WHERE session = ?", (json.dumps(slim), session))
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
 
 def _token(row: Any) -> TokenRecord:

@@ -150,9 +150,9 @@ def _install_failpoints(rate: float, seed: int) -> None:
         append_debit(self, session, record)
         die_maybe()
 
-    def release(self: Any, session: str, record: Any, snapshot: Any) -> None:
+    def release(self: Any, session: str, record: Any, snapshot: Any, kept: Any = None) -> None:
         die_maybe()
-        commit_release(self, session, record, snapshot)
+        commit_release(self, session, record, snapshot, kept)
         die_maybe()
 
     setattr(SQLiteStore, "append_debit", debit)  # noqa: B010 (monkeypatching on purpose)
