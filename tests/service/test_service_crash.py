@@ -39,3 +39,15 @@ def test_twenty_kills_in_forked_servers_keep_every_invariant(tmp_path: Path, see
 def test_kills_of_the_real_pmwcm_serve_process(tmp_path: Path, seed: int) -> None:
     summary = _harness().run(tmp_path, cycles=2, mode="exec", seed=seed, time_limit=300)
     assert summary.violations == [] and summary.cycles == 2
+
+
+def test_kills_of_one_of_two_servers_sharing_a_postgresql_store(
+    tmp_path: Path, seed: int, pg_database: str
+) -> None:
+    summary = _harness().run(
+        tmp_path, cycles=8, mode="fork", seed=seed, max_delay=0.8, failpoint_rate=0.03,
+        store_url=pg_database, time_limit=400,  # a safety bound, not a timing claim
+    )  # fmt: skip
+    assert summary.violations == []
+    assert summary.processes == 2 and summary.cycles == 8
+    assert summary.answered > 0 and summary.synthetic_answers > 0
