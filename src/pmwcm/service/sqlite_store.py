@@ -2,7 +2,17 @@
 
 ``synchronous=FULL`` makes SQLite fsync the write-ahead log at every commit, so
 a transaction that returned survives a crash of the process (``kill -9``) and
-of the machine. Each mutating call is one ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+of the machine.
+
+**Group commit.** The fsync is most of a write's cost, and requests of different
+sessions write at the same time. Each mutating call runs its statements inside
+a savepoint of a shared ``BEGIN IMMEDIATE`` transaction; the call that finds no
+other call queued behind it commits that transaction (one fsync) for all of
+them, and every call returns only after the commit that holds its writes. A
+call that fails rolls back to its savepoint alone; a failed commit fails every
+call in it. Calls queued while a commit runs form the next batch. Reads use a
+second connection, so they never wait for an fsync (WAL readers see every
+committed transaction).
 
 **Schema versions.** Version 2 (this one) keeps released answers only as rows
 of the ``releases`` log, snapshots without them (with a ``version`` counter),
@@ -96,12 +106,17 @@ class SQLiteStore(StateStore):
             raise StoreError(
                 f"State directory '{self.directory}' is in use by another process."
             ) from None
-        self._mutex = threading.Lock()
+        self._mutex = threading.Lock()  # the reading connection's
+        self._group = _GroupCommit()
         try:
             self._db = sqlite3.connect(
                 self.directory / DB_NAME, isolation_level=None, check_same_thread=False
             )
+            self._group.db = self._db
             self._init_schema()
+            self._reader = sqlite3.connect(
+                self.directory / DB_NAME, isolation_level=None, check_same_thread=False
+            )
         except BaseException:
             if hasattr(self, "_db"):
                 self._db.close()
@@ -134,8 +149,8 @@ class SQLiteStore(StateStore):
         found = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,))
         return found.fetchone() is not None
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db, self._mutex)
+    def _transaction(self) -> _GroupCommit:
+        return self._group
 
     def add_token(self, token: TokenRecord) -> None:
         with self._transaction() as db:
@@ -310,7 +325,7 @@ class SQLiteStore(StateStore):
 
     def head(self, session: str) -> SessionHead:
         with self._mutex:
-            db = self._db
+            db = self._reader
             (debits,) = db.execute(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM debits WHERE session = ?", (session,)
             ).fetchone()
@@ -340,38 +355,89 @@ class SQLiteStore(StateStore):
         return StoredSnapshot(state=json.loads(rows[0][0]), hypothesis=bytes(rows[0][1]))
 
     def close(self) -> None:
-        with self._mutex:
+        with self._mutex, self._group.cond:
             if self._lock_fd < 0:
                 return
+            self._reader.close()
             self._db.close()
             os.close(self._lock_fd)  # drops the flock
             self._lock_fd = -1
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         with self._mutex:
-            return self._db.execute(sql, args).fetchall()
+            return self._reader.execute(sql, args).fetchall()
 
 
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the store's mutex."""
+class _GroupCommit:
+    """One write call inside the current group transaction (see the module docstring).
 
-    def __init__(self, db: sqlite3.Connection, mutex: threading.Lock) -> None:
-        self._db, self._mutex = db, mutex
+    Used as ``with group as db:``: the body's statements run in a savepoint of
+    the open ``BEGIN IMMEDIATE`` transaction, under the group's lock; ``__exit__``
+    returns once the transaction holding them is committed (or raises).
+    """
+
+    def __init__(self) -> None:
+        self.db: sqlite3.Connection | None = None
+        self.cond = threading.Condition()
+        self._queued = 0  # calls that have arrived and not yet finished their statements
+        self._committing = False
+        self._open = False
+        self._batch = 0
+        self._outcomes: dict[int, BaseException | None] = {}
+        self._mine = threading.local()
 
     def __enter__(self) -> sqlite3.Connection:
-        self._mutex.acquire()
+        db = self.db
+        assert db is not None
+        with self.cond:
+            self._queued += 1
+        self.cond.acquire()
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            while self._committing:
+                self.cond.wait()
+            if not self._open:
+                db.execute("BEGIN IMMEDIATE")
+                self._open, self._batch = True, self._batch + 1
+            db.execute("SAVEPOINT write")
         except BaseException:
-            self._mutex.release()
+            self._queued -= 1
+            self.cond.release()
             raise
-        return self._db
+        self._mine.batch = self._batch
+        return db
 
     def __exit__(self, kind: object, value: object, tb: object) -> None:
+        db = self.db
+        assert db is not None
+        batch: int = self._mine.batch
         try:
-            self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+            if kind is not None:
+                db.execute("ROLLBACK TO write")
+            db.execute("RELEASE write")
         finally:
-            self._mutex.release()
+            self._queued -= 1
+            if self._queued == 0:  # nobody queued behind: commit the batch, for everyone in it
+                self._committing = True
+                self.cond.release()
+                outcome: BaseException | None = None
+                try:
+                    db.execute("COMMIT")  # the fsync
+                except BaseException as err:
+                    outcome = err
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                self.cond.acquire()
+                self._committing, self._open = False, False
+                self._outcomes[batch] = outcome
+                self._outcomes.pop(batch - 64, None)
+                self.cond.notify_all()
+            else:
+                while batch not in self._outcomes:
+                    self.cond.wait()
+            failed = self._outcomes[batch]
+            self.cond.release()
+        if failed is not None and kind is None:
+            raise StoreError(f"The commit failed: {failed}") from None
 
 
 def _statements(script: str) -> list[str]:
