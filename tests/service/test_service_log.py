@@ -225,3 +225,36 @@ def test_the_postgresql_url_is_never_shown(postgres_url: str) -> None:
     with pytest.raises(StoreError) as refused:
         PostgresStore(wrong)
     assert password not in str(refused.value) and "127.0.0.1" in str(refused.value)
+
+
+def test_group_commit_keeps_each_writer_apart(tmp_path: Path) -> None:
+    """Writes of many threads share commits; one that fails is rolled back alone, and every
+    other is durable when its call returns (read back after a reopen)."""
+    import threading
+
+    from pmwcm.service.store import DebitRecord, StoreError
+
+    store = SQLiteStore(tmp_path / "state")
+    errors: list[Exception] = []
+
+    def writer(t: int) -> None:
+        for seq in range(20):
+            debit = DebitRecord(seq=seq, label=f"w{t}", event={"t": t}, sv_state={})
+            store.append_debit(f"s{t}", debit)
+        try:  # out of order: refused, and nothing of it is kept
+            store.append_debit(f"s{t}", DebitRecord(seq=99, label="bad", event={}, sv_state={}))
+        except StoreError as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    store = SQLiteStore(tmp_path / "state")
+    assert len(errors) == 8
+    for t in range(8):
+        assert [d.seq for d in store.debits(f"s{t}")] == list(range(20))
+        assert {d.label for d in store.debits(f"s{t}")} == {f"w{t}"}
+    store.close()
