@@ -258,3 +258,24 @@ def test_group_commit_keeps_each_writer_apart(tmp_path: Path) -> None:
         assert [d.seq for d in store.debits(f"s{t}")] == list(range(20))
         assert {d.label for d in store.debits(f"s{t}")} == {f"w{t}"}
     store.close()
+
+
+def test_pmwcm_serve_takes_exactly_one_store_and_never_shows_its_password(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app
+
+    runner = CliRunner()
+    neither = runner.invoke(app, ["serve"])
+    assert neither.exit_code == 1 and "exactly one of --state" in neither.output
+    both = runner.invoke(app, ["serve", "--state", str(tmp_path / "s"), "--store", postgres_url])
+    assert both.exit_code == 1 and "exactly one of --state" in both.output
+    password = postgres_url.split(":")[2].split("@")[0]
+    wrong = runner.invoke(
+        app, ["serve", "--port", "1"], env={"PMWCM_STORE": postgres_url.replace(password, "no")}
+    )
+    assert wrong.exit_code == 1 and "127.0.0.1" in wrong.output
+    assert password not in wrong.output and ":no@" not in wrong.output
+    assert runner.invoke(app, ["serve", "--state", str(tmp_path), "--workers", "0"]).exit_code == 1
