@@ -13,7 +13,8 @@ up to the next size with answers to repeated queries, in this process, with
 ``synchronous=OFF`` (filling is not measured; the rows are real released answers, one
 per request, as the server writes them). The server then restarts (recovery reads the
 whole log once) and is measured again at 16 clients. "p95 flat" means the ratio
-of the p95 at 10^5 answers to the p95 at 10^3 (same run, same machine) stays near 1.
+of session ``s0``'s p95 (its clients' requests; its log is the one grown) at 10^5
+answers to that at 10^3 (same run, same machine) stays near 1.
 
 Usage: ``python benchmarks/service/throughput.py [--seconds 8] [--sessions 4]
 [--sizes 1000 10000 100000]``; prints a table and a JSON line.
@@ -131,6 +132,7 @@ def measure(
 ) -> dict[str, Any]:
     """``clients`` threads send distinct below-threshold queries for ``seconds``."""
     latencies: list[float] = []
+    grown: list[float] = []  # session s0's, whose log is the one filled
     sources: dict[str, int] = {}
     errors = 0
     lock = threading.Lock()
@@ -166,6 +168,8 @@ def measure(
                         errors += 1
         with lock:
             latencies.extend(mine)
+            if session == "s0":
+                grown.extend(mine)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
     for thread in threads:
@@ -183,6 +187,7 @@ def measure(
         "below_threshold_per_s": round(below / wall, 1),
         "p50_ms": round(float(np.percentile(latencies, 50)) * 1000, 1) if latencies else None,
         "p95_ms": round(float(np.percentile(latencies, 95)) * 1000, 1) if latencies else None,
+        "s0_p95_ms": round(float(np.percentile(grown, 95)) * 1000, 1) if grown else None,
         "errors": errors,
         "sources": sources,
     }
@@ -218,14 +223,17 @@ def main() -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     base = next(r for r in rows if r["clients"] == 16)
     one = next(r for r in rows if r["clients"] == 1)
-    print("\n| log answers | clients | below-threshold/s | x 1 client | p95 ms | p95 / first p95 |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "\n| s0 log answers | clients | below-threshold/s | x 1 client | p95 ms "
+        "| s0 p95 ms | s0 p95 / first |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         speedup = r["below_threshold_per_s"] / max(one["below_threshold_per_s"], 1e-9)
-        ratio = r["p95_ms"] / base["p95_ms"] if r["clients"] == 16 else float("nan")
+        ratio = r["s0_p95_ms"] / base["s0_p95_ms"] if r["clients"] == 16 else float("nan")
         print(
             f"| {r['log_answers_at_start']} | {r['clients']} | {r['below_threshold_per_s']} "
-            f"| {speedup:.2f} | {r['p95_ms']} | {ratio:.2f} |"
+            f"| {speedup:.2f} | {r['p95_ms']} | {r['s0_p95_ms']} | {ratio:.2f} |"
         )
     print(json.dumps({"rows": rows}))
 
