@@ -99,11 +99,11 @@ def fill(state: Path, total: int) -> float:
 class ServeProcess:
     """``pmwcm serve --state STATE`` on a free port (started, then stopped by SIGTERM)."""
 
-    def __init__(self, state: Path, log: Path) -> None:
+    def __init__(self, state: Path, log: Path, extra: tuple[str, ...] = ()) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("pmwcm")
-        args = ["serve", "--state", str(state), "--port", str(self.port)]
+        args = ["serve", "--state", str(state), "--port", str(self.port), *extra]
         with log.open("ab") as err:
             self.proc = subprocess.Popen(
                 [str(exe), *args], stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ)
@@ -198,6 +198,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--workers", type=int, default=None, help="pmwcm serve --workers")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pmwcm-throughput-"))
@@ -207,9 +209,10 @@ def main() -> None:
         offset = 0
         for k, size in enumerate(sorted(args.sizes)):
             filled = fill(state, size)
-            server = ServeProcess(state, workdir / "server.log")
+            extra = () if args.workers is None else ("--workers", str(args.workers))
+            server = ServeProcess(state, workdir / "server.log", extra)
             try:
-                for clients in (1, 4, 16) if k == 0 else (16,):
+                for clients in args.clients if k == 0 else (max(args.clients),):
                     row = measure(server.url, tokens, clients, args.seconds, offset)
                     offset += 10**7
                     row["log_answers_at_start"] = size
@@ -221,8 +224,9 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    base = next(r for r in rows if r["clients"] == 16)
-    one = next(r for r in rows if r["clients"] == 1)
+    most = max(args.clients)
+    base = next(r for r in rows if r["clients"] == most)
+    one = next(r for r in rows if r["clients"] == min(args.clients))
     print(
         "\n| s0 log answers | clients | below-threshold/s | x 1 client | p95 ms "
         "| s0 p95 ms | s0 p95 / first |"
@@ -230,7 +234,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         speedup = r["below_threshold_per_s"] / max(one["below_threshold_per_s"], 1e-9)
-        ratio = r["s0_p95_ms"] / base["s0_p95_ms"] if r["clients"] == 16 else float("nan")
+        ratio = r["s0_p95_ms"] / base["s0_p95_ms"] if r["clients"] == most else float("nan")
         print(
             f"| {r['log_answers_at_start']} | {r['clients']} | {r['below_threshold_per_s']} "
             f"| {speedup:.2f} | {r['p95_ms']} | {r['s0_p95_ms']} | {ratio:.2f} |"
