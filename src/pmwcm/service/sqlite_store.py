@@ -401,10 +401,31 @@ class _GroupCommit:
             db.execute("SAVEPOINT write")
         except BaseException:
             self._queued -= 1
+            if self._queued == 0 and self._open:  # the others in the batch wait for a commit
+                self._commit(self._batch)
             self.cond.release()
             raise
         self._mine.batch = self._batch
         return db
+
+    def _commit(self, batch: int) -> None:
+        """Commits the open batch for everyone in it (called, and returns, with the lock)."""
+        db = self.db
+        assert db is not None
+        self._committing = True
+        self.cond.release()
+        outcome: BaseException | None = None
+        try:
+            db.execute("COMMIT")  # the fsync
+        except BaseException as err:
+            outcome = err
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        self.cond.acquire()
+        self._committing, self._open = False, False
+        self._outcomes[batch] = outcome
+        self._outcomes.pop(batch - 64, None)
+        self.cond.notify_all()
 
     def __exit__(self, kind: object, value: object, tb: object) -> None:
         db = self.db
@@ -417,20 +438,7 @@ class _GroupCommit:
         finally:
             self._queued -= 1
             if self._queued == 0:  # nobody queued behind: commit the batch, for everyone in it
-                self._committing = True
-                self.cond.release()
-                outcome: BaseException | None = None
-                try:
-                    db.execute("COMMIT")  # the fsync
-                except BaseException as err:
-                    outcome = err
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                self.cond.acquire()
-                self._committing, self._open = False, False
-                self._outcomes[batch] = outcome
-                self._outcomes.pop(batch - 64, None)
-                self.cond.notify_all()
+                self._commit(batch)
             else:
                 while batch not in self._outcomes:
                     self.cond.wait()
