@@ -126,20 +126,29 @@ def state_mark(engine: OnlinePMW) -> tuple[Any, ...]:
     )
 
 
-def take_released(engine: OnlinePMW, releases: list[ReleaseRecord]) -> None:
-    """Appends log rows committed after ``engine``'s last answer (by another process) to
-    its answers, exactly as :func:`recover` would have loaded them.
+def take_released(engine: OnlinePMW, releases: Sequence[ReleaseRecord]) -> OnlinePMW:
+    """``engine`` continued with log rows committed after its last answer (by another
+    process sharing the store), exactly as :func:`recover` would have loaded them.
+
+    The engine is resumed from its own state plus the rows (through its one door,
+    :meth:`~pmwcm.engine.online.OnlinePMW.resumed`, keeping its ledger and sparse
+    vector): drop ``engine`` and use the one returned. Nothing is read but the rows.
 
     Raises:
         StoreError: the rows do not continue the engine's answers.
     """
+    state = engine.state()
+    answers = list(state.answers)
+    released = dict(state.released)
     for release in releases:
-        if release.index != len(engine.answers):
+        if release.index != len(answers):
             raise StoreError("The answer log does not continue the session's answers.")
         answer = answer_from_dict(release.answer)
-        engine.answers.append(answer)
+        answers.append(answer)
         if not answer.repeated:
-            engine.released[release.query_key] = answer
+            released[release.query_key] = release.index
+    caught_up = dataclasses.replace(state, answers=tuple(answers), released=released)
+    return engine.resumed(caught_up, ledger=engine.ledger)
 
 
 def recover(

@@ -207,8 +207,8 @@ class LiveSession:
             if (head.debits, head.snapshot_version) == (known.debits, known.snapshot_version):
                 new = self.store.releases(self.name, start=known.releases)
                 try:
-                    take_released(self._engine, new)
-                except StoreError:
+                    self._engine = take_released(self._engine, new)
+                except (StoreError, ValueError):
                     self._engine = None
                 else:
                     self._head = head
