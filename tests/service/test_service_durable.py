@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.accounting import PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict
 from pmwcm.mechanisms.noise import FloatArray, NumpyNoise
-from pmwcm.service import SQLiteStore, StoreError
+from pmwcm.service import SQLiteStore, StateStore, StoreError
 from pmwcm.service.build import SessionUnavailable, session_config
 from pmwcm.service.sessions import LiveSession, SessionManager
 from service.svc_support import write_tiny
@@ -53,11 +54,14 @@ def q(*features: str, loss: str = "logistic") -> CMQuery:
 
 
 class Node:
-    """One "process": a store and a session manager over a state directory."""
+    """One "process": a store and a session manager over a state directory (or the
+    store ``open_store`` opens)."""
 
-    def __init__(self, state: Path, seed: int) -> None:
+    def __init__(
+        self, state: Path, seed: int, open_store: Callable[[], StateStore] | None = None
+    ) -> None:
         self.noise = CountingNoise(seed)
-        self.store = SQLiteStore(state)
+        self.store = SQLiteStore(state) if open_store is None else open_store()
         self.manager = SessionManager(self.store, noise_factory=lambda: self.noise)
 
     def session(self, name: str = "s") -> LiveSession:
@@ -68,13 +72,16 @@ class Node:
 
 
 @pytest.fixture
-def make_node(tmp_path: Path, tiny: tuple[Path, Path], seed: int) -> Any:
+def make_node(
+    tmp_path: Path, tiny: tuple[Path, Path], seed: int, open_store: Callable[[], StateStore]
+) -> Any:
+    """Makes the next "process" over the test's store (each test runs on both stores)."""
     nodes: list[Node] = []
 
     def make(**parameters: Any) -> Node:
         if nodes:
             nodes[-1].close()
-        node = Node(tmp_path / "state", seed + len(nodes))
+        node = Node(tmp_path / "state", seed + len(nodes), open_store)
         if parameters:
             config = session_config(
                 data_path=str(tiny[0]),
@@ -108,7 +115,7 @@ def engine_state(live: LiveSession) -> dict[str, Any]:
     }
 
 
-def composed(store: SQLiteStore, name: str = "s") -> PrivacyLedger:
+def composed(store: StateStore, name: str = "s") -> PrivacyLedger:
     """The committed debits composed afresh (raises if they exceed the budget)."""
     config = store.get_session(name).config  # type: ignore[union-attr]
     ledger = PrivacyLedger(
@@ -234,6 +241,7 @@ def test_a_debit_that_cannot_be_committed_draws_no_noise(
     assert [d.label for d in node.store.debits("s")] == ["sparse vector"]
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # reads SQLite directly
 def test_session_creation_is_atomic(
     make_node: Any, tiny: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +259,7 @@ def test_session_creation_is_atomic(
     assert node.store.get_session("s") is None and node.store.debits("s") == []
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # reads SQLite directly
 def test_tampered_state_is_refused(make_node: Any, tiny: tuple[Path, Path], tmp_path: Path) -> None:
     node = make_node(max_updates=3, threshold=-1e6)
     node.session().ask(q("a"), token_id=None)

@@ -126,10 +126,10 @@ def test_an_unexpected_error_on_the_data_side_is_a_bare_500(
     analyst = service.analyst()
     first = service.ask(analyst).json()
 
-    def leak(self: OnlinePMW, query: object) -> None:
+    def leak(self: OnlinePMW, query: object, round_: object) -> None:
         raise ValueError("the data's loss is 0.3141592")
 
-    monkeypatch.setattr(OnlinePMW, "answer", leak)
+    monkeypatch.setattr(OnlinePMW, "run_round", leak)
     quiet = TestClient(service.client.app, raise_server_exceptions=False)
     body = {"loss": "logistic", "target": "y", "features": ["b"]}
     response = quiet.post("/v1/sessions/s/queries", json=body, headers=service.auth(analyst))
@@ -275,10 +275,10 @@ def test_a_programming_error_is_a_bare_500_never_a_refusal(
     from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
     from pmwcm.service.sessions import LiveSession
 
-    def bug(self: LiveSession, query: CMQuery, *, token_id: str | None) -> None:
+    def bug(self: LiveSession, query: CMQuery, **_: object) -> None:
         raise error("the data's loss at theta is 0.3141592")
 
-    monkeypatch.setattr(LiveSession, "ask", bug)
+    monkeypatch.setattr(LiveSession, "respond", bug)
     store = SQLiteStore(tmp_path / "state")
     curator = bootstrap_curator(store)
     assert curator is not None

@@ -7,6 +7,7 @@ It needs the ``service`` extra; without it the command says so in one line
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,8 +37,18 @@ _DATA_DIR_HELP = (
     "--data and --schema, or none (no session can then be created over HTTP)."
 )
 _MAX_BODY_HELP = "The largest request body in bytes; a larger one is refused with 413."
+_STORE_HELP = (
+    "A shared PostgreSQL store instead of --state, e.g. postgresql://user@host/db: several "
+    "pmwcm serve processes may serve it together. Give the password through PGPASSWORD or "
+    "~/.pgpass (or this variable), not on the command line; it is never shown or logged."
+)
+_WORKERS_HELP = "Threads for session work (one session uses one at a time)."
+_DEADLINE_HELP = (
+    "Seconds a query may wait for its session before it is refused (503, Retry-After) "
+    "with nothing spent."
+)
 #: The top-level modules the ``service`` extra brings.
-SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic"})
+SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic", "psycopg"})
 
 
 def _fail(message: str) -> typer.Exit:
@@ -143,7 +154,7 @@ def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
 
 
 def serve_command(
-    state: Annotated[Path, typer.Option("--state", help=_STATE_HELP)],
+    state: Annotated[Path | None, typer.Option("--state", help=_STATE_HELP)] = None,
     data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
     schema: Annotated[Path | None, typer.Option("--schema", help="Schema JSON of --data.")] = None,
     epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total epsilon.")] = None,
@@ -169,6 +180,14 @@ def serve_command(
     max_body_bytes: Annotated[
         int | None, typer.Option("--max-body-bytes", metavar="BYTES", help=_MAX_BODY_HELP)
     ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option("--store", metavar="URL", envvar="PMWCM_STORE", help=_STORE_HELP),
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", help=_WORKERS_HELP)] = 4,
+    request_deadline: Annotated[
+        float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
+    ] = 30.0,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
@@ -178,12 +197,20 @@ def serve_command(
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
     Sessions created over HTTP may only use files under the --data-dir directories.
+    With --store postgresql://... instead of --state, several processes share the
+    sessions, ledgers and answer logs (each session is locked in the database).
     """
     try:
         import uvicorn
         from pydantic import ValidationError
 
-        from pmwcm.service import SQLiteStore, StoreError, bootstrap_curator, create_app
+        from pmwcm.service import (
+            SQLiteStore,
+            StateStore,
+            StoreError,
+            bootstrap_curator,
+            create_app,
+        )
         from pmwcm.service.build import SessionUnavailable, session_config
         from pmwcm.service.limits import MAX_BODY_BYTES
         from pmwcm.service.models import SessionCreate
@@ -209,12 +236,32 @@ def serve_command(
     limit = MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes
     if limit < 1:
         raise _fail(f"--max-body-bytes must be positive, got {limit}.")
+    if workers < 1:
+        raise _fail(f"--workers must be positive, got {workers}.")
+    if not (math.isfinite(request_deadline) and request_deadline > 0):
+        raise _fail(f"--request-deadline must be a positive number, got {request_deadline}.")
+    if (state is None) == (store_url is None):
+        raise _fail("give exactly one of --state DIR and --store postgresql://...")
     check_port_free(host, port)
     try:
-        store = SQLiteStore(state)
+        if store_url is not None:
+            if not store_url.startswith(("postgresql://", "postgres://")):
+                raise _fail("--store must be a postgresql:// URL.")
+            from pmwcm.service.postgres_store import PostgresStore
+
+            store: StateStore = PostgresStore(store_url)
+        else:
+            assert state is not None
+            store = SQLiteStore(state)
     except (StoreError, OSError) as err:
         raise _fail(str(err)) from None
-    app = create_app(store, data_dirs=dirs, max_body_bytes=limit)
+    app = create_app(
+        store,
+        data_dirs=dirs,
+        max_body_bytes=limit,
+        workers=workers,
+        request_deadline=request_deadline,
+    )
     try:
         if data is not None:
             body = SessionCreate.model_validate(

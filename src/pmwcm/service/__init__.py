@@ -1,12 +1,15 @@
 """The durable, authenticated HTTP query service (``pmwcm serve``).
 
 Layers, inner to outer: :mod:`~pmwcm.service.store` (the persistent state
-behind a small interface) and :mod:`~pmwcm.service.sqlite_store` (SQLite in WAL
-mode, the default), :mod:`~pmwcm.service.build` (a session's engine, built the
+behind a small interface, with its append-only answer log) and its backends
+:mod:`~pmwcm.service.sqlite_store` (SQLite in WAL mode, the default) and
+:mod:`~pmwcm.service.postgres_store` (PostgreSQL, shared by several processes),
+:mod:`~pmwcm.service.build` (a session's engine, built the
 same way after every restart),
 :mod:`~pmwcm.service.durable` (the write-ahead protocol and crash recovery),
 :mod:`~pmwcm.service.auth` (hashed bearer tokens, two roles),
 :mod:`~pmwcm.service.sessions` (one engine and one lock per release session),
+:mod:`~pmwcm.service.workers` (a slow session starves no other; deadlines),
 :mod:`~pmwcm.service.models` and :mod:`~pmwcm.service.app` (the FastAPI routes;
 the privacy statement is in its docstring). Needs the ``service`` extra.
 """

@@ -36,6 +36,23 @@ over the limits on radius, features, interactions or name lengths is refused
 with 422 before its session is loaded. Every error message is short and
 bounded, and quotes nothing of the request but a truncated field name.
 
+**Bounded work and the worker model** (:mod:`pmwcm.service.workers`). A
+request queues on its session in the event loop, holding no thread, and its
+work runs on a bounded pool of workers (``pmwcm serve --workers``), one per
+session at a time; ``/health`` and other sessions are never queued behind a
+slow session. A request whose work has not started within the deadline
+(``pmwcm serve --request-deadline``, 30 s by default) is refused with 503 and
+``Retry-After``, nothing spent; a client that goes away before its work starts
+costs nothing. Once the data is read, the work always runs to its commit, so
+the answer is durable and a retry gets it from the log.
+
+**Idempotent retries.** A query sent with an ``Idempotency-Key`` header (1-255
+visible ASCII characters) has its response kept in the store, committed with
+its answer; a retry with the same key, from the same token, gets the original
+response byte for byte, after any restart. The same key with another body is
+a 422. Refusals are not kept: they are decided from public inputs, and a retry
+is refused again.
+
 **Files.** A session's ``data_path``, ``schema_path`` and ``public_data_path``
 must lie under the data directories the operator allows at start-up
 (``pmwcm serve --data-dir``); no response carries a line of a file or a
@@ -58,7 +75,18 @@ from contextlib import asynccontextmanager
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Path, Request, Response
+import anyio
+from fastapi import (
+    APIRouter,
+    Body,
+    Depends,
+    FastAPI,
+    Header,
+    HTTPException,
+    Path,
+    Request,
+    Response,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -66,6 +94,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
 from pmwcm.kernels.coefficients import coefficient_names, on_boundary
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
@@ -74,12 +103,17 @@ from pmwcm.service.build import session_config
 from pmwcm.service.guard import BodyGuard, clean_errors, invalid_body, safe
 from pmwcm.service.limits import MAX_BODY_BYTES, QUERY_LIMITS, check_query
 from pmwcm.service.sessions import (
+    Abandoned,
+    Idempotency,
+    IdempotencyConflict,
     LiveSession,
+    Reply,
     SessionManager,
     SessionNotFound,
     SessionUnavailable,
 )
-from pmwcm.service.store import StateStore, StoreError, TokenRecord
+from pmwcm.service.store import StateStore, StoreBusy, StoreError, TokenRecord
+from pmwcm.service.workers import DEFAULT_DEADLINE_SECONDS, DEFAULT_WORKERS, SessionRunner
 
 _bearer = HTTPBearer(auto_error=False, description="A curator or analyst token.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -94,8 +128,23 @@ _SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
     **_ERRORS,
     404: {"model": m.ErrorOut, "description": "No such session."},
-    503: {"model": m.ErrorOut, "description": "The session cannot be loaded."},
+    503: {
+        "model": m.ErrorOut,
+        "description": "The session cannot be loaded, or was busy past the request deadline "
+        "(nothing was spent; retry after the Retry-After header's seconds).",
+    },
 }
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="Makes a retry safe: the same key (1-255 visible ASCII characters) from "
+        "the same token returns the original response byte for byte, even after a restart; "
+        "the same key with another body is a 422.",
+    ),
+]
 SessionName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 
 
@@ -218,9 +267,14 @@ def _live(
 
 
 @health_routes.get("/health", tags=["meta"])
-def health() -> dict[str, str]:
-    """Liveness probe (no token needed)."""
+async def health() -> dict[str, str]:
+    """Liveness probe (no token needed; answered in the event loop, never queued)."""
     return {"status": "ok"}
+
+
+def _runner(request: Request) -> SessionRunner:
+    runner: SessionRunner = request.app.state.runner
+    return runner
 
 
 @health_routes.get("/v1/me", response_model=m.MeOut, responses=_ERRORS, tags=["meta"])
@@ -235,9 +289,10 @@ def me(who: Caller) -> dict[str, Any]:
     responses=_SESSION_ERRORS,
     tags=["analyst"],
 )
-def session_status(request: Request, name: SessionName, who: Caller) -> Any:
+async def session_status(request: Request, name: SessionName, who: Caller) -> Any:
     """The session's budget and progress (curator, or an analyst of this session)."""
-    return _live(request, name, who).status()
+    session = await anyio.to_thread.run_sync(lambda: _live(request, name, who))
+    return await _runner(request).run(request, name, lambda _, wait: session.status(wait=wait))
 
 
 @analyst_routes.post(
@@ -252,42 +307,78 @@ def session_status(request: Request, name: SessionName, who: Caller) -> Any:
     openapi_extra=_QUERY_BODY,
     description="Answers one CM query privately (an analyst of this session). " + QUERY_LIMITS,
 )
-def ask(
-    request: Request, name: SessionName, spec: Annotated[dict[str, Any], Body()], who: Caller
+async def ask(
+    request: Request,
+    name: SessionName,
+    spec: Annotated[dict[str, Any], Body()],
+    who: Caller,
+    idempotency_key: IdempotencyKey = None,
 ) -> Any:
     """Answers one CM query privately (an analyst of this session).
 
     The body is a :class:`~pmwcm.service.models.QuerySpec`, validated by
     :meth:`CMQuery.from_dict` alone; refusals are answered from :data:`REFUSALS`.
+    The response is rendered once and committed with the answer, so a retry
+    with the same ``Idempotency-Key`` gets these very bytes.
     """
     _authorize(name, who, analyst_only=True)
     try:
         check_query(spec)  # the public limits, before the session is loaded
+        query = m.QuerySpec.to_query(spec)
     except PmwcmError as err:
         return _refusal(err)
-    session = _live(request, name, who, analyst_only=True)
+    idempotency = None if idempotency_key is None else Idempotency.of(idempotency_key, spec)
+    session = await anyio.to_thread.run_sync(lambda: _live(request, name, who, analyst_only=True))
+    if idempotency is not None:  # a retry need not queue behind the session's work
+        kept = await anyio.to_thread.run_sync(
+            lambda: session.store.kept_response(name, who.token_id, idempotency.key)
+        )
+        if kept is not None:
+            try:
+                kept = idempotency.check(kept)
+            except IdempotencyConflict as err:
+                return _invalid(str(err))
+            return Response(kept.body, status_code=kept.status, media_type="application/json")
+    epsilon = session.record.config["epsilon"]
+
+    def render(answer: Any, domain: Domain) -> bytes:
+        theta = [float(v) for v in answer.value]
+        payload = {
+            "coefficients": list(coefficient_names(query, domain)),
+            "on_boundary": on_boundary(query, theta),
+            "index": answer.index,
+            "theta": theta,
+            "source": answer.source,
+            "repeated": answer.repeated,
+            "updates": answer.updates,
+            "epsilon_spent": answer.epsilon_spent,
+            "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
+            "delta": answer.delta,
+        }
+        return m.AnswerOut.model_validate(payload).model_dump_json().encode("utf-8")
+
+    def work(proceed: Callable[[], None], wait: float) -> Reply:
+        return session.respond(
+            query,
+            token_id=who.token_id,
+            render=render,
+            idempotency=idempotency,
+            proceed=proceed,
+            wait=wait,
+        )
+
     try:
-        query = m.QuerySpec.to_query(spec)
-        answer = session.ask(query, token_id=who.token_id)
+        reply = await _runner(request).run(request, name, work)
     except PmwcmError as err:  # decided from the spec, the domain and n only
         return _refusal(err)
+    except IdempotencyConflict as err:
+        return _invalid(str(err))
+    except (StoreBusy, Abandoned):
+        raise  # the app's handlers: 503 with Retry-After, nothing spent
     except StoreError as err:
         detail = f"The answer could not be committed, so it was not released: {err}"
         raise _fail(503, detail) from None
-    epsilon = session.record.config["epsilon"]
-    theta = [float(v) for v in answer.value]
-    return {
-        "coefficients": list(coefficient_names(query, session.domain)),
-        "on_boundary": on_boundary(query, theta),
-        "index": answer.index,
-        "theta": theta,
-        "source": answer.source,
-        "repeated": answer.repeated,
-        "updates": answer.updates,
-        "epsilon_spent": answer.epsilon_spent,
-        "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
-        "delta": answer.delta,
-    }
+    return Response(reply.body, status_code=reply.status, media_type="application/json")
 
 
 @curator_routes.post(
@@ -339,11 +430,12 @@ def list_sessions(request: Request, _: Curator) -> list[dict[str, Any]]:
     responses=_SESSION_ERRORS,
     tags=["curator"],
 )
-def ledger(request: Request, name: SessionName, who: Curator) -> Any:
+async def ledger(request: Request, name: SessionName, who: Curator) -> Any:
     """Every committed debit of the session, orphans included (curator)."""
-    session = _live(request, name, who)
-    lines = session.ledger()
-    status = session.status()
+    session = await anyio.to_thread.run_sync(lambda: _live(request, name, who))
+    lines, status = await _runner(request).run(
+        request, name, lambda _, wait: (session.ledger(wait=wait), session.status(wait=wait))
+    )
     return {
         "session": name,
         "epsilon": status.epsilon,
@@ -425,6 +517,8 @@ def create_app(
     close_store: bool = True,
     data_dirs: Sequence[str | os.PathLike[str]] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
+    workers: int = DEFAULT_WORKERS,
+    request_deadline: float = DEFAULT_DEADLINE_SECONDS,
 ) -> FastAPI:
     """The service's ASGI app over ``store`` (see the module docstring).
 
@@ -436,10 +530,13 @@ def create_app(
         data_dirs: the directories a new session's files must lie under (none by
             default: no session can be created over HTTP until the operator allows one).
         max_body_bytes: the largest request body (1 MB by default); larger is a 413.
+        workers: threads for session work (:mod:`pmwcm.service.workers`).
+        request_deadline: seconds a request may wait for its session before a 503.
 
     Raises:
         ValueError: a data directory that is not a directory, or a non-positive limit.
     """
+    runner = SessionRunner(workers=workers, deadline=request_deadline)
     if not (isinstance(max_body_bytes, int) and max_body_bytes >= 1):
         raise ValueError(f"max_body_bytes must be a positive integer, got {max_body_bytes!r}.")
     dirs: list[FilePath] = []
@@ -468,6 +565,7 @@ def create_app(
     app.state.store = store
     app.state.data_dirs = tuple(dirs)
     app.state.max_body_bytes = max_body_bytes
+    app.state.runner = runner
     app.add_middleware(BodyGuard, max_body_bytes=max_body_bytes)
 
     @app.exception_handler(Exception)
@@ -477,6 +575,16 @@ def create_app(
     @app.exception_handler(SessionUnavailable)
     async def _unavailable(_: Request, err: SessionUnavailable) -> JSONResponse:
         return JSONResponse(status_code=503, content={"detail": safe(err)})
+
+    @app.exception_handler(StoreBusy)
+    async def _busy(_: Request, err: StoreBusy) -> JSONResponse:
+        headers = {"Retry-After": str(runner.retry_after)}
+        return JSONResponse(status_code=503, content={"detail": safe(err)}, headers=headers)
+
+    @app.exception_handler(Abandoned)
+    async def _abandoned(_: Request, err: Abandoned) -> JSONResponse:  # nobody is listening
+        headers = {"Retry-After": str(runner.retry_after)}
+        return JSONResponse(status_code=503, content={"detail": safe(err)}, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, err: RequestValidationError) -> JSONResponse:

@@ -125,8 +125,11 @@ class Client:
         if self._owns:
             self._http.close()
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self._http.request(method, path, json=body, headers=self._headers)
+    def _call(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        sent = self._headers if headers is None else {**self._headers, **headers}
+        response = self._http.request(method, path, json=body, headers=sent)
         if response.status_code >= 400:
             kind = BudgetExhausted if response.status_code == 409 and "/queries" in path else None
             raise (kind or ServiceError)(response.status_code, _detail(response))
@@ -140,15 +143,25 @@ class Client:
         """This token's id, role and session."""
         return dict(self._call("GET", "/v1/me"))
 
-    def ask(self, session: str, query: Mapping[str, Any] | Any) -> Released:
+    def ask(
+        self,
+        session: str,
+        query: Mapping[str, Any] | Any,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Released:
         """Submits one CM query spec (a mapping, or a :class:`pmwcm.kernels.queries.CMQuery`).
+
+        With ``idempotency_key``, resending the same query with the same key (after a
+        cut connection, to any process serving the store) returns the original response.
 
         Raises:
             BudgetExhausted: the session's budget is spent.
             ServiceError: any other refusal (the message names the bad field).
         """
         spec = query.to_dict() if hasattr(query, "to_dict") else dict(query)
-        out = self._call("POST", f"/v1/sessions/{session}/queries", spec)
+        headers = None if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+        out = self._call("POST", f"/v1/sessions/{session}/queries", spec, headers)
         known = {k: v for k, v in out.items() if k in Released.__dataclass_fields__}
         return Released(
             **known

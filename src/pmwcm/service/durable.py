@@ -8,14 +8,17 @@ For each query the service does, under the session's lock:
    fsync'd transaction, together with the sparse vector's state at that
    instant), and only then records it in memory and returns -- so the engine
    draws the noise a debit pays for only after the debit is on disk.
-3. **Commit, then respond.** After the engine answers, the released answer and
-   a fresh engine snapshot (hypothesis, sparse-vector state including its
-   secret threshold noise, update history, released answers, ledger) are
-   committed in one transaction; the response is sent after that.
+3. **Commit, then respond.** After the engine answers, the released answer is
+   appended to the session's log as one row, in one transaction with a fresh
+   engine snapshot (hypothesis, sparse-vector state including its secret
+   threshold noise, update history, ledger) when the answer changed any of
+   them (:func:`state_mark`); the response is sent after that. A snapshot
+   never holds the released answers, so per-request I/O does not grow with
+   the history.
 
 **Recovery** (:func:`recover`) rebuilds the engine deterministically from the
-session's configuration, then loads the last committed snapshot and *all*
-committed debits. The snapshot's ledger is always a prefix of the committed
+session's configuration, then loads the last committed snapshot, the whole
+answer log and *all* committed debits. The snapshot's ledger is always a prefix of the committed
 debits; the debits after it are **orphans**: spent, but their answer was never
 committed, so it was never sent. The rebuilt ledger is the union, in commit
 order (the budget never goes backwards). An orphan is either the sparse
@@ -24,8 +27,8 @@ again) or an oracle call made after a positive sparse-vector test; the
 sparse-vector state saved with the latest orphan is restored, so orphaned
 positives still count towards the cutoff ``T`` and the threshold noise they
 were tested against is kept. The hypothesis and the released answers are the
-snapshot's, so every committed answer is served again from the log, never with
-fresh noise.
+snapshot's and the released answers the log's, so every committed answer is
+served again from the log, never with fresh noise.
 
 Test outcomes whose debit never reached the disk (a crash between a sparse
 vector test and the next commit) are simply lost: nothing depending on them was
@@ -35,17 +38,17 @@ released or charged. We assume crashes do not depend on the private data.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dp_accounting import DpEvent
 
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.snapshot import EngineSnapshot, decode_state, snapshot
+from pmwcm.engine.snapshot import EngineSnapshot, answer_from_dict, decode_state, encode_state
 from pmwcm.kernels.histogram_codec import decode_histogram, encode_histogram
 from pmwcm.mechanisms.accounting import Accountant, LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
-from pmwcm.service.store import DebitRecord, StoredSnapshot, StoreError
+from pmwcm.service.store import DebitRecord, ReleaseRecord, StoredSnapshot, StoreError
 
 DebitSink = Callable[[DebitRecord], None]
 
@@ -97,14 +100,62 @@ class DurableLedger(PrivacyLedger):
 
 
 def encode_snapshot(engine: OnlinePMW) -> StoredSnapshot:
-    """The engine's snapshot, with the hypothesis as bytes
-    (:func:`~pmwcm.kernels.histogram_codec.encode_histogram`)."""
-    snap = snapshot(engine)
+    """The engine's snapshot without its released answers (they are the log's rows), with
+    the hypothesis as bytes (:func:`~pmwcm.kernels.histogram_codec.encode_histogram`).
+
+    Its size is bounded by the cutoff ``T`` (updates and ledger entries), never by the
+    number of answers."""
+    state = dataclasses.replace(engine.state(), answers=(), released={})
+    snap = encode_state(state)
     return StoredSnapshot(state=snap.state, hypothesis=encode_histogram(snap.hypothesis))
 
 
+def state_mark(engine: OnlinePMW) -> tuple[Any, ...]:
+    """What a snapshot holds besides the hypothesis, in brief: equal marks before and after
+    an answer mean the answer changed nothing but the log (no snapshot is needed).
+
+    The hypothesis only changes with an update (which the update count shows); the
+    sparse vector's state only with its first test or a positive; the ledger only
+    with a debit.
+    """
+    return (
+        len(engine.ledger.entries),
+        len(engine.updates),
+        engine.sv_paid,
+        tuple(sorted(engine.sparse_vector.export_state().items())),
+    )
+
+
+def take_released(engine: OnlinePMW, releases: Sequence[ReleaseRecord]) -> OnlinePMW:
+    """``engine`` continued with log rows committed after its last answer (by another
+    process sharing the store), exactly as :func:`recover` would have loaded them.
+
+    The engine is resumed from its own state plus the rows (through its one door,
+    :meth:`~pmwcm.engine.online.OnlinePMW.resumed`, keeping its ledger and sparse
+    vector): drop ``engine`` and use the one returned. Nothing is read but the rows.
+
+    Raises:
+        StoreError: the rows do not continue the engine's answers.
+    """
+    state = engine.state()
+    answers = list(state.answers)
+    released = dict(state.released)
+    for release in releases:
+        if release.index != len(answers):
+            raise StoreError("The answer log does not continue the session's answers.")
+        answer = answer_from_dict(release.answer)
+        answers.append(answer)
+        if not answer.repeated:
+            released[release.query_key] = release.index
+    caught_up = dataclasses.replace(state, answers=tuple(answers), released=released)
+    return engine.resumed(caught_up, ledger=engine.ledger)
+
+
 def recover(
-    engine: OnlinePMW, stored: StoredSnapshot | None, debits: list[DebitRecord]
+    engine: OnlinePMW,
+    stored: StoredSnapshot | None,
+    debits: list[DebitRecord],
+    releases: Sequence[ReleaseRecord] = (),
 ) -> tuple[OnlinePMW, list[int]]:
     """The engine continuing the committed state, built from a fresh ``engine``'s ingredients.
 
@@ -117,6 +168,8 @@ def recover(
         engine: built from the session's configuration, never used.
         stored: the last committed snapshot (``None`` before the first release).
         debits: every committed debit, in order.
+        releases: the whole answer log, in order (the released answers; a snapshot
+            of schema version 1 also held them, and the log's rows are the same).
 
     Returns:
         The recovered engine, and the positions of the orphan debits (committed,
@@ -133,12 +186,22 @@ def recover(
     ):
         raise StoreError("The stored snapshot's ledger is not a prefix of the committed debits.")
     orphans = debits[len(logged) :]
+    if any(r.index != i for i, r in enumerate(releases)):
+        raise StoreError("The answer log has a gap.")
+    answers = [r.answer for r in releases]
+    released = {r.query_key: r.index for r in releases if not r.answer["repeated"]}
     if stored is None:
-        state = dataclasses.replace(engine.state(), ledger=())
+        hypothesis = engine.hypothesis
+        state_dict: dict[str, Any] = encode_state(
+            dataclasses.replace(engine.state(), ledger=())
+        ).state
     else:
         hypothesis = decode_histogram(stored.hypothesis, engine.domain)
-        snap = EngineSnapshot(state=stored.state, hypothesis=hypothesis)
-        state = decode_state(snap, engine.domain)
+        state_dict = stored.state
+    logged_state = state_dict | {"answers": answers, "released": released}
+    state = decode_state(EngineSnapshot(state=logged_state, hypothesis=hypothesis), engine.domain)
+    if stored is None:  # the fresh engine's own start, not a re-normalised copy of it
+        state = dataclasses.replace(state, hypothesis=hypothesis)
     if orphans:
         # Orphaned positives still count towards the cutoff, and the threshold
         # noise they were tested against is kept; the sparse vector is always

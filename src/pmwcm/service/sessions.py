@@ -10,15 +10,27 @@ refused: continuing would pair the old answers with other data.
 
 Every request on a session runs under the session's lock, so the engine sees
 one query at a time and the write-ahead ledger is gap-free; different sessions
-run in parallel. Noise comes from :func:`pmwcm.mechanisms.noise.default_noise` (OpenDP,
-seeded by the OS CSPRNG), never from a seeded generator.
+run in parallel. The lock is this process's (a :class:`threading.Lock`) and,
+for a store shared by several processes, the store's too
+(:meth:`~pmwcm.service.store.StateStore.session_lock`); on taking them the
+session catches up with what other processes committed
+(:meth:`LiveSession.refresh`): the new rows of the answer log only, or a full
+reload when a debit or a snapshot was committed elsewhere. Each wait is
+bounded (:class:`~pmwcm.service.store.StoreBusy` after it). Noise comes from
+:func:`pmwcm.mechanisms.noise.default_noise` (OpenDP, seeded by the OS CSPRNG),
+never from a seeded generator.
 """
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import json
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,20 +40,83 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service.build import SessionUnavailable, genesis, rebuild
-from pmwcm.service.durable import DurableLedger, encode_snapshot, recover
+from pmwcm.service.durable import (
+    DurableLedger,
+    encode_snapshot,
+    recover,
+    state_mark,
+    take_released,
+)
 from pmwcm.service.store import (
     DebitRecord,
+    KeptResponse,
     ReleaseRecord,
+    SessionHead,
     SessionRecord,
     StateStore,
+    StoreBusy,
     StoreError,
 )
 
-__all__ = ["LiveSession", "SessionManager", "SessionNotFound", "SessionUnavailable"]
+__all__ = [
+    "Abandoned",
+    "Idempotency",
+    "IdempotencyConflict",
+    "LiveSession",
+    "SessionManager",
+    "SessionNotFound",
+    "SessionUnavailable",
+]
 
 
 class SessionNotFound(KeyError):
     """No session has this name."""
+
+
+class Abandoned(RuntimeError):
+    """The request was given up (its client went away, or its deadline passed) before it
+    read any data or spent any budget."""
+
+
+class IdempotencyConflict(ValueError):
+    """An ``Idempotency-Key`` already answered a request with another body."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Idempotency:
+    """A request's ``Idempotency-Key`` and the fingerprint of its body."""
+
+    key: str
+    fingerprint: str
+
+    @classmethod
+    def of(cls, key: str, body: Any) -> Idempotency:
+        """``key`` with the SHA-256 of ``body`` as canonical JSON (key order ignored)."""
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return cls(key=key, fingerprint=hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+
+    def check(self, kept: KeptResponse) -> KeptResponse:
+        """``kept`` if it answered this same body.
+
+        Raises:
+            IdempotencyConflict: it answered another body.
+        """
+        if kept.fingerprint != self.fingerprint:
+            raise IdempotencyConflict(
+                "This Idempotency-Key was already used for a request with another body; "
+                "use a new key for a new request."
+            )
+        return kept
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """What a query request gets: the answer released now (``None`` when the response is
+    the one kept for its ``Idempotency-Key``) and the response body, byte for byte."""
+
+    answer: Answer | None
+    status: int
+    body: bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,36 +168,80 @@ class LiveSession:
         self.lock = threading.Lock()
         self._noise_factory = noise_factory
         self._engine: OnlinePMW | None = None
+        self._head: SessionHead | None = None  # the store's head the engine reflects
 
     @property
     def name(self) -> str:
         """The session's name."""
         return self.record.name
 
-    @property
-    def domain(self) -> Domain:
-        """The session's data universe (public: its schema's), loading the engine if needed."""
-        with self.lock:
-            return self._load().domain
+    @contextmanager
+    def locked(self, *, wait: float = math.inf) -> Iterator[OnlinePMW]:
+        """Holds the session (this process's lock, then the store's) and yields its engine,
+        caught up with the store (:meth:`refresh`).
+
+        Raises:
+            StoreBusy: a lock was not free within ``wait`` seconds (nothing was done).
+            SessionUnavailable: the session cannot be loaded.
+        """
+        until = time.monotonic() + wait
+        if not self.lock.acquire(timeout=-1 if math.isinf(wait) else max(0.0, wait)):
+            raise StoreBusy(f"Session {self.name!r} is busy; retry later.")
+        try:
+            with self.store.session_lock(self.name, timeout=max(0.0, until - time.monotonic())):
+                yield self.refresh()
+        finally:
+            self.lock.release()
+
+    def refresh(self) -> OnlinePMW:
+        """The engine, caught up with the store (locks held).
+
+        Only the log's new rows are read when nothing but answers was committed since
+        this process last saw the session (another process sharing the store answered);
+        a new debit or snapshot (or none loaded yet) reloads it in full.
+        """
+        head = self.store.head(self.name)
+        known = self._head
+        if self._engine is not None and known is not None:
+            if head == known:
+                return self._engine
+            if (head.debits, head.snapshot_version) == (known.debits, known.snapshot_version):
+                new = self.store.releases(self.name, start=known.releases)
+                try:
+                    self._engine = take_released(self._engine, new)
+                except (StoreError, ValueError):
+                    self._engine = None
+                else:
+                    self._head = head
+                    return self._engine
+        self._engine, self._head = None, None
+        engine = self._load()
+        self._head = head
+        return engine
 
     def _load(self) -> OnlinePMW:
-        """The engine, rebuilt and recovered from the store if not loaded (lock held)."""
-        if self._engine is None:
-            debits = self.store.debits(self.name)
-            engine = rebuild(self.record.config, debits, noise=self._noise_factory())
-            try:
-                engine, orphans = recover(engine, self.store.load_snapshot(self.name), debits)
-            except (StoreError, ValueError) as err:
-                message = f"Session {self.name!r} cannot be restored: {err}"
-                raise SessionUnavailable(message) from err
-            if orphans:
-                self.store.mark_orphans(self.name, orphans)
-            ledger = engine.ledger
-            if not isinstance(ledger, DurableLedger):  # never sent an answer without it
-                raise SessionUnavailable(f"Session {self.name!r}: the ledger is not durable.")
-            ledger.attach(self._commit_debit, engine.sparse_vector.export_state)
-            self._engine = engine
-        return self._engine
+        """The engine, rebuilt and recovered from the store (locks held)."""
+        debits = self.store.debits(self.name)
+        engine = rebuild(self.record.config, debits, noise=self._noise_factory())
+        try:
+            engine, orphans = recover(
+                engine, self.store.load_snapshot(self.name), debits, self.store.releases(self.name)
+            )
+        except (StoreError, ValueError) as err:
+            message = f"Session {self.name!r} cannot be restored: {err}"
+            raise SessionUnavailable(message) from err
+        if orphans:
+            self.store.mark_orphans(self.name, orphans)
+        ledger = engine.ledger
+        if not isinstance(ledger, DurableLedger):  # never sent an answer without it
+            raise SessionUnavailable(f"Session {self.name!r}: the ledger is not durable.")
+        ledger.attach(self._commit_debit, engine.sparse_vector.export_state)
+        self._engine = engine
+        # A loaded log is one object per answer, alive as long as the engine: left to the
+        # cyclic collector, every full collection walks them all (0.2-0.5 s with 10^5
+        # answers, a pause for every request of every session). Frozen, it skips them.
+        gc.freeze()
+        return engine
 
     def _commit_debit(self, debit: DebitRecord) -> None:
         self.store.append_debit(self.name, debit)
@@ -136,15 +255,70 @@ class LiveSession:
             EngineHalted, SparseVectorHalted, BudgetExceededError: the budget is spent.
             SessionUnavailable: the session cannot be loaded.
         """
+        reply = self.respond(query, token_id=token_id, render=lambda _answer, _domain: b"")
+        assert reply.answer is not None  # no idempotency key: always a fresh release
+        return reply.answer
+
+    def respond(
+        self,
+        query: CMQuery,
+        *,
+        token_id: str | None,
+        render: Callable[[Answer, Domain], bytes],
+        idempotency: Idempotency | None = None,
+        proceed: Callable[[], None] | None = None,
+        wait: float = math.inf,
+    ) -> Reply:
+        """Answers ``query`` and commits the answer (with its rendered response, kept for
+        ``idempotency``'s key) before returning; a key already answered returns its kept
+        response unchanged.
+
+        Args:
+            query: the query.
+            token_id: the asking token (logged with the answer).
+            render: the response body for an answer (and the session's domain, public).
+            idempotency: the request's ``Idempotency-Key`` and body fingerprint, if sent.
+            proceed: called after the locks are held and the query compiled (public
+                work), right before the data is read; raising :class:`Abandoned`
+                gives the request up with nothing spent.
+            wait: the longest wait for the session's locks, in seconds.
+
+        Raises:
+            Abandoned: ``proceed`` gave the request up (nothing spent).
+            IdempotencyConflict: the key answered another body (nothing spent).
+            StoreBusy: the session was busy past ``wait`` (nothing spent).
+            QueryError, SolveRefused: refused from public inputs (nothing spent).
+            EngineHalted, SparseVectorHalted, BudgetExceededError: the budget is spent.
+            SessionUnavailable: the session cannot be loaded.
+        """
         from pmwcm.engine.online import EngineHalted
         from pmwcm.kernels.fixed_budget import SolveRefused
         from pmwcm.kernels.queries import QueryError
         from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
 
-        with self.lock:
-            engine = self._load()
+        with self.locked(wait=wait) as engine:
+            if idempotency is not None:
+                kept = self.store.kept_response(self.name, token_id or "", idempotency.key)
+                if kept is not None:
+                    kept = idempotency.check(kept)
+                    return Reply(answer=None, status=kept.status, body=kept.body)
+            round_ = engine.cm_round(query)  # public: QueryError / SolveRefused
+            if proceed is not None:
+                proceed()  # the last point at which giving up costs nothing
+            mark = state_mark(engine)
             try:
-                answer = engine.answer(query)
+                answer = engine.run_round(query, round_)
+                body = render(answer, engine.domain)
+                changed = state_mark(engine) != mark
+                kept_response = None
+                if idempotency is not None:
+                    kept_response = KeptResponse(
+                        token_id=token_id or "",
+                        key=idempotency.key,
+                        fingerprint=idempotency.fingerprint,
+                        status=200,
+                        body=body,
+                    )
                 self.store.commit_release(
                     self.name,
                     ReleaseRecord(
@@ -153,19 +327,25 @@ class LiveSession:
                         answer=answer_to_dict(answer),
                         token_id=token_id,
                     ),
-                    encode_snapshot(engine),
+                    encode_snapshot(engine) if changed else None,
+                    kept_response,
                 )
             except (QueryError, SolveRefused, EngineHalted, SparseVectorHalted):
                 raise  # raised before the engine changed anything
             except BaseException:
-                self._engine = None  # memory may be ahead of the store: reload from it
+                self._engine, self._head = None, None  # memory may be ahead of the store
                 raise
-            return answer
+            assert self._head is not None
+            self._head = SessionHead(
+                debits=len(engine.ledger.entries),
+                releases=len(engine.answers),
+                snapshot_version=self._head.snapshot_version + int(changed),
+            )
+            return Reply(answer=answer, status=200, body=body)
 
-    def status(self) -> SessionStatus:
-        """The budget and progress (loads the engine)."""
-        with self.lock:
-            engine = self._load()
+    def status(self, *, wait: float = math.inf) -> SessionStatus:
+        """The budget and progress (loads the engine; :class:`StoreBusy` after ``wait``)."""
+        with self.locked(wait=wait) as engine:
             return SessionStatus(
                 name=self.name,
                 epsilon=engine.ledger.epsilon,
@@ -180,15 +360,14 @@ class LiveSession:
                 backend=None if engine.backend is None else engine.backend.to_dict(),
             )
 
-    def ledger(self) -> list[LedgerLine]:
+    def ledger(self, *, wait: float = math.inf) -> list[LedgerLine]:
         """Every committed debit, with the total after it and whether it was found orphaned."""
-        with self.lock:
-            engine = self._load()
+        with self.locked(wait=wait) as engine:
             orphans = self.store.orphans(self.name)
             debits = self.store.debits(self.name)
             entries = engine.ledger.entries
             if len(debits) != len(entries):
-                self._engine = None
+                self._engine, self._head = None, None
                 raise SessionUnavailable(f"Session {self.name!r}: ledger and store disagree.")
             return [
                 LedgerLine(

@@ -2,7 +2,27 @@
 
 ``synchronous=FULL`` makes SQLite fsync the write-ahead log at every commit, so
 a transaction that returned survives a crash of the process (``kill -9``) and
-of the machine. Each mutating call is one ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+of the machine.
+
+**Group commit.** The fsync is most of a write's cost, and requests of different
+sessions write at the same time. Each mutating call runs its statements inside
+a savepoint of a shared ``BEGIN IMMEDIATE`` transaction; the call that finds no
+other call queued behind it commits that transaction (one fsync) for all of
+them, and every call returns only after the commit that holds its writes. A
+call that fails rolls back to its savepoint alone; a failed commit fails every
+call in it. Calls queued while a commit runs form the next batch. Reads use a
+second connection, so they never wait for an fsync (WAL readers see every
+committed transaction).
+
+**Schema versions.** Version 2 (this one) keeps released answers only as rows
+of the ``releases`` log, snapshots without them (with a ``version`` counter),
+and the ``kept_responses`` of ``Idempotency-Key`` requests. A version-1
+directory (whose every snapshot also held every released answer) is migrated
+in place when it is opened, in one transaction: the kept-responses table and
+the snapshot counter are added and each snapshot's copy of the answers is
+dropped (the same answers are the log's rows, committed in the same
+transactions). A crash during the migration leaves version 1, migrated again
+at the next start. Nothing else changes; an unknown version is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +38,9 @@ from typing import Any
 
 from pmwcm.service.store import (
     DebitRecord,
+    KeptResponse,
     ReleaseRecord,
+    SessionHead,
     SessionRecord,
     StateStore,
     StoredSnapshot,
@@ -28,7 +50,9 @@ from pmwcm.service.store import (
 
 DB_NAME = "pmwcm.sqlite3"
 LOCK_NAME = "pmwcm.lock"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+#: The version a directory written before the append-only log has (migrated on open).
+OLD_SCHEMA_VERSION = "1"
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,6 +72,11 @@ CREATE TABLE IF NOT EXISTS orphans (session TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (session, seq));
 CREATE TABLE IF NOT EXISTS snapshots (session TEXT PRIMARY KEY, state TEXT NOT NULL,
     hypothesis BLOB NOT NULL);
+"""
+_V2_TABLES = """
+CREATE TABLE IF NOT EXISTS kept_responses (session TEXT NOT NULL, token_id TEXT NOT NULL,
+    key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER NOT NULL, body BLOB NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (session, token_id, key));
 """
 
 
@@ -77,12 +106,17 @@ class SQLiteStore(StateStore):
             raise StoreError(
                 f"State directory '{self.directory}' is in use by another process."
             ) from None
-        self._mutex = threading.Lock()
+        self._mutex = threading.Lock()  # the reading connection's
+        self._group = _GroupCommit()
         try:
             self._db = sqlite3.connect(
                 self.directory / DB_NAME, isolation_level=None, check_same_thread=False
             )
+            self._group.db = self._db
             self._init_schema()
+            self._reader = sqlite3.connect(
+                self.directory / DB_NAME, isolation_level=None, check_same_thread=False
+            )
         except BaseException:
             if hasattr(self, "_db"):
                 self._db.close()
@@ -92,15 +126,31 @@ class SQLiteStore(StateStore):
     def _init_schema(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_TABLES)
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
-            raise StoreError(f"Unsupported state schema version {row[0]!r}.")
+        with self._transaction() as db:
+            version = None
+            if self._has_table(db, "meta"):
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                version = None if row is None else row[0]
+            if version is None:
+                for statement in _statements(_TABLES + _V2_TABLES):
+                    db.execute(statement)
+                _add_snapshot_version(db)
+                db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif version == OLD_SCHEMA_VERSION:
+                _migrate_v1(db)
+            elif version != SCHEMA_VERSION:
+                raise StoreError(
+                    f"Unsupported state schema version {version!r} (this pmwcm reads "
+                    f"version {SCHEMA_VERSION} and migrates version {OLD_SCHEMA_VERSION})."
+                )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db, self._mutex)
+    @staticmethod
+    def _has_table(db: sqlite3.Connection, name: str) -> bool:
+        found = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,))
+        return found.fetchone() is not None
+
+    def _transaction(self) -> _GroupCommit:
+        return self._group
 
     def add_token(self, token: TokenRecord) -> None:
         with self._transaction() as db:
@@ -192,8 +242,9 @@ class SQLiteStore(StateStore):
     @staticmethod
     def _put_snapshot(db: sqlite3.Connection, session: str, snapshot: StoredSnapshot) -> None:
         db.execute(
-            "INSERT INTO snapshots VALUES (?, ?, ?) ON CONFLICT (session) DO UPDATE "
-            "SET state = excluded.state, hypothesis = excluded.hypothesis",
+            "INSERT INTO snapshots (session, state, hypothesis, version) VALUES (?, ?, ?, 0) "
+            "ON CONFLICT (session) DO UPDATE SET state = excluded.state, "
+            "hypothesis = excluded.hypothesis, version = snapshots.version + 1",
             (session, json.dumps(snapshot.state), snapshot.hypothesis),
         )
 
@@ -218,26 +269,79 @@ class SQLiteStore(StateStore):
         return {int(r[0]) for r in rows}
 
     def commit_release(
-        self, session: str, release: ReleaseRecord, snapshot: StoredSnapshot
+        self,
+        session: str,
+        release: ReleaseRecord,
+        snapshot: StoredSnapshot | None,
+        kept: KeptResponse | None = None,
     ) -> None:
+        now = time.time()
         with self._transaction() as db:
-            db.execute(
-                "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    session,
-                    release.index,
-                    release.query_key,
-                    json.dumps(release.answer),
-                    release.token_id,
-                    time.time(),
-                ),
-            )
-            self._put_snapshot(db, session, snapshot)
+            try:
+                db.execute(
+                    "INSERT INTO releases VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        session,
+                        release.index,
+                        release.query_key,
+                        json.dumps(release.answer),
+                        release.token_id,
+                        now,
+                    ),
+                )
+                if kept is not None:
+                    db.execute(
+                        "INSERT INTO kept_responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            session,
+                            kept.token_id,
+                            kept.key,
+                            kept.fingerprint,
+                            kept.status,
+                            kept.body,
+                            now,
+                        ),
+                    )
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"Release {release.index} of session {session!r} (or its idempotency key) "
+                    "is already committed."
+                ) from None
+            if snapshot is not None:
+                self._put_snapshot(db, session, snapshot)
 
-    def releases(self, session: str) -> list[ReleaseRecord]:
+    def kept_response(self, session: str, token_id: str, key: str) -> KeptResponse | None:
         rows = self._query(
-            "SELECT idx, query_key, answer, token_id FROM releases WHERE session = ? ORDER BY idx",
-            (session,),
+            "SELECT fingerprint, status, body FROM kept_responses "
+            "WHERE session = ? AND token_id = ? AND key = ?",
+            (session, token_id, key),
+        )
+        if not rows:
+            return None
+        fingerprint, status, body = rows[0]
+        return KeptResponse(
+            token_id=token_id, key=key, fingerprint=fingerprint, status=status, body=bytes(body)
+        )
+
+    def head(self, session: str) -> SessionHead:
+        with self._mutex:
+            db = self._reader
+            (debits,) = db.execute(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM debits WHERE session = ?", (session,)
+            ).fetchone()
+            (releases,) = db.execute(
+                "SELECT COALESCE(MAX(idx) + 1, 0) FROM releases WHERE session = ?", (session,)
+            ).fetchone()
+            row = db.execute("SELECT version FROM snapshots WHERE session = ?", (session,))
+            found = row.fetchone()
+        version = -1 if found is None else int(found[0])
+        return SessionHead(debits=debits, releases=releases, snapshot_version=version)
+
+    def releases(self, session: str, *, start: int = 0) -> list[ReleaseRecord]:
+        rows = self._query(
+            "SELECT idx, query_key, answer, token_id FROM releases WHERE session = ? "
+            "AND idx >= ? ORDER BY idx",
+            (session, start),
         )
         return [
             ReleaseRecord(index=r[0], query_key=r[1], answer=json.loads(r[2]), token_id=r[3])
@@ -251,38 +355,118 @@ class SQLiteStore(StateStore):
         return StoredSnapshot(state=json.loads(rows[0][0]), hypothesis=bytes(rows[0][1]))
 
     def close(self) -> None:
-        with self._mutex:
+        with self._mutex, self._group.cond:
             if self._lock_fd < 0:
                 return
+            self._reader.close()
             self._db.close()
             os.close(self._lock_fd)  # drops the flock
             self._lock_fd = -1
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         with self._mutex:
-            return self._db.execute(sql, args).fetchall()
+            return self._reader.execute(sql, args).fetchall()
 
 
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) under the store's mutex."""
+class _GroupCommit:
+    """One write call inside the current group transaction (see the module docstring).
 
-    def __init__(self, db: sqlite3.Connection, mutex: threading.Lock) -> None:
-        self._db, self._mutex = db, mutex
+    Used as ``with group as db:``: the body's statements run in a savepoint of
+    the open ``BEGIN IMMEDIATE`` transaction, under the group's lock; ``__exit__``
+    returns once the transaction holding them is committed (or raises).
+    """
+
+    def __init__(self) -> None:
+        self.db: sqlite3.Connection | None = None
+        self.cond = threading.Condition()
+        self._queued = 0  # calls that have arrived and not yet finished their statements
+        self._committing = False
+        self._open = False
+        self._batch = 0
+        self._outcomes: dict[int, BaseException | None] = {}
+        self._mine = threading.local()
 
     def __enter__(self) -> sqlite3.Connection:
-        self._mutex.acquire()
+        db = self.db
+        assert db is not None
+        with self.cond:
+            self._queued += 1
+        self.cond.acquire()
         try:
-            self._db.execute("BEGIN IMMEDIATE")
+            while self._committing:
+                self.cond.wait()
+            if not self._open:
+                db.execute("BEGIN IMMEDIATE")
+                self._open, self._batch = True, self._batch + 1
+            db.execute("SAVEPOINT write")
         except BaseException:
-            self._mutex.release()
+            self._queued -= 1
+            if self._queued == 0 and self._open:  # the others in the batch wait for a commit
+                self._commit(self._batch)
+            self.cond.release()
             raise
-        return self._db
+        self._mine.batch = self._batch
+        return db
+
+    def _commit(self, batch: int) -> None:
+        """Commits the open batch for everyone in it (called, and returns, with the lock)."""
+        db = self.db
+        assert db is not None
+        self._committing = True
+        self.cond.release()
+        outcome: BaseException | None = None
+        try:
+            db.execute("COMMIT")  # the fsync
+        except BaseException as err:
+            outcome = err
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        self.cond.acquire()
+        self._committing, self._open = False, False
+        self._outcomes[batch] = outcome
+        self._outcomes.pop(batch - 64, None)
+        self.cond.notify_all()
 
     def __exit__(self, kind: object, value: object, tb: object) -> None:
+        db = self.db
+        assert db is not None
+        batch: int = self._mine.batch
         try:
-            self._db.execute("ROLLBACK" if kind is not None else "COMMIT")
+            if kind is not None:
+                db.execute("ROLLBACK TO write")
+            db.execute("RELEASE write")
         finally:
-            self._mutex.release()
+            self._queued -= 1
+            if self._queued == 0:  # nobody queued behind: commit the batch, for everyone in it
+                self._commit(batch)
+            else:
+                while batch not in self._outcomes:
+                    self.cond.wait()
+            failed = self._outcomes[batch]
+            self.cond.release()
+        if failed is not None and kind is None:
+            raise StoreError(f"The commit failed: {failed}") from None
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _add_snapshot_version(db: sqlite3.Connection) -> None:
+    columns = {row[1] for row in db.execute("PRAGMA table_info(snapshots)")}
+    if "version" not in columns:
+        db.execute("ALTER TABLE snapshots ADD COLUMN version INTEGER NOT NULL DEFAULT 0")
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """Version 1 -> 2 inside the caller's transaction (see the module docstring)."""
+    for statement in _statements(_V2_TABLES):
+        db.execute(statement)
+    _add_snapshot_version(db)
+    for session, state in db.execute("SELECT session, state FROM snapshots").fetchall():
+        slim = json.loads(state) | {"answers": [], "released": {}}
+        db.execute("UPDATE snapshots SET state = ? WHERE session = ?", (json.dumps(slim), session))
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (SCHEMA_VERSION,))
 
 
 def _token(row: Any) -> TokenRecord:

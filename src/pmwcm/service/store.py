@@ -1,19 +1,31 @@
 """Durable state of the query service behind a small interface.
 
 :class:`StateStore` is everything the service persists: access tokens (hashed),
-release sessions, the write-ahead ledger of debits, the log of released answers
-and each session's latest engine snapshot. Every mutating call is one
-transaction that is durable when it returns.
-:class:`pmwcm.service.sqlite_store.SQLiteStore` is the embedded default; another
-backend (PostgreSQL) implements the same methods with the same transactions.
+release sessions, the write-ahead ledger of debits, the append-only log of
+released answers (one row per answer), the responses kept for
+``Idempotency-Key`` retries, and each session's latest engine snapshot. Every
+mutating call is one transaction that is durable when it returns.
+:class:`pmwcm.service.sqlite_store.SQLiteStore` is the embedded default (one
+process); :class:`pmwcm.service.postgres_store.PostgresStore` implements the
+same methods with the same transactions for several processes sharing one
+database, and adds the per-session lock across them (:meth:`StateStore.session_lock`).
+
+**The log is append-only and per-request I/O is O(1) in history.** A snapshot
+holds only the engine's state -- the hypothesis, the sparse vector, the update
+history and the ledger, all bounded by the cutoff ``T`` -- never the released
+answers: those are rows of the log, read back in full only when a session is
+loaded (:func:`pmwcm.service.durable.recover`). An answer that changed nothing
+but the log (a below-threshold, repeated or synthetic answer) commits one row
+and no snapshot.
 
 Two calls carry the durability protocol (see :mod:`pmwcm.service.durable`):
 
 * :meth:`StateStore.append_debit` commits one ledger debit; the engine calls it
   *before* it draws the noise the debit pays for;
 * :meth:`StateStore.commit_release` commits a released answer together with
-  the engine snapshot taken right after it, in one transaction, *before* the
-  response is sent.
+  the engine snapshot taken right after it (when the answer changed the
+  engine's state) and the response kept for its ``Idempotency-Key``, in one
+  transaction, *before* the response is sent.
 
 The store holds secrets (snapshots hold the sparse vector's threshold noise and
 the hypothesis; token digests): keep ``--state`` readable by the server only.
@@ -22,12 +34,18 @@ the hypothesis; token digests): keep ``--state`` readable by the server only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 
 class StoreError(RuntimeError):
     """The state store refused an operation (conflict, lock held, bad state)."""
+
+
+class StoreBusy(StoreError):
+    """The session's lock is held elsewhere past the wait allowed: retry later (nothing done)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +95,35 @@ class ReleaseRecord:
     query_key: str
     answer: dict[str, Any]
     token_id: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class KeptResponse:
+    """The response to a request sent with an ``Idempotency-Key``, kept for its retries.
+
+    Attributes:
+        token_id: the token that sent it (keys are scoped per token and session).
+        key: the client's ``Idempotency-Key``.
+        fingerprint: SHA-256 of the request body as parsed (a retry must match it).
+        status: the HTTP status sent.
+        body: the response body, byte for byte.
+    """
+
+    token_id: str
+    key: str
+    fingerprint: str
+    status: int
+    body: bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionHead:
+    """How far a session's committed state has come (cheap to read; compared to tell
+    whether another process has moved the session on since this one last loaded it)."""
+
+    debits: int
+    releases: int
+    snapshot_version: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,13 +189,42 @@ class StateStore(ABC):
 
     @abstractmethod
     def commit_release(
-        self, session: str, release: ReleaseRecord, snapshot: StoredSnapshot
+        self,
+        session: str,
+        release: ReleaseRecord,
+        snapshot: StoredSnapshot | None,
+        kept: KeptResponse | None = None,
     ) -> None:
-        """Commits a released answer and the snapshot taken after it, atomically."""
+        """Appends a released answer to the log, atomically with the snapshot taken after
+        it (``None``: the answer changed nothing else) and the response kept for its
+        ``Idempotency-Key``.
+
+        Raises:
+            StoreError: ``release.index`` is taken (the log is append-only).
+        """
 
     @abstractmethod
-    def releases(self, session: str) -> list[ReleaseRecord]:
-        """The session's committed releases, in order."""
+    def releases(self, session: str, *, start: int = 0) -> list[ReleaseRecord]:
+        """The session's committed releases from position ``start`` on, in order."""
+
+    @abstractmethod
+    def kept_response(self, session: str, token_id: str, key: str) -> KeptResponse | None:
+        """The response kept for ``key`` sent by ``token_id`` on ``session``, or ``None``."""
+
+    @abstractmethod
+    def head(self, session: str) -> SessionHead:
+        """The session's counts of debits and releases and its snapshot's version."""
+
+    def session_lock(self, session: str, *, timeout: float) -> AbstractContextManager[None]:
+        """Holds ``session`` against every other process sharing this store.
+
+        The default is for a store one process owns (SQLite's ``flock``): the
+        process's own lock is enough, so this holds nothing.
+
+        Raises:
+            StoreBusy: not acquired within ``timeout`` seconds.
+        """
+        return _nothing_held()
 
     @abstractmethod
     def load_snapshot(self, session: str) -> StoredSnapshot | None:
@@ -157,3 +233,8 @@ class StateStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Releases the store (connections, locks)."""
+
+
+@contextmanager
+def _nothing_held() -> Iterator[None]:
+    yield

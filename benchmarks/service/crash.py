@@ -19,14 +19,25 @@ asked; every cycle checks:
   for a query, in any cycle, equals every other one and the release log's;
 * new oracle releases never outnumber oracle debits.
 
+* with ``--store postgresql``, two server processes share one PostgreSQL
+  database (a real, throw-away server from ``tests/postgres_cluster.py``); each
+  cycle kills one of them while the other keeps serving, and the analysts of
+  the killed one fail over to the survivor, resending a cut request with its
+  ``Idempotency-Key``;
+* a session with ``after_halt="synthetic"`` (and a small cutoff, so crash
+  orphans halt it) is asked throughout: once halted it must serve synthetic
+  answers, never a refusal;
+* a sample of answered requests is resent with the same ``Idempotency-Key``:
+  the response must come back byte for byte.
+
 ``--mode exec`` (the default) starts a real ``pmwcm serve`` process each cycle
 (slow start-up: imports). ``--mode fork`` (the test suite's) forks each server
 from a pre-imported ``multiprocessing`` forkserver and runs the same
 ``pmwcm.cli.serve.serve_command``; the killed process is just as dead and the
 new one reads only the disk.
 
-Usage: ``python benchmarks/crash.py --cycles 120 [--mode fork --failpoint-rate 0.05]``;
-prints a JSON summary and exits 1 on any violation.
+Usage: ``python benchmarks/service/crash.py --cycles 120 [--mode fork --failpoint-rate 0.05]
+[--store postgresql]``; prints a JSON summary and exits 1 on any violation.
 """
 
 from __future__ import annotations
@@ -52,9 +63,14 @@ from typing import Any
 import httpx
 import numpy as np
 
-from pmwcm.service.client import BudgetExhausted, Client, ServiceError
+from pmwcm.service.client import Client
 
 SESSION_PARAMS = {"max_updates": 30, "threshold": 0.0, "expected_queries": 100}
+#: The synthetic session: a small cutoff, so that it halts (orphans included) early.
+SYNTHETIC = "syn"
+SYNTHETIC_PARAMS = {"max_updates": 4, "threshold": 0.0, "after_halt": "synthetic"}
+#: The share of answered requests resent with their Idempotency-Key.
+REPLAY_SHARE = 0.15
 PRELOAD = [
     "pmwcm.cli.serve",
     "pmwcm.service",
@@ -88,6 +104,12 @@ class Summary:
     debits: int = 0
     orphan_debits: int = 0
     distinct_queries: int = 0
+    processes: int = 1
+    store: str = "sqlite"
+    failovers: int = 0
+    idempotent_replays: int = 0
+    synthetic_answers: int = 0
+    synthetic_orphans: int = 0
     restart_s_median: float = 0.0
     restart_s_max: float = 0.0
     seconds: float = 0.0
@@ -136,6 +158,7 @@ def _install_failpoints(rate: float, seed: int) -> None:
     answer's commit (noise drawn, nothing committed); right after the commit
     (the response not yet sent). Test-harness monkeypatching only.
     """
+    from pmwcm.service.postgres_store import PostgresStore
     from pmwcm.service.sqlite_store import SQLiteStore
 
     rng = random.Random(seed)
@@ -144,28 +167,40 @@ def _install_failpoints(rate: float, seed: int) -> None:
         if rng.random() < rate:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    append_debit, commit_release = SQLiteStore.append_debit, SQLiteStore.commit_release
+    for store_class in (SQLiteStore, PostgresStore):
+        append_debit, commit_release = store_class.append_debit, store_class.commit_release
 
-    def debit(self: Any, session: str, record: Any) -> None:
-        append_debit(self, session, record)
-        die_maybe()
+        def debit(self: Any, session: str, record: Any, _inner: Any = append_debit) -> None:
+            _inner(self, session, record)
+            die_maybe()
 
-    def release(self: Any, session: str, record: Any, snapshot: Any) -> None:
-        die_maybe()
-        commit_release(self, session, record, snapshot)
-        die_maybe()
+        def release(
+            self: Any,
+            session: str,
+            record: Any,
+            snapshot: Any,
+            kept: Any = None,
+            _inner: Any = commit_release,
+        ) -> None:
+            die_maybe()
+            _inner(self, session, record, snapshot, kept)
+            die_maybe()
 
-    setattr(SQLiteStore, "append_debit", debit)  # noqa: B010 (monkeypatching on purpose)
-    setattr(SQLiteStore, "commit_release", release)  # noqa: B010
+        setattr(store_class, "append_debit", debit)  # noqa: B010 (monkeypatching on purpose)
+        setattr(store_class, "commit_release", release)  # noqa: B010
 
 
-def serve_child(state: Path, port: int, failpoint_rate: float, seed: int) -> None:
-    """The forked server: ``pmwcm serve --state STATE --port PORT``, with failpoints if asked."""
+def serve_child(
+    state: Path, port: int, failpoint_rate: float, seed: int, store_url: str | None = None
+) -> None:
+    """The forked server: ``pmwcm serve --state STATE --port PORT`` (or ``--store URL``),
+    with failpoints if asked."""
     from pmwcm.cli.serve import serve_command
 
     if failpoint_rate > 0:
         _install_failpoints(failpoint_rate, seed)
-    serve_command(state=state, port=port, data_dir=[state.parent])  # the harness's data
+    where: dict[str, Any] = {"state": state} if store_url is None else {"store_url": store_url}
+    serve_command(port=port, data_dir=[state.parent], **where)  # the harness's data
 
 
 def _key(session: str, spec: dict[str, Any]) -> str:
@@ -185,10 +220,19 @@ class Server:
     _context: Any = None
 
     def __init__(
-        self, mode: str, state: Path, port: int, log: Path, *, failpoint_rate: float = 0.0
+        self,
+        mode: str,
+        state: Path,
+        port: int,
+        log: Path,
+        *,
+        failpoint_rate: float = 0.0,
+        store_url: str | None = None,
     ) -> None:
         self.mode, self.state, self.port, self.log = mode, state, port, log
         self.failpoint_rate = failpoint_rate
+        self.store_url = store_url
+        self.url = f"http://127.0.0.1:{port}"
         self._proc: Any = None
 
     def start(self, seed: int = 0) -> None:
@@ -196,7 +240,7 @@ class Server:
             if Server._context is None:
                 Server._context = multiprocessing.get_context("forkserver")
                 Server._context.set_forkserver_preload(PRELOAD)
-            args = (self.state, self.port, self.failpoint_rate, seed)
+            args = (self.state, self.port, self.failpoint_rate, seed, self.store_url)
             self._proc = Server._context.Process(target=serve_child, args=args)
             self._proc.start()
             return
@@ -207,11 +251,16 @@ class Server:
             else [sys.executable, "-c", "from pmwcm.cli import main; main()"]
         )
         data_dir = ["--data-dir", str(self.state.parent)]  # where the harness writes its data
+        env = dict(os.environ)
+        where = ["--state", str(self.state)]
+        if self.store_url is not None:  # through the environment: never on a command line
+            env["PMWCM_STORE"], where = self.store_url, []
         with self.log.open("ab") as err:
             self._proc = subprocess.Popen(
-                [*cmd, "serve", "--state", str(self.state), "--port", str(self.port), *data_dir],
+                [*cmd, "serve", *where, "--port", str(self.port), *data_dir],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                env=env,
             )
 
     def kill(self) -> None:
@@ -235,31 +284,47 @@ class Server:
 class Harness:
     """State, tokens, observations and checks shared by all cycles."""
 
-    def __init__(self, workdir: Path, *, mode: str, seed: int) -> None:
-        from pmwcm.service import SQLiteStore, bootstrap_curator, new_token
+    def __init__(
+        self, workdir: Path, *, mode: str, seed: int, store_url: str | None = None
+    ) -> None:
+        from pmwcm.service import bootstrap_curator, new_token
         from pmwcm.service.sessions import SessionManager
 
         self.workdir, self.rng = workdir, random.Random(seed)
         self.state = workdir / "state"
+        self.store_url = store_url
         self.data, self.schema = write_data(workdir, seed=seed)
-        self.summary = Summary(mode=mode)
-        store = SQLiteStore(self.state)
+        self.summary = Summary(mode=mode, store="sqlite" if store_url is None else "postgresql")
+        store = self.open_store()
         try:
             self.curator = bootstrap_curator(store) or ""
             SessionManager(store).create("s0", self._config())
             token, record = new_token(role="analyst", session="s0")
             store.add_token(record)
+            SessionManager(store).create(SYNTHETIC, self._config(SYNTHETIC_PARAMS))
+            self.synthetic_token, record = new_token(role="analyst", session=SYNTHETIC)
+            store.add_token(record)
         finally:
             store.close()
         self.session, self.token = "s0", token
+        self.urls: list[str] = []
         self.spent: dict[str, float] = {}
         self.exhausted = False
         self.seen: dict[str, tuple[float, ...]] = {}
         self.debits: dict[str, list[dict[str, Any]]] = {}
         self.lock = threading.Lock()
-        self.url = ""
 
-    def _config(self) -> dict[str, Any]:
+    def open_store(self) -> Any:
+        """The state store the servers use (SQLite: only while none runs)."""
+        if self.store_url is None:
+            from pmwcm.service import SQLiteStore
+
+            return SQLiteStore(self.state)
+        from pmwcm.service.postgres_store import PostgresStore
+
+        return PostgresStore(self.store_url)
+
+    def _config(self, parameters: dict[str, Any] = SESSION_PARAMS) -> dict[str, Any]:
         from pmwcm.service.build import session_config
 
         return dict(
@@ -268,7 +333,7 @@ class Harness:
                 schema_path=str(self.schema),
                 epsilon=2.0,
                 delta=1e-6,
-                parameters=SESSION_PARAMS,
+                parameters=parameters,
             )
         )
 
@@ -284,33 +349,74 @@ class Harness:
         if first != theta:
             self.violation(f"two answers for {key}: {first} vs {theta}")
 
-    def analyst(self, stop: threading.Event, seed: int) -> None:
-        """Asks adaptively until stopped, the server dies or the session's budget is spent."""
+    def analyst(
+        self, stop: threading.Event, seed: int, first: int, synthetic: bool = False
+    ) -> None:
+        """Asks adaptively until stopped, the servers die or the session's budget is spent.
+
+        Every request carries an ``Idempotency-Key``; a cut request is resent with it to
+        the other server (when there are two), and a sample of answered ones is resent
+        to check that the response comes back byte for byte.
+        """
         rng = random.Random(seed)
         history: list[tuple[dict[str, Any], tuple[float, ...]]] = []
-        with Client(self.url, self.analyst_token(), timeout=30) as client:
+        at = first
+        with httpx.Client(timeout=30) as http:
             while not stop.is_set():
-                session, spec = self.session, next_spec(history, rng)
+                if synthetic:
+                    session, token = SYNTHETIC, self.synthetic_token
+                else:
+                    session, token = self.session, self.analyst_token()
+                spec, key = next_spec(history, rng), f"k{seed}-{rng.getrandbits(64):x}"
+                headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
+                path = f"/v1/sessions/{session}/queries"
                 try:
-                    answer = client.ask(session, spec)
-                except BudgetExhausted:
+                    response = http.post(self.urls[at] + path, json=spec, headers=headers)
+                except httpx.HTTPError:
+                    if stop.is_set():
+                        return
+                    with self.lock:
+                        self.summary.requests_cut += 1
+                    if len(self.urls) < 2:
+                        return
+                    at = 1 - at  # fail over, and resend the same request with its key
+                    try:
+                        response = http.post(self.urls[at] + path, json=spec, headers=headers)
+                    except httpx.HTTPError:
+                        return
+                    with self.lock:
+                        self.summary.failovers += 1
+                if response.status_code == 409:
+                    if synthetic:
+                        self.violation(f"the synthetic session refused: {response.text[:200]}")
+                        return
                     with self.lock:
                         self.summary.budget_refusals += 1
                         self.exhausted = True
                     return
-                except ServiceError as err:
-                    self.violation(f"unexpected error {err}")
+                if response.status_code == 503 and "busy" in response.text:
+                    continue  # nothing was spent: ask again later
+                if response.status_code != 200:
+                    self.violation(f"unexpected {response.status_code}: {response.text[:200]}")
                     return
-                except httpx.HTTPError:
-                    if not stop.is_set():
+                answer = response.json()
+                theta = tuple(answer["theta"])
+                self.observe(session, spec, theta)
+                history.append((spec, theta))
+                if rng.random() < REPLAY_SHARE:
+                    try:
+                        again = http.post(self.urls[at] + path, json=spec, headers=headers)
+                    except httpx.HTTPError:
+                        again = None
+                    if again is not None:
+                        if again.content != response.content:
+                            self.violation(f"{key}: a replay returned other bytes")
                         with self.lock:
-                            self.summary.requests_cut += 1
-                    return
-                self.observe(session, spec, answer.theta)
-                history.append((spec, answer.theta))
+                            self.summary.idempotent_replays += 1
                 with self.lock:
                     self.summary.answered += 1
-                    self.summary.repeats_served += answer.repeated
+                    self.summary.repeats_served += answer["repeated"]
+                    self.summary.synthetic_answers += answer["source"] == "synthetic"
 
     def analyst_token(self) -> str:
         with self.lock:
@@ -319,7 +425,7 @@ class Harness:
     def rotate(self) -> None:
         """The curator opens the next session once the current one is spent."""
         name = f"s{int(self.session[1:]) + 1}"
-        with Client(self.url, self.curator, timeout=120) as curator:
+        with Client(self.urls[0], self.curator, timeout=120) as curator:
             curator.create_session(
                 name,
                 data_path=str(self.data),
@@ -332,16 +438,19 @@ class Harness:
         self.exhausted = False
 
     def check_disk(self) -> None:
-        """Invariants on the state directory while no server runs."""
+        """Invariants on the committed state while no request runs (SQLite: no server runs)."""
         from pmwcm.engine.practical import make_accountant
         from pmwcm.mechanisms.accounting import BudgetExceededError, PrivacyLedger
         from pmwcm.mechanisms.accounting.codec import event_from_dict
-        from pmwcm.service import SQLiteStore
 
-        store = SQLiteStore(self.state)
+        store = self.open_store()
         try:
             for record in store.list_sessions():
                 name, config = record.name, record.config
+                # Releases, then the snapshot, then the debits: each commit follows the
+                # debits it needs, so the checks hold even if a server is still writing.
+                releases = store.releases(name)
+                snap = store.load_snapshot(name)
                 debits = store.debits(name)
                 events = [d.event for d in debits]
                 if [d.seq for d in debits] != list(range(len(debits))):
@@ -360,12 +469,12 @@ class Harness:
                         ledger.spend(event_from_dict(d.event), label=d.label)
                 except BudgetExceededError:
                     self.violation(f"{name}: committed debits exceed the budget")
-                snap = store.load_snapshot(name)
                 logged = snap.state["ledger"] if snap is not None else []
                 if [e["event"] for e in logged] != events[: len(logged)]:
                     self.violation(f"{name}: snapshot ledger is not a prefix of the debits")
+                if [r.index for r in releases] != list(range(len(releases))):
+                    self.violation(f"{name}: the answer log has a gap")
                 oracle_debits = sum(d.label.startswith("oracle") for d in debits)
-                releases = store.releases(name)
                 fresh_oracle = sum(
                     r.answer["source"] == "oracle" and not r.answer["repeated"] for r in releases
                 )
@@ -379,19 +488,19 @@ class Harness:
             store.close()
 
     def check_api(self) -> None:
-        """After a restart: the reported spend equals the composition of the committed debits."""
-        with Client(self.url, self.curator, timeout=60) as curator:
-            for name, expected in self.spent.items():
-                reported = curator.status(name)["epsilon_spent"]
-                if not math.isclose(reported, expected, rel_tol=1e-12, abs_tol=1e-15):
-                    self.violation(
-                        f"{name}: server reports {reported}, debits compose to {expected}"
-                    )
+        """After a restart: every server reports the spend the committed debits compose to
+        (the ledger replayed)."""
+        for url in self.urls:
+            with Client(url, self.curator, timeout=60) as curator:
+                for name, expected in self.spent.items():
+                    reported = curator.status(name)["epsilon_spent"]
+                    if not math.isclose(reported, expected, rel_tol=1e-12, abs_tol=1e-15):
+                        self.violation(
+                            f"{name}: {url} reports {reported}, debits compose to {expected}"
+                        )
 
     def finish(self) -> Summary:
-        from pmwcm.service import SQLiteStore
-
-        store = SQLiteStore(self.state)
+        store = self.open_store()
         try:
             sessions = store.list_sessions()
             self.summary.sessions = len(sessions)
@@ -402,6 +511,8 @@ class Harness:
                 pending = set(range(covered, debits))  # orphans not yet recovered
                 self.summary.debits += debits
                 self.summary.orphan_debits += len(store.orphans(record.name) | pending)
+                if record.name == SYNTHETIC:
+                    self.summary.synthetic_orphans = len(store.orphans(record.name) | pending)
         finally:
             store.close()
         self.summary.distinct_queries = len(self.seen)
@@ -429,53 +540,86 @@ def run(
     max_delay: float = 1.5,
     failpoint_rate: float = 0.0,
     time_limit: float = 3600.0,
+    store_url: str | None = None,
 ) -> Summary:
-    """Runs ``cycles`` start / query / kill -9 cycles in ``workdir``; returns the summary."""
+    """Runs ``cycles`` start / query / kill -9 cycles in ``workdir``; returns the summary.
+
+    With ``store_url`` (PostgreSQL) two servers share the store and each cycle kills
+    one of them while the other keeps serving.
+    """
     started = time.monotonic()
-    harness = Harness(workdir, mode=mode, seed=seed)
-    port = _free_port()
-    harness.url = f"http://127.0.0.1:{port}"
+    harness = Harness(workdir, mode=mode, seed=seed, store_url=store_url)
     if failpoint_rate and mode != "fork":
         raise ValueError("failpoints need --mode fork.")
     log = workdir / "server.log"
-    server = Server(mode, harness.state, port, log, failpoint_rate=failpoint_rate)
+    count = 1 if store_url is None else 2
+    servers = [
+        Server(
+            mode,
+            harness.state,
+            _free_port(),
+            log,
+            failpoint_rate=failpoint_rate,
+            store_url=store_url,
+        )
+        for _ in range(count)
+    ]
+    harness.urls = [server.url for server in servers]
+    harness.summary.processes = count
     restarts: list[float] = []
     try:
         for cycle in range(cycles):
             if time.monotonic() - started > time_limit:
                 harness.violation(f"time limit {time_limit}s reached after {cycle} cycles")
                 break
-            t0 = time.monotonic()
-            server.start(seed=seed * 100_003 + cycle)
-            if not _wait_healthy(harness.url, server, 90):
-                harness.violation(f"cycle {cycle}: server did not become healthy")
+            healthy = True
+            for i, server in enumerate(servers):
+                if server.alive():
+                    continue
+                t0 = time.monotonic()
+                server.start(seed=seed * 100_003 + cycle * 2 + i)
+                if not _wait_healthy(server.url, server, 90):
+                    harness.violation(f"cycle {cycle}: server {i} did not become healthy")
+                    healthy = False
+                    break
+                restarts.append(time.monotonic() - t0)
+            if not healthy:
                 break
-            restarts.append(time.monotonic() - t0)
             harness.check_api()
             if harness.exhausted:
                 harness.rotate()
             stop = threading.Event()
             threads = [
-                threading.Thread(target=harness.analyst, args=(stop, seed * 1000 + cycle * 2 + i))
-                for i in range(2)
+                threading.Thread(
+                    target=harness.analyst,
+                    args=(stop, seed * 1000 + cycle * 3 + i, i % count, i == 2),
+                )
+                for i in range(3)
             ]
             for thread in threads:
                 thread.start()
+            victim = servers[harness.rng.randrange(count)]
             deadline = time.monotonic() + harness.rng.uniform(0.0, max_delay)
-            while time.monotonic() < deadline and server.alive():
+            while time.monotonic() < deadline and victim.alive():
                 time.sleep(0.01)
-            if server.alive():
+            if victim.alive():
                 harness.summary.kills += 1
             else:
                 harness.summary.failpoint_kills += 1
-            server.kill()
+            victim.kill()
+            if count > 1:  # the survivor keeps serving the failed-over analysts a while
+                time.sleep(harness.rng.uniform(0.0, max_delay / 2))
             stop.set()
             for thread in threads:
                 thread.join(60)
+            for server in servers:
+                if not server.alive():  # a failpoint may have killed the survivor too
+                    server.kill()
             harness.check_disk()
             harness.summary.cycles += 1
     finally:
-        server.kill()
+        for server in servers:
+            server.kill()
     summary = harness.finish()
     if restarts:
         summary.restart_s_median = round(float(np.median(restarts)), 2)
@@ -498,18 +642,31 @@ def main() -> None:
         default=0.0,
         help="fork mode: self-kill rate at each failpoint",
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="postgresql: two servers share a throw-away PostgreSQL server's database",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pmwcm-crash-"))
+    options = {
+        "cycles": args.cycles,
+        "mode": args.mode,
+        "seed": args.seed,
+        "max_delay": args.max_delay,
+        "failpoint_rate": args.failpoint_rate,
+    }
     try:
-        summary = run(
-            workdir,
-            cycles=args.cycles,
-            mode=args.mode,
-            seed=args.seed,
-            max_delay=args.max_delay,
-            failpoint_rate=args.failpoint_rate,
-        )
+        if args.store == "postgresql":
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+            from postgres_cluster import PostgresCluster
+
+            with PostgresCluster() as cluster:
+                summary = run(workdir, store_url=cluster.url, **options)
+        else:
+            summary = run(workdir, **options)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,246 @@
+"""Throughput of ``pmwcm serve`` on SQLite: below-threshold answers per second at 1, 4 and
+16 clients, and the p95 latency as the answer log grows from 10^3 to 10^5 answers.
+
+The server is a real ``pmwcm serve`` process (``synchronous=FULL``: every answer is one
+fsync'd commit). Every measured request is a distinct query (radius ``1 + i/10^6``) on a
+session whose threshold no query reaches, so each one runs the full below-threshold path:
+compile, hypothesis solve, the fixed-budget data solve, the sparse-vector test and the
+commit. The clients spread over ``--sessions`` sessions (client ``i`` on session
+``i mod sessions``); each client sends for ``--seconds``.
+
+Between measurements the server is stopped and the log of session ``s0`` is filled
+up to the next size with answers to repeated queries, in this process, with
+``synchronous=OFF`` (filling is not measured; the rows are real released answers, one
+per request, as the server writes them). The server then restarts (recovery reads the
+whole log once) and is measured again at 16 clients. "p95 flat" means the ratio
+of session ``s0``'s p95 (its clients' requests; its log is the one grown) at 10^5
+answers to that at 10^3 (same run, same machine) stays near 1.
+
+Usage: ``python benchmarks/service/throughput.py [--seconds 8] [--sessions 4]
+[--sizes 1000 10000 100000]``; prints a table and a JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from crash import _free_port, write_data
+
+PARAMETERS = {"prior": "uniform", "max_updates": 5, "threshold": 1e6, "expected_queries": 10**6}
+FEATURES = (["a"], ["b"], ["c"], ["a", "b"], ["a", "c"], ["b", "c"])
+
+
+def _setup(workdir: Path, sessions: int) -> tuple[Path, list[str]]:
+    """A state directory with ``sessions`` sessions and one analyst token for each."""
+    from pmwcm.service import SQLiteStore, bootstrap_curator, new_token
+    from pmwcm.service.build import session_config
+    from pmwcm.service.sessions import SessionManager
+
+    data, schema = write_data(workdir)
+    state = workdir / "state"
+    store = SQLiteStore(state)
+    tokens = []
+    try:
+        bootstrap_curator(store)
+        config = session_config(
+            data_path=str(data),
+            schema_path=str(schema),
+            epsilon=1.0,
+            delta=1e-6,
+            parameters=PARAMETERS,
+        )
+        for i in range(sessions):
+            SessionManager(store).create(f"s{i}", config)
+            token, record = new_token(role="analyst", session=f"s{i}")
+            store.add_token(record)
+            tokens.append(token)
+    finally:
+        store.close()
+    return state, tokens
+
+
+def fill(state: Path, total: int) -> float:
+    """Answers repeated queries on session ``s0`` in process until its log has ``total``
+    rows (``synchronous=OFF`` while filling); returns the seconds it took."""
+    from pmwcm.kernels.queries import CMQuery
+    from pmwcm.service import SQLiteStore
+    from pmwcm.service.sessions import SessionManager
+
+    started = time.perf_counter()
+    store = SQLiteStore(state)
+    try:
+        store._db.execute("PRAGMA synchronous=OFF")  # filling only; the server uses FULL
+        session = SessionManager(store).get("s0")
+        have = store.head("s0").releases
+        queries = [
+            CMQuery.from_dict({"loss": "logistic", "target": "y", "features": f}) for f in FEATURES
+        ]
+        for i in range(have, total):
+            session.ask(queries[i % len(queries)], token_id=None)
+    finally:
+        store.close()
+    return time.perf_counter() - started
+
+
+class ServeProcess:
+    """``pmwcm serve --state STATE`` on a free port (started, then stopped by SIGTERM)."""
+
+    def __init__(self, state: Path, log: Path, extra: tuple[str, ...] = ()) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = Path(sys.executable).with_name("pmwcm")
+        args = ["serve", "--state", str(state), "--port", str(self.port), *extra]
+        with log.open("ab") as err:
+            self.proc = subprocess.Popen(
+                [str(exe), *args], stdout=subprocess.DEVNULL, stderr=err, env=dict(os.environ)
+            )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("pmwcm serve did not start")
+
+    def stop(self) -> None:
+        """SIGTERM (uvicorn finishes what runs), SIGKILL after 20 s (queued work is dropped)."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(20)
+
+
+def measure(
+    url: str, tokens: list[str], clients: int, seconds: float, offset: int
+) -> dict[str, Any]:
+    """``clients`` threads send distinct below-threshold queries for ``seconds``."""
+    latencies: list[float] = []
+    grown: list[float] = []  # session s0's, whose log is the one filled
+    sources: dict[str, int] = {}
+    errors = 0
+    lock = threading.Lock()
+    start = threading.Barrier(clients + 1)
+    stop_at: list[float] = []
+
+    def client(i: int) -> None:
+        nonlocal errors
+        token = tokens[i % len(tokens)]
+        session = f"s{i % len(tokens)}"
+        headers = {"Authorization": f"Bearer {token}"}
+        mine: list[float] = []
+        with httpx.Client(base_url=url, timeout=120) as http:
+            n = 0
+            start.wait()
+            while time.perf_counter() < stop_at[0]:
+                spec = {
+                    "loss": "logistic",
+                    "target": "y",
+                    "features": FEATURES[n % len(FEATURES)],
+                    "radius": 1.0 + (offset + i * 100_000 + n) * 1e-6,
+                }
+                n += 1
+                t0 = time.perf_counter()
+                response = http.post(f"/v1/sessions/{session}/queries", json=spec, headers=headers)
+                elapsed = time.perf_counter() - t0
+                with lock:
+                    if response.status_code == 200:
+                        source = response.json()["source"]
+                        sources[source] = sources.get(source, 0) + 1
+                        mine.append(elapsed)
+                    else:
+                        errors += 1
+        with lock:
+            latencies.extend(mine)
+            if session == "s0":
+                grown.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    stop_at.append(time.perf_counter() + seconds)
+    began = time.perf_counter()
+    start.wait()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    below = sources.get("hypothesis", 0)
+    return {
+        "clients": clients,
+        "answers_per_s": round(len(latencies) / wall, 1),
+        "below_threshold_per_s": round(below / wall, 1),
+        "p50_ms": round(float(np.percentile(latencies, 50)) * 1000, 1) if latencies else None,
+        "p95_ms": round(float(np.percentile(latencies, 95)) * 1000, 1) if latencies else None,
+        "s0_p95_ms": round(float(np.percentile(grown, 95)) * 1000, 1) if grown else None,
+        "errors": errors,
+        "sources": sources,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--sessions", type=int, default=4)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--workers", type=int, default=None, help="pmwcm serve --workers")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="pmwcm-throughput-"))
+    rows: list[dict[str, Any]] = []
+    try:
+        state, tokens = _setup(workdir, args.sessions)
+        offset = 0
+        for k, size in enumerate(sorted(args.sizes)):
+            filled = fill(state, size)
+            extra = () if args.workers is None else ("--workers", str(args.workers))
+            server = ServeProcess(state, workdir / "server.log", extra)
+            try:
+                for clients in args.clients if k == 0 else (max(args.clients),):
+                    row = measure(server.url, tokens, clients, args.seconds, offset)
+                    offset += 10**7
+                    row["log_answers_at_start"] = size
+                    row["fill_s"] = round(filled, 1)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+            finally:
+                server.stop()
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    most = max(args.clients)
+    base = next(r for r in rows if r["clients"] == most)
+    one = next(r for r in rows if r["clients"] == min(args.clients))
+    print(
+        "\n| s0 log answers | clients | below-threshold/s | x 1 client | p95 ms "
+        "| s0 p95 ms | s0 p95 / first |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        speedup = r["below_threshold_per_s"] / max(one["below_threshold_per_s"], 1e-9)
+        ratio = r["s0_p95_ms"] / base["s0_p95_ms"] if r["clients"] == most else float("nan")
+        print(
+            f"| {r['log_answers_at_start']} | {r['clients']} | {r['below_threshold_per_s']} "
+            f"| {speedup:.2f} | {r['p95_ms']} | {r['s0_p95_ms']} | {ratio:.2f} |"
+        )
+    print(json.dumps({"rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
