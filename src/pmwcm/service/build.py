@@ -234,7 +234,7 @@ def _public_start(
 
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
     records = _read("public_data_path", lambda: Dataset.from_csv(public, schema).records)
-    return public_start(private.domain, records, pmw.backend_choice(private.domain))
+    return public_start(private.domain, records, pmw.backend_choice(private.domain, private.n))
 
 
 def _placeholder(private: PrivateData, pmw: PMWConfig) -> Histogram:
@@ -246,7 +246,7 @@ def _placeholder(private: PrivateData, pmw: PMWConfig) -> Histogram:
     from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
     from pmwcm.kernels.support import SupportHistogram
 
-    if pmw.backend_choice(private.domain).kind == "support":
+    if pmw.backend_choice(private.domain, private.n).kind == "support":
         rng = np.random.default_rng(0)
         return SupportHistogram.uniform(private.domain, MIN_SUPPORT_SIZE, rng=rng)
     return DenseHistogram.uniform(private.domain)
