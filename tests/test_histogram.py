@@ -198,6 +198,20 @@ def test_many_reweights_stay_on_the_simplex(
     np.testing.assert_allclose(h.to_array(), reference, rtol=1e-9, atol=1e-300)
 
 
+@pytest.mark.parametrize("tiny", [1e-306, 1e-310, 1e-320])
+def test_reweight_moves_all_the_mass_onto_a_nearly_empty_cell(tiny: float) -> None:
+    """Regression (found by hypothesis): a cell of tiny mass (down to subnormal) given a
+    factor e^720 takes nearly all the mass. Dividing by a subnormal Z overflowed, and
+    capping the factor at e^700 lost the mass (a total of 0.86)."""
+    h = DenseHistogram(domain_of((2, 2)), np.array([[1.0 - tiny, 0.0], [tiny, 0.0]]))
+    h.reweight(["a0"], np.array([0.0, 720.0]))
+    ratio = math.exp(720.0 + math.log(tiny))  # the cell's mass over the rest's, after
+    # a subnormal mass carries fewer digits: 1e-320 has about 13 bits of precision
+    rel = 1e-12 if tiny > 1e-308 else 1e-3
+    assert h.to_array()[1, 0] == pytest.approx(ratio / (1.0 + ratio), rel=rel)
+    assert h.to_array().sum() == pytest.approx(1.0, abs=1e-12 if tiny > 1e-308 else 1e-3)
+
+
 def test_reweight_when_the_largest_factor_sits_on_an_empty_cell() -> None:
     """Regression: the factor used to be shifted by its global maximum, so an empty cell
     holding it flushed every other factor to zero, ``Z = 0``, and the result was NaN."""

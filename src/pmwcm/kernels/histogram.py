@@ -35,9 +35,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.special import logsumexp
 
 from pmwcm.kernels.clique_table import CliqueTable, FloatArray
 from pmwcm.kernels.domain import Domain
+
+#: The largest log-factor a reweight applies to a cell without mass (``e^700`` is finite).
+MAX_LOG_SCALE = 700.0
 
 
 @runtime_checkable
@@ -420,8 +424,8 @@ class DenseHistogram:
 
         ``Z = sum_{x_C} D_C(x_C) exp(log_factor(x_C))`` is computed on the clique
         from ``marginal`` (the current marginal on ``attrs``, if the caller has it)
-        so that the update is a single pass. The factor is shifted by its maximum
-        over the cells that carry mass, so ``exp`` never overflows and ``Z`` never
+        so that the update is a single pass. ``log Z`` is a ``logsumexp`` over the
+        cells that carry mass, so ``exp`` never overflows there and ``Z`` never
         underflows to zero (a zero-mass cell holding the global maximum would
         otherwise flush every other factor to zero).
         """
@@ -438,10 +442,24 @@ class DenseHistogram:
         if marginal.shape != expected:
             raise ValueError(f"marginal has shape {marginal.shape}, expected {expected}.")
         support = marginal > 0
-        shift = float(log_factor[support].max() if support.any() else log_factor.max())
-        factor = np.exp(np.minimum(log_factor - shift, 0.0))
-        z = float((marginal * factor).sum())
-        scale_by_clique(self._values, axes, factor / z)
+        if support.any():
+            # log Z = logsumexp(log D_C + log_factor) over the cells with mass: the
+            # factor exp(log_factor - log Z) is normalised in log space, so neither a
+            # tiny Z (dividing by it overflows) nor a product below float64's normal
+            # range (it loses digits) occurs on a cell that carries mass.
+            log_z = float(logsumexp(np.log(marginal[support]) + log_factor[support]))
+        else:
+            log_z = float(log_factor.max())
+        exponent = log_factor - log_z
+        # A cell's new mass is its mass times exp(exponent) <= 1, so on a cell with mass
+        # the exponent exceeds MAX_LOG_SCALE only when that mass is below e^-700 (it is
+        # taking nearly all of it): then the scale is applied in two steps, the second
+        # a constant. Cells without mass may hold any factor: capped, it cannot overflow.
+        top = float(exponent[support].max()) if support.any() else 0.0
+        head = max(0.0, top - MAX_LOG_SCALE)
+        scale_by_clique(self._values, axes, np.exp(np.minimum(exponent - head, MAX_LOG_SCALE)))
+        if head > 0.0:
+            self._values *= math.exp(head)
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
         """The marginal in its clique's form (:meth:`CliqueTable.of_marginal`)."""
