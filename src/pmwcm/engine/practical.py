@@ -61,8 +61,10 @@ from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
     PRACTICAL_HYPOTHESIS_SOLVE,
+    STEP_RULES,
     AfterHalt,
     EngineSettings,
+    StepRule,
 )
 from pmwcm.kernels.backend import (
     BACKENDS,
@@ -132,6 +134,10 @@ class PMWConfig:
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
         sweeps: post-processing replays of past updates after each update.
+        step_rule: ``"calibrated"`` (default: each update, and each replay, moves
+            by the multiple of ``eta`` that minimises the released answer's excess
+            risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
+            ``"fixed"`` (the paper's ``eta``).
         oracle: the single-query oracle.
         accountant: ``"pld"`` (tight) or ``"zcdp"``.
         backend: the hypothesis backend, ``"auto"`` (dense while it fits
@@ -162,6 +168,7 @@ class PMWConfig:
     solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
     after_halt: AfterHalt = "refuse"
     sweeps: int = 2
+    step_rule: StepRule = "calibrated"
     oracle: Oracle = field(default_factory=NoisyGradientDescent)
     accountant: AccountantName = "pld"
     backend: BackendName = "auto"
@@ -201,6 +208,8 @@ class PMWConfig:
             )
         if self.after_halt not in AFTER_HALT:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
+        if self.step_rule not in STEP_RULES:
+            raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
         self.split  # noqa: B018  (validates the shares)
@@ -251,6 +260,7 @@ class PMWConfig:
             solver_tol=self.solver_tol,
             after_halt=self.after_halt,
             sweeps=self.sweeps,
+            step_rule=self.step_rule,
         )
 
 
