@@ -89,7 +89,7 @@ from pmwcm.mechanisms.accounting import (
 )
 from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
+from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.private_data import PrivateData
@@ -138,7 +138,9 @@ class PMWConfig:
             by the multiple of ``eta`` that minimises the released answer's excess
             risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
             ``"fixed"`` (the paper's ``eta``).
-        oracle: the single-query oracle.
+        oracle: the single-query oracle; by default noisy gradient descent
+            configured by its per-call budget
+            (:class:`~pmwcm.mechanisms.oracles.BudgetTunedGradientDescent`).
         accountant: ``"pld"`` (tight) or ``"zcdp"``.
         backend: the hypothesis backend, ``"auto"`` (dense while it fits
             ``hypothesis_memory``, a weighted support beyond), ``"dense"`` or
@@ -169,7 +171,7 @@ class PMWConfig:
     after_halt: AfterHalt = "refuse"
     sweeps: int = 2
     step_rule: StepRule = "calibrated"
-    oracle: Oracle = field(default_factory=NoisyGradientDescent)
+    oracle: Oracle = field(default_factory=BudgetTunedGradientDescent)
     accountant: AccountantName = "pld"
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
