@@ -36,6 +36,8 @@ Defaults (fixed constants, so they never look at the user's private data):
 The budget split with a paid prior (the default ``prior="marginals"``) is a
 fixed rule, the same for every dataset: **prior 40%, sparse vector 30%, oracle
 calls 30%** of ``epsilon`` (and the prior 40% of ``delta``), with ``T = 10``
+(since issue 15: ``T = clip(round(epsilon n / 4000), 3, 10)``,
+:mod:`pmwcm.engine.budget_rule`, so 10 wherever ``epsilon n >= 40,000``)
 and ``k = 10,000`` in the threshold rule. The reasoning: the prior answers
 every query's low-order structure at once, so it gets the largest share; the
 sparse vector must check every query of a long stream, so its share does not
@@ -46,17 +48,26 @@ with the seed-0 stream only (docs/design.md section 6); no benchmark stream (see
 1000+) was used to choose them. ``docs/results.md`` reports where the rule
 serves well and where it does not (e.g. ``epsilon = 0.1``, where each oracle
 call is so noisy that the updates hurt and MST wins).
+
+Since issue 15 each update moves by the calibrated step
+(:mod:`pmwcm.engine.step_size`: the released answer shrunk towards the
+hypothesis's by how far it stands out of the oracle's own noise, and the step
+that makes it optimal on the hypothesis), and the default oracle is noisy
+gradient descent configured by its per-call budget
+(:mod:`pmwcm.mechanisms.oracles.tuning`). docs/design.md section 8 has where
+each rule comes from.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 import dp_accounting
 
+from pmwcm.engine.budget_rule import updates_for_budget
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
@@ -113,7 +124,9 @@ class PMWConfig:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
         max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for 10 with a paid or public prior, 50 with the uniform one.
+            (default) for the rule of :mod:`pmwcm.engine.budget_rule` with a paid
+            or public prior (``T`` by ``epsilon n``, resolved by
+            :meth:`for_population`; 10 until ``n`` is known), 50 with the uniform one.
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
@@ -176,6 +189,8 @@ class PMWConfig:
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
     support_size: int = 0
+    #: whether ``max_updates`` was left to the rule (set by ``__post_init__``).
+    updates_by_rule: bool = field(default=False, init=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
@@ -184,6 +199,9 @@ class PMWConfig:
         # An informed start (paid or public) leaves the updates only what it misses.
         informed = self.prior != "uniform"
         if self.max_updates == 0:
+            # An informed start's T follows (epsilon, n) when the data is known
+            # (for_population, build_engine); 10 is its value for Adult at epsilon = 1.
+            object.__setattr__(self, "updates_by_rule", informed)
             object.__setattr__(self, "max_updates", 10 if informed else 50)
         if self.expected_queries == 0:
             object.__setattr__(self, "expected_queries", 10_000 if informed else 1000)
@@ -227,6 +245,17 @@ class PMWConfig:
                 "support_size must be a non-negative integer, "
                 f"got support_size={self.support_size!r}."
             )
+
+    def for_population(self, n: int) -> PMWConfig:
+        """This config with ``T`` resolved for ``n`` records, if it was left to the rule.
+
+        ``max_updates=0`` with an informed start means ``T`` by
+        :func:`~pmwcm.engine.budget_rule.updates_for_budget` of ``(epsilon, n)``
+        (public); an explicit ``max_updates`` is kept.
+        """
+        if not self.updates_by_rule:
+            return self
+        return replace(self, max_updates=updates_for_budget(self.epsilon, n))
 
     def backend_choice(self, domain: Domain) -> BackendChoice:
         """The hypothesis backend for ``domain`` under these settings (public).
@@ -442,6 +471,7 @@ def build_engine(
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
     """
+    config = config.for_population(data.n)
     accountant = make_accountant(config.accountant)
     if ledger is None:
         ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta, accountant=accountant)
