@@ -16,6 +16,7 @@ them; nothing is typed in):
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -109,6 +110,44 @@ def small_n_table() -> str:
     return "\n".join(lines)
 
 
+def verdicts() -> list[str]:
+    """The issue's targets, checked on the files (met / not met, with the numbers)."""
+    sys.path.insert(0, str(HERE))
+    from updates import worst_panel_ratio, worst_segment_ratio
+
+    out = []
+    for rule in ("calibrated", "fixed"):
+        rows = [r for r in _rows("updates.jsonl") if r["rule"] == rule]
+        if not rows:
+            continue
+        seg = max(worst_segment_ratio(r["segments"]) for r in rows)
+        pan = max(worst_panel_ratio(r["panel"]) for r in rows)
+        flat = max(r["mean"] / r["mean_first_1000"] for r in rows)
+        moved = sum(abs(b - a) > 1e-3 * a for r in rows for a, b in itertools.pairwise(r["panel"]))
+        steps = sum(len(r["panel"]) - 1 for r in rows)
+        out.append(
+            f"- {rule} step, {len(rows)} seeds: worst per-update segment ratio {seg:.2f} "
+            f"(target <= 1.1: **{'met' if seg <= 1.1 else 'not met'}**); worst panel ratio "
+            f"{pan:.2f} (**{'met' if pan <= 1.1 else 'not met'}**); k = 10,000 / 1,000 "
+            f"{flat:.2f} (target <= 1.2: **{'met' if flat <= 1.2 else 'not met'}**); "
+            f"{moved} of {steps} updates changed the panel's mean by more than 0.1%."
+        )
+    small = _by_regime(_rows("rerun_small_n.jsonl"))
+    for (_, _, _, _, n), methods in sorted(small.items()):
+        pmw, aim = methods.get("pmw", []), methods.get("aim-model-ar", [])
+        if pmw and aim:
+            ok = _avg(pmw, "mean") <= _avg(aim, "mean") and _avg(pmw, "max") <= _avg(aim, "max")
+            out.append(
+                f"- small n = {n:,}: pmw mean / max {_avg(pmw, 'mean'):.3g} / "
+                f"{_avg(pmw, 'max'):.3g} against model-marginal AIM (add/remove) "
+                f"{_avg(aim, 'mean'):.3g} / {_avg(aim, 'max'):.3g} ({len(pmw)} and {len(aim)} "
+                f"seeds; target at or below on both: **{'met' if ok else 'not met'}**)."
+            )
+        elif pmw:
+            out.append(f"- small n = {n:,}: the AIM runs did not finish in time; no verdict.")
+    return out
+
+
 def section() -> str:
     """The markdown section."""
     sys.path.insert(0, str(HERE))
@@ -123,6 +162,19 @@ def section() -> str:
         "(`pmwcm.engine.budget_rule`). The sections above this one were measured with",
         "the old defaults and the old fixed-100-step composition; the ratios against",
         "composition there are superseded by the restated ones below.",
+        "",
+        "### Targets checked",
+        "",
+        *verdicts(),
+        "",
+        "Reading: the segment ratio compares different queries (whichever fell between",
+        "two updates), so it moves even when the hypothesis does not: where the",
+        "calibrated step left the hypothesis unchanged (panel ratio 1.00) its worst",
+        "segment ratio is still above 1.1. The panel ratio isolates the update's effect:",
+        "the fixed step makes the same probe queries worse after its updates, the",
+        "calibrated one does not. On Adult at eps = 1 the sparse vector's positives are",
+        "almost all noise-triggered and the oracle's answers no better than the",
+        "hypothesis's, so the calibrated rule mostly declines to move (w = 0).",
         "",
         "### Do updates help? (Adult train split, eps = 1, k = 10,000)",
         "",

@@ -76,18 +76,30 @@ def reweighted_mass(table: CliqueTable, log_factor: FloatArray, scale: float) ->
 
 
 def released_answer_error(
-    round_: QueryRound, table: CliqueTable, mass: FloatArray, private: Any
+    round_: QueryRound,
+    table: CliqueTable,
+    mass: FloatArray,
+    private: Any,
+    *,
+    minimiser: Any = None,
 ) -> float:
     """``err(Dhat, theta~)``: the excess risk of the released answer on a hypothesis marginal.
 
     ``table`` fixes the cells (and so the compiled problem); ``mass`` the
-    weights on them. For a counting query, the distance of its value from the
-    released one.
+    weights on them. ``minimiser``, if given, is a certified minimiser of the
+    loss on ``mass`` (the hypothesis's own answer ``theta_hat`` on the
+    unshifted table, within ``hypothesis_tol``): its value stands in for the
+    minimum instead of a fresh solve. For a counting query, the distance of
+    its value from the released one.
     """
     if isinstance(round_, CMRound):
         problem = round_.problem_on(table)
-        best = minimize(problem, mass, tol=round_.hypothesis_tol)
-        lower = best.value - max(best.gap, 0.0)
+        if minimiser is not None:
+            lower = problem.objective(np.asarray(minimiser, dtype=np.float64), mass)
+        else:
+            start = np.asarray(private, dtype=np.float64)
+            best = minimize(problem, mass, tol=round_.hypothesis_tol, theta0=start)
+            lower = best.value - max(best.gap, 0.0)
         return max(0.0, problem.objective(np.asarray(private, dtype=np.float64), mass) - lower)
     shifted = CliqueTable(shape=table.shape, codes=table.codes, mass=mass)
     return abs(float(round_.hypothesis_answer(shifted)) - float(private))
@@ -145,7 +157,7 @@ class PublicContext:
 
 
 def expected_oracle_error(
-    round_: QueryRound, table: CliqueTable, context: PublicContext, private: Any
+    round_: QueryRound, table: CliqueTable, context: PublicContext, private: Any, answer: Any
 ) -> float:
     """``e_or``: the oracle's mean error, simulated on the hypothesis (public).
 
@@ -153,6 +165,7 @@ def expected_oracle_error(
     (no data: the hypothesis is public) at the engine's public noise level,
     from a generator seeded by the released answer's bytes, so the value is a
     deterministic function of public values and a replay recomputes it exactly.
+    ``answer``, the hypothesis's certified minimiser, is the reference point.
     """
     seed = int.from_bytes(
         hashlib.sha256(np.asarray(private, dtype=np.float64).tobytes()).digest()[:8], "little"
@@ -163,7 +176,12 @@ def expected_oracle_error(
         for _ in range(_SIMULATIONS)
     ]
     return float(
-        np.mean([released_answer_error(round_, table, table.mass, draw) for draw in draws])
+        np.mean(
+            [
+                released_answer_error(round_, table, table.mass, draw, minimiser=answer)
+                for draw in draws
+            ]
+        )
     )
 
 
@@ -218,8 +236,8 @@ def step_factor(
     """
     if rule == "fixed":
         return round_.log_factor(table, answer, private)
-    oracle_error = expected_oracle_error(round_, table, context, private)
-    discrepancy = released_answer_error(round_, table, table.mass, private)
+    oracle_error = expected_oracle_error(round_, table, context, private, answer)
+    discrepancy = released_answer_error(round_, table, table.mass, private, minimiser=answer)
     weight = shrinkage_weight(discrepancy, oracle_error, noise_margin(round_))
     if weight == 0.0:  # the released answer is within its own noise: nothing to learn
         return np.zeros_like(np.asarray(round_.log_factor(table, answer, private), dtype=float))
