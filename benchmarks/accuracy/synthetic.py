@@ -34,8 +34,14 @@ def model_table(method: str, domain: Domain, records: np.ndarray, *, rho: float)
     cliques are not chordal). Only for universes small enough to hold densely.
     """
     release = _release(method, domain, records, rho=rho)
-    table = np.asarray(release.project(list(domain.names)), dtype=np.float64)
-    table = np.clip(table, 0.0, None).reshape(domain.shape)
+    full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
+    # The model's axes hold the keys in the release's order, plus a null slot (mbi
+    # attributes unknown values to it): pick each attribute's codes 0..size-1.
+    picks = []
+    for name, size in zip(domain.names, domain.sizes, strict=True):
+        keys = list(release.keys[name].to_list())
+        picks.append([keys.index(code) for code in range(size)])
+    table = np.clip(full[np.ix_(*picks)], 0.0, None)
     return table / table.sum()
 
 
