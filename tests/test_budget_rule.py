@@ -24,15 +24,15 @@ def test_updates_follow_epsilon_n_within_their_bounds() -> None:
         updates_for_budget(1.0, 0)
 
 
-def test_the_engine_resolves_the_rule_from_public_n_and_keeps_an_explicit_t() -> None:
+def test_the_rule_is_opt_in_and_sets_the_engines_t_from_public_n() -> None:
     domain = Domain.from_sizes({"a": 2, "b": 2, "y": 2})
     records = np.random.default_rng(0).integers(0, 2, size=(20_000, 3))
     data = PrivateData.from_records(domain, records)
     config = PMWConfig(epsilon=1.0, delta=1e-6)
-    assert config.updates_by_rule and config.max_updates == 10  # until n is known
-    engine = build_engine(data, config, noise=NumpyNoise(seed=0))
+    assert config.max_updates == 10  # the default is unchanged
+    ruled = config.with_updates_for(data.n)
+    assert ruled.max_updates == 5
+    engine = build_engine(data, ruled, noise=NumpyNoise(seed=0))
     assert engine.settings.max_updates == engine.sparse_vector.cutoff == 5
-    explicit = PMWConfig(epsilon=1.0, delta=1e-6, max_updates=7)
-    assert explicit.for_population(20_000) is explicit
     uniform = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform")
-    assert uniform.for_population(20_000).max_updates == 50  # the paper's start: no rule
+    assert uniform.with_updates_for(20_000).max_updates == 50  # the paper's start: no rule

@@ -1,5 +1,10 @@
 """How many updates ``T`` an informed engine makes, from ``(epsilon, n)`` (issue 15 item 2).
 
+**Opt-in** (:meth:`pmwcm.engine.practical.PMWConfig.with_updates_for`); the
+default stays ``T = 10``. Below ``epsilon n ~ 40,000`` it lowers ``T``, and no
+benchmark has yet measured that change, so it is not the default; above, it
+keeps 10 for the reason below.
+
 The sparse vector's threshold, in excess-risk units, is ``b ln(k / T) Delta``
 with ``b = 2 T / eps_sv_queries`` (Lyu-Su-Li) and ``Delta ~ 2 S / n``: it grows
 like ``T / (epsilon n)``. Every update beyond those a stream needs therefore

@@ -36,8 +36,8 @@ Defaults (fixed constants, so they never look at the user's private data):
 The budget split with a paid prior (the default ``prior="marginals"``) is a
 fixed rule, the same for every dataset: **prior 40%, sparse vector 30%, oracle
 calls 30%** of ``epsilon`` (and the prior 40% of ``delta``), with ``T = 10``
-(since issue 15: ``T = clip(round(epsilon n / 4000), 3, 10)``,
-:mod:`pmwcm.engine.budget_rule`, so 10 wherever ``epsilon n >= 40,000``)
+(issue 15's ``(epsilon, n)`` rule, :mod:`pmwcm.engine.budget_rule`, is opt-in
+through :meth:`PMWConfig.with_updates_for`)
 and ``k = 10,000`` in the threshold rule. The reasoning: the prior answers
 every query's low-order structure at once, so it gets the largest share; the
 sparse vector must check every query of a long stream, so its share does not
@@ -124,9 +124,9 @@ class PMWConfig:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
         max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for the rule of :mod:`pmwcm.engine.budget_rule` with a paid
-            or public prior (``T`` by ``epsilon n``, resolved by
-            :meth:`for_population`; 10 until ``n`` is known), 50 with the uniform one.
+            (default) for 10 with a paid or public prior, 50 with the uniform one
+            (:meth:`with_updates_for` applies the ``(epsilon, n)`` rule of
+            :mod:`pmwcm.engine.budget_rule` instead).
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
@@ -189,8 +189,6 @@ class PMWConfig:
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
     support_size: int = 0
-    #: whether ``max_updates`` was left to the rule (set by ``__post_init__``).
-    updates_by_rule: bool = field(default=False, init=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
@@ -199,9 +197,6 @@ class PMWConfig:
         # An informed start (paid or public) leaves the updates only what it misses.
         informed = self.prior != "uniform"
         if self.max_updates == 0:
-            # An informed start's T follows (epsilon, n) when the data is known
-            # (for_population, build_engine); 10 is its value for Adult at epsilon = 1.
-            object.__setattr__(self, "updates_by_rule", informed)
             object.__setattr__(self, "max_updates", 10 if informed else 50)
         if self.expected_queries == 0:
             object.__setattr__(self, "expected_queries", 10_000 if informed else 1000)
@@ -246,14 +241,13 @@ class PMWConfig:
                 f"got support_size={self.support_size!r}."
             )
 
-    def for_population(self, n: int) -> PMWConfig:
-        """This config with ``T`` resolved for ``n`` records, if it was left to the rule.
+    def with_updates_for(self, n: int) -> PMWConfig:
+        """This config with ``T`` by :func:`~pmwcm.engine.budget_rule.updates_for_budget`
+        of ``(epsilon, n)`` (public), for an informed start; the uniform start is kept.
 
-        ``max_updates=0`` with an informed start means ``T`` by
-        :func:`~pmwcm.engine.budget_rule.updates_for_budget` of ``(epsilon, n)``
-        (public); an explicit ``max_updates`` is kept.
+        Opt-in, not the default: see :mod:`pmwcm.engine.budget_rule` for why.
         """
-        if not self.updates_by_rule:
+        if self.prior == "uniform":
             return self
         return replace(self, max_updates=updates_for_budget(self.epsilon, n))
 
@@ -471,7 +465,6 @@ def build_engine(
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
     """
-    config = config.for_population(data.n)
     accountant = make_accountant(config.accountant)
     if ledger is None:
         ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta, accountant=accountant)
