@@ -8,7 +8,8 @@ For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers)
    ``theta_hat`` (source ``"hypothesis"``);
 4. **above**: ``theta_priv = M'(D, l^j)`` (source ``"oracle"``), then
    ``Dhat_{t+1} ∝ exp(-eta u) Dhat_t`` with ``u(x) = <theta_priv - theta_hat,
-   grad l_x(theta_hat)>`` and ``t += 1``;
+   grad l_x(theta_hat)>`` and ``t += 1`` (``eta`` the paper's fixed step, or the
+   calibrated one of :mod:`pmwcm.engine.step_size`; ``settings.step_rule``);
 5. after ``T`` updates the sparse vector halts: further queries are refused
    (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
    final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
