@@ -36,7 +36,7 @@ from pmwcm.audit.pipeline import (
 )
 from pmwcm.engine.practical import PMWConfig
 from pmwcm.mechanisms.noise import NumpyNoise
-from pmwcm.mechanisms.oracles import NoisyGradientDescent
+from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent
 from pmwcm.mechanisms.priors.marginals import pairwise_cliques
 from pmwcm.mechanisms.sparse_vector import LyuSuLiSparse
 
@@ -64,7 +64,7 @@ def test_the_audited_pipeline_is_the_shipped_default(cases: dict[str, AuditCase]
     assert (case.claimed_epsilon, case.delta) == (1.0, 1e-6)
     engine = m.build(case.dataset0, m.config, NumpyNoise(seed=0))
     assert isinstance(engine.sparse_vector, LyuSuLiSparse)
-    assert isinstance(engine.oracle, NoisyGradientDescent)
+    assert isinstance(engine.oracle, BudgetTunedGradientDescent)
     assert engine.settings.max_updates == 10 and engine.settings.sweeps == 2
     assert engine.settings.after_halt == "refuse"
     assert [e.label for e in engine.ledger.entries] == ["prior: noisy 2-way marginals"]

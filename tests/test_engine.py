@@ -695,7 +695,7 @@ def test_a_failed_sweep_leaves_the_hypothesis_and_updates_as_they_were(
     before = engine.hypothesis.to_array().copy()
     updates = list(engine.updates)
 
-    def broken_replay(hypothesis: Histogram, past: Any) -> None:
+    def broken_replay(hypothesis: Histogram, past: Any, *rule_and_context: Any) -> None:
         raise RuntimeError("sweep failed")
 
     monkeypatch.setattr("pmwcm.engine.online._replay", broken_replay)

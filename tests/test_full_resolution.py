@@ -305,7 +305,7 @@ def wide_engine(seed: int = 0, **config: Any) -> Any:
 
 
 def test_an_engine_on_a_support_with_sparse_cliques_answers_and_updates() -> None:
-    engine = wide_engine(threshold=-1.0, max_updates=2, after_halt="synthetic")
+    engine = wide_engine(threshold=-1e9, max_updates=2, after_halt="synthetic")
     assert engine.backend.kind == "support"
     assert isinstance(engine.hypothesis, SupportHistogram)
     assert [e.label for e in engine.ledger.entries] == ["prior: noisy 2-way marginals"]

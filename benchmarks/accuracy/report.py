@@ -187,7 +187,14 @@ def main() -> None:
     scal = group(rows, experiment="scaling-n")
     if scal:
         plot(scal, "n", IMG / "error_vs_n.png", "n (records)", "eps = 1, k = 1,000, logistic")
-    parts = [TEMPLATE_HEAD, "## Targets\n", "\n".join(verdicts(rows)), ""]
+    parts = [TEMPLATE_HEAD]
+    if (Path(__file__).parent / "results" / "updates.jsonl").exists():
+        # Issue 15's section (new defaults, restated composition ratios), from its own files.
+        sys.path.insert(0, str(Path(__file__).parent))
+        from issue15 import section as issue15_section
+
+        parts += [issue15_section(), ""]
+    parts += ["## Targets\n", "\n".join(verdicts(rows)), ""]
     parts += [
         "## Workload A: random logistic queries, eps = 1\n",
         table(eps1, "k", ks, cols),

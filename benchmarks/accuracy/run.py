@@ -280,9 +280,14 @@ def main(argv: Iterable[str] | None = None) -> None:
         "--parity-sizes", type=int, nargs="*", default=[39_073, 1_000_000, 10_000_000]
     )
     parser.add_argument("--quick", action="store_true", help="one seed, eps=1, k<=1000, no AIM")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="write (and resume) this JSONL file instead"
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
+    global RESULTS
+    if args.results is not None:
+        RESULTS = args.results
     if args.quick:
-        global RESULTS
         RESULTS = RESULTS.with_name("quick.jsonl")
         args.seeds, args.epsilons, args.ks = 1, [1.0], [10, 100, 1000]
         args.methods = [m for m in args.methods if m != "aim"]

@@ -22,6 +22,31 @@ from pmwcm.kernels.domain import Domain
 
 def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:
     """As many synthetic records (integer codes) from MST or AIM at ``rho``-zCDP (add/remove)."""
+    release = _release(method, domain, records, rho=rho)
+    return _sample(release, domain, len(records), method)
+
+
+def model_table(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:
+    """The fitted model's full table (normalised, shape ``domain.shape``): no sampling.
+
+    Every query is then answered on the model's own marginals, the strongest
+    honest use of the release (mbi 1.1.0's sampler is biased when the selected
+    cliques are not chordal). Only for universes small enough to hold densely.
+    """
+    release = _release(method, domain, records, rho=rho)
+    full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
+    # The model's axes hold the keys in the release's order, plus a null slot (mbi
+    # attributes unknown values to it): pick each attribute's codes 0..size-1.
+    picks = []
+    for name, size in zip(domain.names, domain.sizes, strict=True):
+        keys = list(release.keys[name].to_list())
+        picks.append([keys.index(code) for code in range(size)])
+    table = np.clip(full[np.ix_(*picks)], 0.0, None)
+    return table / table.sum()
+
+
+def _release(method: str, domain: Domain, records: np.ndarray, *, rho: float):
+    """OpenDP's contingency-table release by MST or AIM at ``rho`` (add/remove)."""
     import opendp.prelude as dp
     import polars as pl
 
@@ -47,7 +72,14 @@ def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) 
                 raise
     if release is None:
         raise RuntimeError(f"{method} kept failing with 'insufficient budget' at rho={rho}.")
-    synthetic = release.synthesize(rows=len(records), method="sample")
+    return release
+
+
+def _sample(release, domain: Domain, rows: int, method: str) -> np.ndarray:
+    """``rows`` records sampled from a release (mbi's sampler)."""
+    import polars as pl
+
+    synthetic = release.synthesize(rows=rows, method="sample")
     if isinstance(synthetic, pl.LazyFrame):
         synthetic = synthetic.collect()
     out = np.stack([synthetic[name].to_numpy() for name in domain.names], axis=1)

@@ -8,7 +8,8 @@ For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers)
    ``theta_hat`` (source ``"hypothesis"``);
 4. **above**: ``theta_priv = M'(D, l^j)`` (source ``"oracle"``), then
    ``Dhat_{t+1} ∝ exp(-eta u) Dhat_t`` with ``u(x) = <theta_priv - theta_hat,
-   grad l_x(theta_hat)>`` and ``t += 1``;
+   grad l_x(theta_hat)>`` and ``t += 1`` (``eta`` the paper's fixed step, or the
+   calibrated one of :mod:`pmwcm.engine.step_size`; ``settings.step_rule``);
 5. after ``T`` updates the sparse vector halts: further queries are refused
    (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
    final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
@@ -41,7 +42,8 @@ from typing import Any, Literal
 import numpy as np
 
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
-from pmwcm.engine.settings import EngineSettings
+from pmwcm.engine.settings import EngineSettings, StepRule
+from pmwcm.engine.step_size import PublicContext, step_factor
 from pmwcm.errors import Halted
 from pmwcm.kernels.backend import BackendChoice, choose_backend
 from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
@@ -594,15 +596,20 @@ class OnlinePMW:
         """
         record = UpdateRecord(query=query, round=round_, private=private)
         updated = self.hypothesis.copy()
-        updated.reweight_table(
-            round_.clique, marginal, round_.log_factor(marginal, answer, private)
-        )
+        rule = self.settings.step_rule
+        context = self._step_context()
+        factor = step_factor(rule, round_, marginal, answer, private, context=context)
+        updated.reweight_table(round_.clique, marginal, factor)
         history = [*self.updates, record]
         for _ in range(self.settings.sweeps):
             for past in history:
-                _replay(updated, past)
+                _replay(updated, past, rule, context)
         self.hypothesis = updated
         self.updates.append(record)
+
+    def _step_context(self) -> PublicContext:
+        """The public values a calibrated update reads besides the hypothesis: n, the noise."""
+        return PublicContext(n=self.data.n, noise_level=self.oracle_noise_level)
 
     def _release(self, key: Any, value: Any, source: Source) -> Answer:
         answer = self._record(value, source, repeated=False)
@@ -627,9 +634,13 @@ class OnlinePMW:
         return self.hypothesis.sample(n, rng=rng)
 
 
-def _replay(hypothesis: Histogram, past: UpdateRecord) -> None:
-    """Re-applies a past update at ``hypothesis``, in place (MWEM-style; free)."""
+def _replay(
+    hypothesis: Histogram, past: UpdateRecord, rule: StepRule, context: PublicContext
+) -> None:
+    """Re-applies a past update at ``hypothesis``, in place (MWEM-style; free), with
+    the step ``rule`` of the new updates (a calibrated replay moves only as far as
+    the past released answer is still off on the current hypothesis)."""
     table = hypothesis.clique_table(past.round.clique)
     answer = past.round.hypothesis_answer(table)
-    factor = past.round.log_factor(table, answer, past.private)
+    factor = step_factor(rule, past.round, table, answer, past.private, context=context)
     hypothesis.reweight_table(past.round.clique, table, factor)

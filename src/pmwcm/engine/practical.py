@@ -36,6 +36,8 @@ Defaults (fixed constants, so they never look at the user's private data):
 The budget split with a paid prior (the default ``prior="marginals"``) is a
 fixed rule, the same for every dataset: **prior 40%, sparse vector 30%, oracle
 calls 30%** of ``epsilon`` (and the prior 40% of ``delta``), with ``T = 10``
+(issue 15's ``(epsilon, n)`` rule, :mod:`pmwcm.engine.budget_rule`, is opt-in
+through :meth:`PMWConfig.with_updates_for`)
 and ``k = 10,000`` in the threshold rule. The reasoning: the prior answers
 every query's low-order structure at once, so it gets the largest share; the
 sparse vector must check every query of a long stream, so its share does not
@@ -46,23 +48,34 @@ with the seed-0 stream only (docs/design.md section 6); no benchmark stream (see
 1000+) was used to choose them. ``docs/results.md`` reports where the rule
 serves well and where it does not (e.g. ``epsilon = 0.1``, where each oracle
 call is so noisy that the updates hurt and MST wins).
+
+Since issue 15 each update moves by the calibrated step
+(:mod:`pmwcm.engine.step_size`: the released answer shrunk towards the
+hypothesis's by how far it stands out of the oracle's own noise, and the step
+that makes it optimal on the hypothesis), and the default oracle is noisy
+gradient descent configured by its per-call budget
+(:mod:`pmwcm.mechanisms.oracles.tuning`). docs/design.md section 9 has where
+each rule comes from.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
 import dp_accounting
 
+from pmwcm.engine.budget_rule import updates_for_budget
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
     PRACTICAL_HYPOTHESIS_SOLVE,
+    STEP_RULES,
     AfterHalt,
     EngineSettings,
+    StepRule,
 )
 from pmwcm.kernels.backend import (
     BACKENDS,
@@ -87,7 +100,7 @@ from pmwcm.mechanisms.accounting import (
 )
 from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.oracles import NoisyGradientDescent, Oracle
+from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.private_data import PrivateData
@@ -111,7 +124,9 @@ class PMWConfig:
         epsilon: total privacy budget (> 0).
         delta: total delta, in (0, 1).
         max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for 10 with a paid or public prior, 50 with the uniform one.
+            (default) for 10 with a paid or public prior, 50 with the uniform one
+            (:meth:`with_updates_for` applies the ``(epsilon, n)`` rule of
+            :mod:`pmwcm.engine.budget_rule` instead).
         sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
         sv_fraction: the share of ``epsilon`` given to the sparse vector.
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
@@ -132,7 +147,13 @@ class PMWConfig:
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
         sweeps: post-processing replays of past updates after each update.
-        oracle: the single-query oracle.
+        step_rule: ``"calibrated"`` (default: each update, and each replay, moves
+            by the multiple of ``eta`` that minimises the released answer's excess
+            risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
+            ``"fixed"`` (the paper's ``eta``).
+        oracle: the single-query oracle; by default noisy gradient descent
+            configured by its per-call budget
+            (:class:`~pmwcm.mechanisms.oracles.BudgetTunedGradientDescent`).
         accountant: ``"pld"`` (tight) or ``"zcdp"``.
         backend: the hypothesis backend, ``"auto"`` (dense while it fits
             ``hypothesis_memory``, a weighted support beyond), ``"dense"`` or
@@ -162,7 +183,8 @@ class PMWConfig:
     solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
     after_halt: AfterHalt = "refuse"
     sweeps: int = 2
-    oracle: Oracle = field(default_factory=NoisyGradientDescent)
+    step_rule: StepRule = "calibrated"
+    oracle: Oracle = field(default_factory=BudgetTunedGradientDescent)
     accountant: AccountantName = "pld"
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
@@ -201,6 +223,8 @@ class PMWConfig:
             )
         if self.after_halt not in AFTER_HALT:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
+        if self.step_rule not in STEP_RULES:
+            raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
         self.split  # noqa: B018  (validates the shares)
@@ -216,6 +240,16 @@ class PMWConfig:
                 "support_size must be a non-negative integer, "
                 f"got support_size={self.support_size!r}."
             )
+
+    def with_updates_for(self, n: int) -> PMWConfig:
+        """This config with ``T`` by :func:`~pmwcm.engine.budget_rule.updates_for_budget`
+        of ``(epsilon, n)`` (public), for an informed start; the uniform start is kept.
+
+        Opt-in, not the default: see :mod:`pmwcm.engine.budget_rule` for why.
+        """
+        if self.prior == "uniform":
+            return self
+        return replace(self, max_updates=updates_for_budget(self.epsilon, n))
 
     def backend_choice(self, domain: Domain, n: int | None = None) -> BackendChoice:
         """The hypothesis backend for ``domain`` (and ``n`` records, when known: it
@@ -253,6 +287,7 @@ class PMWConfig:
             solver_tol=self.solver_tol,
             after_halt=self.after_halt,
             sweeps=self.sweeps,
+            step_rule=self.step_rule,
         )
 
 

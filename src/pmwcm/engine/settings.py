@@ -16,6 +16,9 @@ from pmwcm.kernels.solvers import SolverBudget
 
 AfterHalt = Literal["refuse", "synthetic"]
 AFTER_HALT: tuple[AfterHalt, ...] = get_args(AfterHalt)
+#: How far an update moves (:mod:`pmwcm.engine.step_size`).
+StepRule = Literal["fixed", "calibrated"]
+STEP_RULES: tuple[StepRule, ...] = get_args(StepRule)
 
 #: The certified solve on the public hypothesis, smooth losses (utility only).
 HYPOTHESIS_SOLVE = SolverBudget(tol=1e-9, max_iter=1000)
@@ -56,6 +59,9 @@ class EngineSettings:
             a query that would need more is refused from its public spec.
         after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
         sweeps: post-processing passes over past updates after each new one.
+        step_rule: ``"fixed"`` (the paper's ``eta``; theory mode) or
+            ``"calibrated"`` (the step that minimises the released answer's
+            excess risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`).
 
     Frozen: derive a variant with :func:`dataclasses.replace`. The solver
     defaults are the named budgets :data:`HYPOTHESIS_SOLVE`,
@@ -74,6 +80,7 @@ class EngineSettings:
     after_halt: AfterHalt = "refuse"
     sweeps: int = 0
     absolute_threshold: float | None = None
+    step_rule: StepRule = "fixed"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
@@ -97,5 +104,7 @@ class EngineSettings:
                 "max_solver_iterations must be a positive integer, got "
                 f"max_solver_iterations={self.max_solver_iterations!r}."
             )
+        if self.step_rule not in STEP_RULES:
+            raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
         if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
             raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")

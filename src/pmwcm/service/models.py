@@ -130,6 +130,11 @@ class SessionParameters(_Request):
     solver_tol: float = Field(default=_DEFAULTS["solver_tol"], gt=0, le=1)
     after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
     sweeps: int = Field(default=_DEFAULTS["sweeps"], ge=0, le=100)
+    step_rule: Literal["fixed", "calibrated"] = Field(
+        default=_DEFAULTS["step_rule"],
+        description="How far an update moves: 'calibrated' (the released answer's "
+        "excess risk on the updated hypothesis decides) or 'fixed' (the paper's eta).",
+    )
     accountant: Literal["pld", "zcdp"] = _DEFAULTS["accountant"]
     backend: Literal["auto", "dense", "support"] = Field(
         default=_DEFAULTS["backend"],

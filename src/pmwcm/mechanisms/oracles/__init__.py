@@ -11,8 +11,10 @@ from pmwcm.mechanisms.oracles.jain_thakurta import JainThakurtaGLM
 from pmwcm.mechanisms.oracles.noisy_gd import NoisyGradientDescent
 from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePerturbation
 from pmwcm.mechanisms.oracles.output_perturbation import OutputPerturbation
+from pmwcm.mechanisms.oracles.tuning import BudgetTunedGradientDescent
 
 __all__ = [
+    "BudgetTunedGradientDescent",
     "JainThakurtaGLM",
     "NoisyGradientDescent",
     "ObjectivePerturbation",

@@ -1,0 +1,181 @@
+"""Do updates help? Per-update segments of one stream, fixed step against calibrated step.
+
+Issue 15's measurement: on a random logistic stream, group the below-threshold
+(``"hypothesis"``) answers by how many updates the engine had made when it gave
+them, and compare each segment's mean excess risk with the one before it (the
+target: after the t-th update at most 1.1x before it); and the whole stream's
+mean at k = 10,000 against its first 1,000 answers (the same prior noise; target
+at most 1.2x)::
+
+    .venv/bin/python benchmarks/accuracy/updates.py --seeds 5 --k 10000 --rules fixed calibrated
+
+Data: the bundled Adult train split of ``run.py`` (binary schema, n = 39,073);
+streams are seeded 1000 + s as in ``run.py``. One JSON line per (rule, eps,
+seed) goes to ``results/updates.jsonl``; ``--report`` prints the table that
+docs/results.md quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import DELTA, Evaluator
+
+RESULTS = Path(__file__).parent / "results" / "updates.jsonl"
+#: Probe queries (seeded 5000 + s, never a benchmark stream) on which the hypothesis
+#: is scored before and after every update: the same queries each time, so a
+#: ratio above one is the update's own doing, not a change in which queries came.
+PANEL = 300
+
+
+def adult_split() -> Evaluator:
+    """``run.py``'s public 80/20 split of bundled Adult."""
+    data = load_adult()
+    order = np.random.default_rng(20261126).permutation(data.n)
+    cut = int(0.8 * data.n)
+    train, test = data.records[order[:cut]], data.records[order[cut:]]
+    return Evaluator(
+        PrivateData.from_records(data.domain, train), PrivateData.from_records(data.domain, test)
+    )
+
+
+def run_one(ev: Evaluator, *, rule: str, epsilon: float, seed: int, k: int) -> dict[str, object]:
+    """One stream; the per-segment means of below-threshold answers and the k-ratio."""
+    queries = random_queries(
+        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
+    )
+    config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic", step_rule=rule)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
+    panel = random_queries(
+        ev.domain, PANEL, rng=np.random.default_rng(5000 + seed), losses=("logistic",)
+    )
+    panel_means = [panel_error(engine, ev, panel)]
+    errors, sources, updates = [], [], []
+    for q in queries:
+        answer = engine.answer(q)
+        if answer.source == "oracle":
+            panel_means.append(panel_error(engine, ev, panel))
+        errors.append(ev.excess_risk(q, np.asarray(answer.value)))
+        sources.append(answer.source)
+        updates.append(answer.updates if answer.source != "oracle" else answer.updates - 1)
+    err = np.asarray(errors)
+    below = np.asarray([s != "oracle" for s in sources])
+    segments = []
+    for t in range(max(updates) + 1):
+        mask = below & (np.asarray(updates) == t)
+        if mask.any():
+            segments.append(
+                {
+                    "t": t,
+                    "count": int(mask.sum()),
+                    "mean": float(err[mask].mean()),
+                    "max": float(err[mask].max()),
+                }
+            )
+    oracle = [float(e) for e, s in zip(err, sources, strict=True) if s == "oracle"]
+    return {
+        "rule": rule, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
+        "mean": float(err.mean()), "max": float(err.max()),
+        "mean_first_1000": float(err[:1000].mean()), "max_first_1000": float(err[:1000].max()),
+        "segments": segments, "oracle_errors": oracle, "panel": panel_means,
+        "seconds": time.perf_counter() - start,
+    }  # fmt: skip
+
+
+def panel_error(engine: object, ev: Evaluator, panel: list) -> float:
+    """Mean excess risk of the current hypothesis's answers on a fixed panel of queries."""
+    total = 0.0
+    for q in panel:
+        round_ = engine.cm_round(q)  # type: ignore[attr-defined]
+        table = engine.hypothesis.clique_table(round_.clique)  # type: ignore[attr-defined]
+        total += ev.excess_risk(q, round_.hypothesis_answer(table))
+    return total / len(panel)
+
+
+def worst_panel_ratio(panel: list[float]) -> float:
+    """The largest ratio of the panel's mean error after an update to before it."""
+    return max((b / a for a, b in itertools.pairwise(panel) if a > 0), default=1.0)
+
+
+def worst_segment_ratio(segments: list[dict[str, float]]) -> float:
+    """The largest ratio of a segment's mean to the previous segment's (1 if one segment)."""
+    ratios = [b["mean"] / a["mean"] for a, b in itertools.pairwise(segments) if a["mean"] > 0]
+    return max(ratios, default=1.0)
+
+
+def report(path: Path = RESULTS) -> str:
+    """Markdown: per (rule, eps), the mean over seeds of the stream's mean, the worst
+    segment ratio and the k = 10,000 / 1,000 ratio."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    groups: dict[tuple[str, float, int], list[dict[str, object]]] = {}
+    for row in rows:
+        groups.setdefault((str(row["rule"]), float(row["epsilon"]), int(row["k"])), []).append(row)  # type: ignore[arg-type]
+    lines = [
+        "| step rule | eps | k | seeds | mean | max | worst segment ratio (mean over seeds; "
+        "max) | worst panel ratio (mean; max) | panel after / before all updates "
+        "| k / first 1,000 mean (mean; max) | updates |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (rule, eps, k), group in sorted(groups.items()):
+        seg = [worst_segment_ratio(g["segments"]) for g in group]  # type: ignore[arg-type]
+        flat = [float(g["mean"]) / float(g["mean_first_1000"]) for g in group]  # type: ignore[arg-type]
+        ups = [len(g["oracle_errors"]) for g in group]  # type: ignore[arg-type]
+        pan = [worst_panel_ratio(g["panel"]) for g in group]  # type: ignore[arg-type]
+        whole = [g["panel"][-1] / g["panel"][0] for g in group]  # type: ignore[index]
+        lines.append(
+            f"| {rule} | {eps:g} | {k} | {len(group)} "
+            f"| {np.mean([g['mean'] for g in group]):.2g} "
+            f"| {np.mean([g['max'] for g in group]):.2g} "
+            f"| {np.mean(seg):.2f}; {max(seg):.2f} | {np.mean(pan):.2f}; {max(pan):.2f} "
+            f"| {np.mean(whole):.2f} | {np.mean(flat):.2f}; {max(flat):.2f} "
+            f"| {np.mean(ups):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--epsilons", type=float, nargs="*", default=[1.0])
+    parser.add_argument("--rules", nargs="*", default=["fixed", "calibrated"])
+    parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument("--report", action="store_true")
+    args = parser.parse_args()
+    if args.report:
+        print(report())
+        return
+    ev = adult_split()
+    done = set()
+    if RESULTS.exists():
+        for line in RESULTS.read_text().splitlines():
+            row = json.loads(line)
+            done.add((row["rule"], row["epsilon"], row["seed"], row["k"]))
+    for seed in args.seeds:
+        for eps in args.epsilons:
+            for rule in args.rules:
+                if (rule, eps, seed, args.k) in done:
+                    continue
+                row = run_one(ev, rule=rule, epsilon=eps, seed=seed, k=args.k)
+                RESULTS.parent.mkdir(parents=True, exist_ok=True)
+                with RESULTS.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
+                print(rule, eps, seed, row["mean"], row["panel"], row["seconds"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
