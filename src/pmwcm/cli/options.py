@@ -87,8 +87,9 @@ HYPOTHESIS_MEMORY_HELP = (
     "Default 512MiB."
 )
 SUPPORT_SIZE_HELP = (
-    "Advanced: M, the number of records of the support backend (default 0: 2^18 = 262,144, "
-    "capped by --hypothesis-memory; at least 1,000). Smaller is faster and coarser."
+    "Advanced: M, the number of records of the support backend (default 0: the smallest "
+    "power of two >= n, between 2^14 and 2^18, capped by --hypothesis-memory; at least "
+    "1,000). Smaller is faster and coarser."
 )
 
 # A string, not a Path: a postgresql:// URL must keep its double slash.

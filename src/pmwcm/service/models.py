@@ -152,8 +152,9 @@ class SessionParameters(_Request):
         default=_DEFAULTS["support_size"],
         ge=0,
         le=MAX_SUPPORT_SIZE,
-        description="M, the records of the support backend: 0 for the default (2^18, capped "
-        f"by hypothesis_memory), else at least {MIN_SUPPORT_SIZE} and at most {MAX_SUPPORT_SIZE}.",
+        description="M, the records of the support backend: 0 for the default (the smallest "
+        "power of two >= n, between 2^14 and 2^18, capped by hypothesis_memory), else at "
+        f"least {MIN_SUPPORT_SIZE} and at most {MAX_SUPPORT_SIZE}.",
     )
 
     @field_validator("support_size")
