@@ -151,3 +151,11 @@ def test_run_in_a_pipe_prints_no_progress(files: dict[str, Path]) -> None:
     query = {"id": 1, "loss": "logistic", "target": "income", "features": ["sex"]}
     code, _, stderr = _run(files, [query], "--insecure-seeded-noise", "1")
     assert code == 0 and "\x1b" not in stderr and "━" not in stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "ask"])
+def test_serve_and_ask_options_show_plain_metavars(command: str) -> None:
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    options = [line for line in result.stdout.splitlines() if line.strip().startswith("--")]
+    assert options and not any("<str>" in o or "<bool>" in o or "<path>" in o for o in options)

@@ -100,3 +100,23 @@ def test_schema_draft_output_cannot_be_the_data(files: dict[str, Path]) -> None:
 def test_two_outputs_to_stdout_are_refused(files: dict[str, Path]) -> None:
     result = runner.invoke(app, _run(files, "-", "run", "--metadata", "-"))
     assert result.exit_code == 1 and "must be different files" in result.stderr
+
+
+def test_dash_reads_the_data_from_stdin_like_the_file(files: dict[str, Path]) -> None:
+    from_file = runner.invoke(app, _run(files, "-"))
+    args = _run(files, "-")
+    args[args.index("--data") + 1] = "-"
+    from_stdin = runner.invoke(app, args, input=files["data"].read_text())
+    assert from_stdin.exit_code == 0, from_stdin.stderr
+    assert from_stdin.stdout == from_file.stdout  # same seeded answers
+    bad = runner.invoke(app, args, input="x,y\nc,1\n")
+    assert bad.exit_code == 1 and "column 'x'" in bad.stderr
+    assert "pmwcm-stdin" not in bad.stderr  # no temporary path shown
+
+
+def test_data_and_queries_cannot_both_read_stdin(files: dict[str, Path]) -> None:
+    args = _run(files, "-")
+    args[args.index("--data") + 1] = "-"
+    args[args.index("--queries") + 1] = "-"
+    result = runner.invoke(app, args, input="")
+    assert result.exit_code == 1 and "cannot both read stdin" in result.stderr

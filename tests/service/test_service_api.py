@@ -22,6 +22,7 @@ ANALYST_KEYS = {
     "delta",
     "coefficients",
     "on_boundary",
+    "warning",
 }
 
 
@@ -233,6 +234,8 @@ def test_after_halt_synthetic_answers_are_labelled_and_free(service: Service) ->
     later = service.ask(analyst, features=["b"]).json()
     assert (first["source"], later["source"]) == ("oracle", "synthetic")
     assert later["epsilon_spent"] == first["epsilon_spent"]
+    # the switch is visible where the answer is read
+    assert first["warning"] is None and "NO accuracy check" in later["warning"]
 
 
 def test_tokens_are_listed_without_secrets_and_revocable(service: Service) -> None:

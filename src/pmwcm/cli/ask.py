@@ -24,13 +24,15 @@ def _fail(message: str) -> typer.Exit:
 
 
 def ask_command(
-    spec: Annotated[str, typer.Argument(help=_SPEC_HELP)],
-    session: Annotated[str, typer.Option("--session", help="Session name.")] = "default",
+    spec: Annotated[str, typer.Argument(metavar="SPEC", help=_SPEC_HELP)],
+    session: Annotated[
+        str, typer.Option("--session", metavar="NAME", help="Session name.")
+    ] = "default",
     url: Annotated[
-        str, typer.Option("--url", envvar="PMWCM_URL", help="Service URL.")
+        str, typer.Option("--url", metavar="URL", envvar="PMWCM_URL", help="Service URL.")
     ] = "http://127.0.0.1:8000",
     token: Annotated[
-        str | None, typer.Option("--token", envvar="PMWCM_TOKEN", help=_TOKEN_HELP)
+        str | None, typer.Option("--token", metavar="TOKEN", envvar="PMWCM_TOKEN", help=_TOKEN_HELP)
     ] = None,
 ) -> None:
     """Ask one query; print the released answer (theta, source, remaining budget) as JSON."""

@@ -320,6 +320,28 @@ def load_data(data: Path, schema: Schema) -> Dataset:
         raise fail(str(exc)) from None
 
 
+def _csv_from_stdin(schema: Schema) -> Dataset:
+    """``--data -``: a CSV read from stdin, checked as a file is (the same reader, on a
+    copy in a private temporary directory that is removed at once)."""
+    import shutil
+    import tempfile
+
+    from pmwcm.data.schema import SchemaError
+    from pmwcm.data.table import DataError, Dataset
+
+    folder = Path(tempfile.mkdtemp(prefix="pmwcm-stdin-"))  # mode 0700
+    try:
+        copy = folder / "stdin.csv"
+        with copy.open("wb") as sink:
+            shutil.copyfileobj(sys.stdin.buffer, sink)
+        try:
+            return Dataset.from_csv(copy, schema)
+        except (SchemaError, DataError) as exc:
+            raise fail(str(exc).replace(f"'{copy}'", "stdin")) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def open_data(
     data: str, schema: Schema, *, table: str | None = None, engine: str | None = None
 ) -> PrivateData:
@@ -332,6 +354,8 @@ def open_data(
 
     if engine not in (None, "duckdb", "spark"):
         raise fail(f"--engine must be duckdb or spark, got {engine!r}.")
+    if data == "-":
+        return PrivateData.of(_csv_from_stdin(schema))
     try:
         opened = open_source(
             data, schema, table=table, engine="spark" if engine == "spark" else None
@@ -570,15 +594,11 @@ def _answer_one(
         | labelled(item.query, domain, theta)
     )  # fmt: skip
     if a.source == "synthetic":
-        record["warning"] = SYNTHETIC_WARNING
+        from pmwcm.engine.online import SYNTHETIC_ANSWER_WARNING  # the service's too
+
+        record["warning"] = SYNTHETIC_ANSWER_WARNING
     return record
 
-
-#: The ``"warning"`` of every synthetic answer record.
-SYNTHETIC_WARNING = (
-    "synthetic: the engine had halted (all private updates spent), so this answer comes "
-    "from the final hypothesis with NO accuracy check against the data"
-)
 
 #: ``pmwcm run``'s exit status when the answers were written but some are synthetic.
 EXIT_SYNTHETIC = 3

@@ -35,7 +35,7 @@ __all__ = [
 DATA_HELP = (
     "The private data: a CSV file with a header row, a Parquet file or a directory of Parquet "
     "files (read in place by DuckDB); a postgresql:// URL (with --table); or a Parquet path "
-    "or table name read by Spark (with --engine spark)."
+    "or table name read by Spark (with --engine spark); - reads a CSV from stdin."
 )
 TABLE_HELP = "The table to read: for a postgresql:// --data, or a Spark table with --engine spark."
 ENGINE_HELP = "Who reads a --data path: duckdb (the default) or spark (needs pmwcm[spark])."

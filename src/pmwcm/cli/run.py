@@ -181,6 +181,8 @@ def run_command(
     if metadata is not None:
         check_output(metadata, "--metadata", inputs=inputs)
     check_distinct_outputs([("--output", output), ("--metadata", metadata)])
+    if data == "-" and is_stdio(queries):
+        raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
     check_calibration(

@@ -154,20 +154,34 @@ def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
 
 
 def serve_command(
-    state: Annotated[Path | None, typer.Option("--state", help=_STATE_HELP)] = None,
-    data: Annotated[Path | None, typer.Option("--data", help=_DATA_HELP)] = None,
-    schema: Annotated[Path | None, typer.Option("--schema", help="Schema JSON of --data.")] = None,
-    epsilon: Annotated[float | None, typer.Option("--epsilon", help="Total epsilon.")] = None,
-    delta: Annotated[float | None, typer.Option("--delta", help="Total delta.")] = None,
-    params: Annotated[str | None, typer.Option("--params", help=_PARAMS_HELP)] = None,
-    session: Annotated[str, typer.Option("--session", help="Name of that session.")] = "default",
-    host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    state: Annotated[Path | None, typer.Option("--state", metavar="DIR", help=_STATE_HELP)] = None,
+    data: Annotated[Path | None, typer.Option("--data", metavar="PATH", help=_DATA_HELP)] = None,
+    schema: Annotated[
+        Path | None, typer.Option("--schema", metavar="PATH", help="Schema JSON of --data.")
+    ] = None,
+    epsilon: Annotated[
+        float | None, typer.Option("--epsilon", metavar="EPS", help="Total epsilon.")
+    ] = None,
+    delta: Annotated[
+        float | None, typer.Option("--delta", metavar="DELTA", help="Total delta.")
+    ] = None,
+    params: Annotated[
+        str | None, typer.Option("--params", metavar="JSON", help=_PARAMS_HELP)
+    ] = None,
+    session: Annotated[
+        str, typer.Option("--session", metavar="NAME", help="Name of that session.")
+    ] = "default",
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to bind.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", help="TCP port.")] = 8000,
     rotate_curator_token: Annotated[bool, typer.Option(help=_ROTATE_HELP)] = False,
     accept_drafted_schema: Annotated[
         bool, typer.Option("--accept-drafted-schema", help=_ACCEPT_DRAFTED_HELP)
     ] = False,
-    backend: Annotated[str | None, typer.Option("--backend", help=_BACKEND_HELP)] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", metavar="[auto|dense|support]", help=_BACKEND_HELP)
+    ] = None,
     hypothesis_memory: Annotated[
         str | None, typer.Option("--hypothesis-memory", metavar="BYTES", help=_MEMORY_HELP)
     ] = None,
@@ -184,7 +198,7 @@ def serve_command(
         str | None,
         typer.Option("--store", metavar="URL", envvar="PMWCM_STORE", help=_STORE_HELP),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", help=_WORKERS_HELP)] = 4,
+    workers: Annotated[int, typer.Option("--workers", metavar="N", help=_WORKERS_HELP)] = 4,
     request_deadline: Annotated[
         float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
     ] = 30.0,

@@ -145,6 +145,8 @@ def synth_command(
     if is_stdio(histogram):
         raise fail("--histogram is binary; give it a file name, not -.")
     check_distinct_outputs([(o, p) for p, o in paths])
+    if data == "-" and is_stdio(queries):
+        raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings, start)
     check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)

@@ -62,6 +62,12 @@ from pmwcm.mechanisms.sparse_vector import SparseVector
 
 Source = Literal["hypothesis", "oracle", "synthetic"]
 
+#: What a reader of a ``"synthetic"`` answer must be told, wherever it is read.
+SYNTHETIC_ANSWER_WARNING = (
+    "synthetic: the engine had halted (all private updates spent), so this answer comes "
+    "from the final hypothesis with NO accuracy check against the data"
+)
+
 
 def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
     """The identity of the problem a query poses on ``domain`` (repeats are free).

@@ -92,6 +92,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pmwcm.engine.online import SYNTHETIC_ANSWER_WARNING
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
 from pmwcm.kernels.coefficients import coefficient_names, on_boundary
 from pmwcm.kernels.domain import Domain
@@ -354,6 +355,7 @@ async def ask(
             "epsilon_spent": answer.epsilon_spent,
             "epsilon_remaining": max(0.0, epsilon - answer.epsilon_spent),
             "delta": answer.delta,
+            "warning": SYNTHETIC_ANSWER_WARNING if answer.source == "synthetic" else None,
         }
         return m.AnswerOut.model_validate(payload).model_dump_json().encode("utf-8")
 

@@ -69,6 +69,7 @@ class Released:
     delta: float
     coefficients: tuple[str, ...] = ()
     on_boundary: bool = False
+    warning: str | None = None
 
 
 def _detail(response: httpx.Response) -> str:

@@ -282,7 +282,7 @@ class AnswerOut(BaseModel):
     (a fresh private answer) or ``synthetic`` (after the halt, if enabled);
     ``repeated`` marks a query answered before (the same theta, at no cost).
     ``coefficients`` names each coordinate of ``theta`` and ``on_boundary``
-    says ``||theta||`` reached the radius
+    says ``||theta||`` reached the radius; a ``synthetic`` answer carries a ``warning``
     (:mod:`pmwcm.kernels.coefficients`).
     """
 
@@ -296,6 +296,7 @@ class AnswerOut(BaseModel):
     delta: float
     coefficients: list[str] = []
     on_boundary: bool = False
+    warning: str | None = None
 
 
 class LedgerEntryOut(BaseModel):
