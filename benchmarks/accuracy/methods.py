@@ -136,7 +136,7 @@ def sparse_problem(data: PrivateData, query: CMQuery) -> tuple[GLMProblem, np.nd
     mass (the omitted cells weigh zero), so a full-resolution clique with
     ``10^10`` cells is never enumerated (:mod:`pmwcm.kernels.clique_table`).
     """
-    records = getattr(data, "_records", None)
+    records = held_records(data)
     if is_large(data) and records is not None:
         # Built afresh, not through PrivateData's per-clique cache: a stream of
         # 10^4 distinct cliques would keep ~10^4 tables of up to n cells alive.
@@ -187,9 +187,18 @@ def is_large(data: PrivateData) -> bool:
     return data.domain.log_size > math.log(LARGE_DOMAIN)
 
 
+def held_records(data: PrivateData) -> np.ndarray | None:
+    """The records an in-memory ``PrivateData`` holds (kept column by column), or None.
+
+    The harness is the data holder here: it reads them to run the baselines.
+    """
+    columns = getattr(data, "_columns", ())
+    return np.stack(columns, axis=1).astype(np.int64) if columns else None
+
+
 def records_or_rebuilt(data: PrivateData) -> np.ndarray:
     """The data's records: as given on a large domain, else rebuilt from its histogram."""
-    records = getattr(data, "_records", None)
+    records = held_records(data)
     if is_large(data):
         if records is None:
             raise ValueError("a full-resolution PrivateData must be built from records.")
