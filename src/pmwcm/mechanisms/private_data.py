@@ -41,7 +41,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.kernels.clique_table import CliqueTable, is_dense
+from pmwcm.kernels.clique_table import CliqueTable, is_dense, occupied_cells
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray, dense_marginal
 from pmwcm.kernels.lru import LRUCache
@@ -239,8 +239,9 @@ class PrivateData:
         if is_dense(shape):
             counts = np.bincount(codes, minlength=math.prod(shape)).astype(np.float64)
             return CliqueTable.dense(counts.reshape(shape))
-        cells, counts = np.unique(codes, return_counts=True)
-        return CliqueTable(shape=shape, codes=cells.astype(np.int64), mass=counts.astype(float))
+        cells, inverse = occupied_cells(codes, math.prod(shape))
+        counts = np.bincount(inverse, minlength=cells.size).astype(np.float64)
+        return CliqueTable(shape=shape, codes=cells, mass=counts)
 
     def marginal(self, clique: Sequence[str]) -> FloatArray:
         """``D_C``: the normalised marginal on ``clique`` (axes in the order given)."""
