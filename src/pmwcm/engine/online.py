@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,7 +46,7 @@ from pmwcm.engine.settings import EngineSettings, StepRule
 from pmwcm.engine.step_size import PublicContext, step_factor
 from pmwcm.errors import Halted
 from pmwcm.kernels.backend import BackendChoice, choose_backend
-from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
+from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, CliqueTable, is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
@@ -547,16 +547,19 @@ class OnlinePMW:
                     "Use after_halt='synthetic' to answer from the final hypothesis."
                 )
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
-        data_marginal = self.data.clique_table(round_.clique)
-        if hyp_marginal.is_dense:
+        if isinstance(round_, CMRound) and _worth_a_second_core(round_, hyp_marginal):
+            # The real-data side (its counts, then the fixed-work solve, independent
+            # of the answer) runs on a second core while the hypothesis is solved;
+            # the solve's compiled loop releases the GIL, so both really run at once.
+            # Only the worker touches the data until the result is in.
+            pending = self._data_side().submit(self._data_solve, round_)
+            hyp_answer = round_.hypothesis_answer(hyp_marginal)
+            data_marginal, error_of = pending.result()
+            error = error_of(hyp_answer)
+        else:
+            data_marginal = self.data.clique_table(round_.clique)
             hyp_answer = round_.hypothesis_answer(hyp_marginal)
             error = round_.error(data_marginal, hyp_answer)
-        else:
-            # A large clique: the real-data solve (fixed work, independent of the
-            # answer) runs on a second core while the hypothesis is solved.
-            pending = self._data_side().submit(round_.error_against, data_marginal)
-            hyp_answer = round_.hypothesis_answer(hyp_marginal)
-            error = pending.result()(hyp_answer)
         if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
             self.sv_paid = True
@@ -567,6 +570,11 @@ class OnlinePMW:
         private = self.private_answer(round_, data_marginal)
         self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
+
+    def _data_solve(self, round_: CMRound) -> tuple[CliqueTable, Callable[[Any], float]]:
+        """The round's data table and :meth:`CMRound.error_against` on it (the worker's job)."""
+        table = self.data.clique_table(round_.clique)
+        return table, round_.error_against(table)
 
     def _data_side(self) -> ThreadPoolExecutor:
         """The engine's one worker thread for the real-data side of large cliques."""
@@ -638,6 +646,23 @@ class OnlinePMW:
     def synthetic_records(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
         """``n`` records sampled from the current hypothesis (post-processing)."""
         return self.hypothesis.sample(n, rng=rng)
+
+
+#: The least planned real-data work (rows times iterations) handed to the worker
+#: thread: below it (small dense cliques) the hand-off costs more than it saves.
+SECOND_CORE_MIN_WORK = 2**15
+
+
+def _worth_a_second_core(round_: CMRound, table: CliqueTable) -> bool:
+    """Whether the round's real-data solve runs on the worker thread: a public rule.
+
+    A large clique's table is sparse, and its row count is the data's occupied
+    cells, so it always goes (deciding by the count would let the data choose);
+    a dense one goes when its every cell times the planned iterations is large.
+    """
+    if not table.is_dense:
+        return True
+    return math.prod(table.shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK
 
 
 def _replay(

@@ -75,9 +75,15 @@ class Design(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class DenseDesign(Design):
-    """A dense ``(cells, d)`` design matrix."""
+    """A dense ``(cells, d)`` design matrix.
+
+    ``entries``, when the matrix was built from blocks (:func:`design_for`), are
+    the block form's ``(columns, values)``, block-major: the compiled kernels
+    read a row's ``B`` entries instead of its ``d`` columns.
+    """
 
     matrix: FloatArray
+    entries: tuple[NDArray[np.int64], FloatArray] | None = None
 
     @property
     def rows(self) -> int:
@@ -101,6 +107,16 @@ class DenseDesign(Design):
 
     def dense(self) -> FloatArray:
         return self.matrix
+
+    @cached_property
+    def row_major(self) -> tuple[NDArray[np.int64], FloatArray]:
+        """``(columns, values)`` of every entry, row-major ``(cells, d)`` (compiled kernels)."""
+        if self.entries is not None:
+            columns, values = self.entries
+            return np.ascontiguousarray(columns.T), np.ascontiguousarray(values.T)
+        rows, dim = self.matrix.shape
+        columns = np.ascontiguousarray(np.broadcast_to(np.arange(dim, dtype=np.int64), (rows, dim)))
+        return columns, np.ascontiguousarray(self.matrix, dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,6 +149,11 @@ class BlockDesign(Design):
             shape=(self.rows, self.width),
         )
 
+    @cached_property
+    def row_major(self) -> tuple[NDArray[np.int64], FloatArray]:
+        """``(columns, values)`` transposed to row-major ``(cells, B)`` (compiled kernels)."""
+        return np.ascontiguousarray(self.columns.T), np.ascontiguousarray(self.values.T)
+
     def matvec(self, theta: FloatArray) -> FloatArray:
         return np.asarray(self._sparse @ theta, dtype=np.float64)
 
@@ -164,10 +185,11 @@ class BlockDesign(Design):
         """
         weights = np.asarray(weights, dtype=np.float64)
         pair, product = self._pairs
+        # (An empty bincount is int64 whatever its weights: one block has no pairs.)
         upper = np.bincount(
             pair.ravel(), weights=(product * weights).ravel(), minlength=self.width**2
         ).reshape(self.width, self.width)
-        gram = upper + upper.T
+        gram = (upper + upper.T).astype(np.float64, copy=False)
         diagonal = np.bincount(
             self.columns.ravel(),
             weights=(self.values * self.values * weights).ravel(),
@@ -185,14 +207,18 @@ class BlockDesign(Design):
         return out
 
 
-def design_for(columns: NDArray[np.int64], values: FloatArray, width: int) -> Design:
-    """The block form for a wide, sparse design; the dense matrix otherwise.
+def design_for(
+    columns: NDArray[np.int64], values: FloatArray, width: int, *, blocks: bool = False
+) -> Design:
+    """The block form for a wide, sparse design, or whenever ``blocks``; else the dense matrix.
 
-    ``columns`` and ``values`` are block-major, shape ``(B, cells)``.
+    ``columns`` and ``values`` are block-major, shape ``(B, cells)``. A problem
+    on a sparse table's occupied cells asks for ``blocks``: the compiled kernels
+    read either form, and only the dense one costs a ``(cells, d)`` matrix.
     """
     block = BlockDesign(
         columns=np.ascontiguousarray(columns), values=np.ascontiguousarray(values), width=width
     )
-    if width >= BLOCK_MIN_WIDTH and 4 * columns.shape[0] <= width:
+    if blocks or (width >= BLOCK_MIN_WIDTH and 4 * columns.shape[0] <= width):
         return block
-    return DenseDesign(block.dense())
+    return DenseDesign(block.dense(), entries=(block.columns, block.values))

@@ -1,19 +1,22 @@
-"""A problem's objective and gradient at fixed weights, with NumPy's per-call overhead cut.
+"""A problem's objective, gradient and Hessian at fixed weights, without per-call overhead.
 
 The solvers evaluate ``F(theta) = sum_c w_c l(theta; c) + (lambda/2) ||theta||^2``
-and its gradient hundreds of times per query on tables of a few dozen cells
-(a fixed-budget FISTA on Adult runs about 250 iterations). The arithmetic is
-a few hundred flops; the time is NumPy's per-call overhead: allocations,
-property look-ups, dispatch. :func:`evaluator` binds a problem to its weights
-once and, for a catalogue GLM on a dense design, evaluates both with ``out=``
-buffers allocated once and the labels' negation precomputed.
+and its gradient hundreds of times per query (a fixed-budget FISTA on Adult
+runs about 250 iterations), on tables of a few dozen cells (small cliques) to
+tens of thousands (the occupied cells of a large one). The arithmetic is
+``O(cells B)``; in NumPy the time is a dozen array passes and their per-call
+overhead. :func:`evaluator` binds a problem to its weights once and picks:
 
-**Bit for bit.** Every fast path performs the same floating-point operations,
-in the same order, as :meth:`ConvexProblem.objective` and
-:meth:`ConvexProblem.gradient` (the same ufuncs, writing into buffers instead
-of fresh arrays; the matrix-vector products through ``np.dot``, the same BLAS
-gemv as ``@`` at half its call overhead), so solver iterates, and the
-engine's transcripts, are unchanged. ``tests/test_fast_paths.py`` checks it.
+* the **compiled kernels** (:mod:`pmwcm.kernels.compiled`) for a catalogue
+  loss they implement (logistic, squared, Huber), on a dense or a block design:
+  one pass over the rows per call, equal to the reference up to rounding
+  (about ``1e-16`` relative; ``tests/test_compiled.py``);
+* for another loss on a dense design, the NumPy arithmetic of
+  :meth:`ConvexProblem.objective` and :meth:`ConvexProblem.gradient`,
+  operation for operation (the same ufuncs writing into buffers, the products
+  through ``np.dot``), so it is bit for bit the reference
+  (``tests/test_fast_paths.py``);
+* the reference methods otherwise.
 
 The returned arrays are buffers reused by the next call: consume them first.
 """
@@ -25,12 +28,22 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import expit
 
-from pmwcm.kernels.design import DenseDesign
+from pmwcm.kernels.compiled import (
+    LOGISTIC,
+    VECTOR_EXP_MIN_ROWS,
+    fixed_fista,
+    fixed_fista_signed_logistic,
+    glm_gradient,
+    glm_hessian,
+    glm_objective,
+    loss_kind,
+)
+from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.losses import Huber, Logistic, Squared
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
-__all__ = ["Evaluator", "evaluator"]
+__all__ = ["CompiledGLMEvaluator", "Evaluator", "evaluator"]
 
 
 class Evaluator:
@@ -47,6 +60,10 @@ class Evaluator:
     def gradient(self, theta: FloatArray) -> FloatArray:
         """``grad F(theta)``, as :meth:`ConvexProblem.gradient`."""
         return self.problem.gradient(theta, self.weights)
+
+    def hessian(self, theta: FloatArray) -> FloatArray | None:
+        """The data term's Hessian, as :meth:`ConvexProblem.data_hessian` (``None``: none)."""
+        return self.problem.data_hessian(theta, self.weights)
 
 
 class _DenseGLMEvaluator(Evaluator):
@@ -117,43 +134,78 @@ class _DenseGLMEvaluator(Evaluator):
         return np.add(self._gradient, self._regulariser, out=self._gradient)
 
 
-class _SignedLogisticEvaluator(_DenseGLMEvaluator):
-    """The logistic loss with labels exactly ``+-1``: the signs folded into the data.
+class CompiledGLMEvaluator(Evaluator):
+    """A compiled catalogue GLM (:mod:`pmwcm.kernels.compiled`): one pass over the rows per call.
 
-    With ``B = diag(-y) Phi`` and ``c = w (-y)``, ``B theta`` is ``-y z`` and
-    ``c expit(.)`` is ``w (-y expit(.))`` bit for bit (multiplying by ``-1`` is
-    exact and rounding is symmetric in sign, so a row's negated products sum
-    to the negated sum), which saves two operations per evaluation.
+    Equal to the reference path up to rounding (about ``1e-16`` relative), not
+    bit for bit. The design is read as its row-major entries, so a dense design
+    and a block design take the same kernels.
     """
 
-    def __init__(self, problem: GLMProblem, weights: FloatArray) -> None:
+    def __init__(self, problem: GLMProblem, weights: FloatArray, kind: tuple[int, float]) -> None:
         super().__init__(problem, weights)
-        self._signed = np.ascontiguousarray(self._neg_labels[:, None] * self._matrix)
-        self._signed_weights = weights * self._neg_labels
+        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        self._columns, self._values = problem.design.row_major
+        self._labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+        self._l2 = float(problem.l2)
+        self._kind, self._param = kind
+        self._gradient = np.empty(problem.design.dim)
 
     def objective(self, theta: FloatArray) -> float:
-        np.dot(self._signed, theta, out=self._z)
-        np.logaddexp(0.0, self._z, out=self._z)
-        return float(self.weights @ self._z + 0.5 * self._l2 * (theta @ theta))
+        return float(
+            glm_objective(
+                self._columns, self._values, self._labels, self.weights,
+                np.ascontiguousarray(theta, dtype=np.float64), self._l2, self._kind, self._param,
+            )
+        )  # fmt: skip
 
     def gradient(self, theta: FloatArray) -> FloatArray:
-        np.dot(self._signed, theta, out=self._z)
-        expit(self._z, out=self._z)
-        np.multiply(self._signed_weights, self._z, out=self._cell)
-        np.dot(self._transpose, self._cell, out=self._gradient)
-        np.multiply(self._l2, theta, out=self._regulariser)
-        return np.add(self._gradient, self._regulariser, out=self._gradient)
+        return glm_gradient(
+            self._columns, self._values, self._labels, self.weights,
+            np.ascontiguousarray(theta, dtype=np.float64), self._l2, self._kind, self._param,
+            self._gradient,
+        )  # fmt: skip
+
+    def hessian(self, theta: FloatArray) -> FloatArray | None:
+        return glm_hessian(
+            self._columns, self._values, self._labels, self.weights,
+            np.ascontiguousarray(theta, dtype=np.float64), self._kind, self._param,
+        )  # fmt: skip
+
+    def fixed_fista(self, *, radius: float, step: float, iterations: int) -> FloatArray:
+        """The fixed-budget FISTA of :mod:`pmwcm.kernels.fixed_budget`, compiled."""
+        rows = self._columns.shape[0]
+        if (
+            self._kind == LOGISTIC
+            and rows >= VECTOR_EXP_MIN_ROWS
+            and bool(np.all(np.abs(self._labels) == 1.0))
+        ):
+            return fixed_fista_signed_logistic(
+                self._columns, self._values, self._labels, self.weights, self.problem.dim,
+                self._l2, radius, step, iterations,
+            )  # fmt: skip
+        return fixed_fista(
+            self._columns, self._values, self._labels, self.weights, self.problem.dim,
+            self._l2, self._kind, self._param, radius, step, iterations,
+        )  # fmt: skip
 
 
 def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
-    """``problem`` bound to ``weights`` (float64, flat), on its fastest exact path."""
+    """``problem`` bound to ``weights`` (float64, flat), on its fastest path.
+
+    A catalogue GLM whose loss is compiled (:data:`~pmwcm.kernels.compiled.LOSS_KINDS`)
+    takes the compiled kernels; another GLM on a dense design the NumPy path
+    with reused buffers (bit for bit the reference); anything else the reference.
+    """
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if type(problem) is GLMProblem and isinstance(problem.design, BlockDesign | DenseDesign):
+        kind = loss_kind(problem.loss)
+        if kind is not None:
+            return CompiledGLMEvaluator(problem, weights, kind)
     if (
         type(problem) is GLMProblem
         and isinstance(problem.design, DenseDesign)
         and problem.design.matrix.flags.c_contiguous
-        and weights.flags.c_contiguous
     ):
-        if type(problem.loss) is Logistic and bool(np.all(np.abs(problem.labels) == 1.0)):
-            return _SignedLogisticEvaluator(problem, weights)
         return _DenseGLMEvaluator(problem, weights)
     return Evaluator(problem, weights)

@@ -48,7 +48,7 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.errors import Refused
-from pmwcm.kernels.evaluator import evaluator
+from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 
 __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
@@ -205,7 +205,10 @@ def _fista(
     ``x (R / ||x||)``, ``y' = x + c (x - theta)``).
     """
     radius, step = problem.radius, 1.0 / smoothness
-    gradient = evaluator(problem, weights).gradient
+    fast = evaluator(problem, weights)
+    if isinstance(fast, CompiledGLMEvaluator):  # the same loop, compiled: one call
+        return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
+    gradient = fast.gradient
     theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)
     momentum = 1.0
     for _ in range(iterations):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pmwcm.kernels.evaluator import evaluator
+from pmwcm.kernels.evaluator import Evaluator, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 
 
@@ -145,7 +145,8 @@ def minimize(
         except NotImplementedError:
             surrogate = problem
     # The Hessian at the start answers "is there one?" and is Newton's first one too.
-    start_hessian = surrogate.data_hessian(start, weights)
+    fast = evaluator(surrogate, weights)
+    start_hessian = fast.hessian(start)
     has_hessian = start_hessian is not None
     use_newton = method == "newton" or (method == "auto" and has_hessian)
     if use_newton and not has_hessian:
@@ -153,21 +154,20 @@ def minimize(
     inner_tol = max(tol - slack, tol / 2)
     if use_newton:
         theta, iters, ok = _newton(
-            surrogate, weights, start, inner_tol, max_iter, start_hessian=start_hessian
+            surrogate, fast, start, inner_tol, max_iter, start_hessian=start_hessian
         )
         if not ok:
             theta, more, _ = _fista(surrogate, weights, theta, inner_tol, 200 * max_iter)
             iters += more
     else:
         theta, iters, _ = _fista(surrogate, weights, start, inner_tol, 200 * max_iter)
-    grad_s = surrogate.gradient(theta, weights)
-    gap = frank_wolfe_gap(grad_s, theta, problem.radius) + slack
+    gap = frank_wolfe_gap(fast.gradient(theta), theta, problem.radius) + slack
+    exact = fast if surrogate is problem else evaluator(problem, weights)
     if surrogate is not problem:
-        true_gap = frank_wolfe_gap(problem.gradient(theta, weights), theta, problem.radius)
-        gap = min(gap, true_gap)
+        gap = min(gap, frank_wolfe_gap(exact.gradient(theta), theta, problem.radius))
     return Solution(
         theta=theta,
-        value=problem.objective(theta, weights),
+        value=exact.objective(theta),
         gap=gap,
         iterations=iters,
         converged=gap <= tol,
@@ -209,7 +209,7 @@ def _ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> Flo
 
 def _newton(
     problem: ConvexProblem,
-    weights: FloatArray,
+    fast: Evaluator,
     theta: FloatArray,
     tol: float,
     max_iter: int,
@@ -218,10 +218,10 @@ def _newton(
 ) -> tuple[FloatArray, int, bool]:
     """Projected Newton with exact ball-constrained model steps and Armijo backtracking.
 
+    ``fast`` is ``problem`` bound to its weights (:func:`~pmwcm.kernels.evaluator.evaluator`);
     ``start_hessian``, if given, is the data Hessian at ``theta`` (the caller had it).
     """
     radius, eye = problem.radius, np.eye(problem.dim)
-    fast = evaluator(problem, weights)
     value = fast.objective(theta)
     full_step_gap = math.inf
     for it in range(1, max_iter + 1):
@@ -231,7 +231,7 @@ def _newton(
             return theta, it - 1, True
         hess = start_hessian if it == 1 and start_hessian is not None else None
         if hess is None:
-            hess = problem.data_hessian(theta, weights)
+            hess = fast.hessian(theta)
         assert hess is not None
         hess = hess + (problem.l2 + 1e-12) * eye
         target = _ball_quadratic_min(hess, grad - hess @ theta, radius)
@@ -259,7 +259,7 @@ def _newton(
         else:
             return theta, it, False
         theta, value = candidate, cand_value
-    grad = problem.gradient(theta, weights)
+    grad = fast.gradient(theta)
     return theta, max_iter, frank_wolfe_gap(grad, theta, radius) <= tol
 
 

@@ -1,0 +1,122 @@
+"""The compiled GLM kernels (:mod:`pmwcm.kernels.compiled`) compute the reference mathematics.
+
+* objective, gradient and Hessian equal the NumPy reference
+  (:class:`~pmwcm.kernels.queries.GLMProblem`) to 1e-12, on dense and block
+  designs, for every compiled loss, with and without ``l2``;
+* the compiled fixed-budget FISTA (both forms: the fused loop and the one with
+  NumPy's vectorised ``exp``) follows the Python loop's iterates to 1e-12,
+  so its a-priori gap (``tests/test_fixed_budget.py``) is the same;
+* far outside the data (``|z|`` in the thousands) nothing overflows into a NaN,
+  raises or warns: an evaluation on the private data must never do either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from pmwcm.kernels import fixed_budget
+from pmwcm.kernels.compiled import VECTOR_EXP_MIN_ROWS
+from pmwcm.kernels.design import BlockDesign, DenseDesign, design_for
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, evaluator
+from pmwcm.kernels.fixed_budget import fixed_budget_minimize, plan_solve
+from pmwcm.kernels.queries import CMQuery, GLMProblem
+
+DOMAIN = Domain.from_sizes({"a": 5, "b": 30, "c": 7, "d": 40, "y": 2, "r": 9})
+LOSSES = {"logistic": "y", "squared": "r", "huber": "r"}
+
+
+def _problem(
+    loss: str, l2: float, *, design: str = "block", rng: np.random.Generator
+) -> GLMProblem:
+    """The query on random occupied cells of its clique, with the ``design`` asked for:
+    ``"block"``, ``"dense"`` (the matrix with its block entries, as
+    :func:`~pmwcm.kernels.design.design_for` builds it) or ``"matrix"`` (a bare matrix)."""
+    query = CMQuery(loss=loss, target=LOSSES[loss], features=("a", "b", "c", "d"), l2=l2)
+    compiled = query.compile(DOMAIN, cells=np.zeros((0, 5), dtype=np.int64))
+    sizes = compiled.sizes
+    cells = np.unique(np.stack([rng.integers(0, s, 3000) for s in sizes], axis=1), axis=0)
+    problem = compiled.on_cells(cells)
+    assert isinstance(problem.design, BlockDesign)
+    if design == "block":
+        return problem
+    matrix = problem.design.dense()
+    entries = (problem.design.columns, problem.design.values) if design == "dense" else None
+    return dataclasses.replace(problem, design=DenseDesign(matrix, entries=entries))
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("l2", [0.0, 0.25])
+@pytest.mark.parametrize("design", ["block", "dense", "matrix"])
+def test_objective_gradient_hessian_equal_the_reference(
+    loss: str, l2: float, design: str, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    problem = _problem(loss, l2, design=design, rng=rng)
+    weights = rng.dirichlet(np.ones(problem.design.rows))
+    fast = evaluator(problem, weights)
+    assert isinstance(fast, CompiledGLMEvaluator)
+    for _ in range(4):
+        theta = rng.normal(size=problem.dim) * problem.radius / math.sqrt(problem.dim)
+        assert math.isclose(fast.objective(theta), problem.objective(theta, weights), rel_tol=1e-12)
+        np.testing.assert_allclose(
+            fast.gradient(theta), problem.gradient(theta, weights), rtol=1e-11, atol=1e-15
+        )
+        reference = problem.data_hessian(theta, weights)
+        assert reference is not None
+        np.testing.assert_allclose(fast.hessian(theta), reference, rtol=1e-11, atol=1e-15)
+
+
+def _python_fista(problem: GLMProblem, weights: np.ndarray, iterations: int) -> np.ndarray:
+    """The fixed-budget FISTA loop with the reference evaluator (never compiled)."""
+    assert problem.smoothness is not None
+    smoothness = problem.smoothness + problem.l2
+    original = fixed_budget.evaluator
+    fixed_budget.evaluator = Evaluator  # type: ignore[assignment]
+    try:
+        return fixed_budget._fista(problem, weights, iterations, smoothness)
+    finally:
+        fixed_budget.evaluator = original
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("rows", [40, 4 * VECTOR_EXP_MIN_ROWS], ids=["fused", "vector-exp"])
+def test_compiled_fixed_fista_follows_the_python_loop(loss: str, rows: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    problem = _problem(loss, 0.0, rng=rng)
+    keep = rng.permutation(problem.design.rows)[: min(rows, problem.design.rows)]
+    columns, values = problem.design.row_major
+    problem = dataclasses.replace(
+        problem,
+        design=design_for(columns[keep].T, values[keep].T, problem.dim),
+        labels=problem.labels[keep],
+        radius=3.0,
+    )
+    weights = rng.dirichlet(np.full(len(keep), 0.3))
+    plan = plan_solve(problem, gap=1e-5, max_iterations=100_000)
+    assert plan.method == "fista"
+    got = fixed_budget_minimize(problem, weights, plan)
+    expected = _python_fista(problem, weights, plan.iterations)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert np.linalg.norm(got) <= problem.radius * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+def test_far_from_the_data_nothing_overflows_raises_or_warns(loss: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    problem = _problem(loss, 0.0, rng=rng)
+    weights = rng.dirichlet(np.ones(problem.design.rows))
+    fast = evaluator(problem, weights)
+    theta = np.full(problem.dim, 4000.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = [fast.objective(theta), *fast.gradient(theta), *fast.hessian(theta).ravel()]
+        far = dataclasses.replace(problem, radius=5000.0)
+        plan = plan_solve(far, gap=10.0, max_iterations=100_000)
+        values += list(fixed_budget_minimize(far, weights, plan))
+    assert np.all(np.isfinite(values))
