@@ -33,20 +33,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
+from pmwcm.engine.data_side import DataSide
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings, StepRule
 from pmwcm.engine.step_size import PublicContext, step_factor
-from pmwcm.errors import Halted
+from pmwcm.errors import Halted, Refused
 from pmwcm.kernels.backend import BackendChoice, choose_backend
-from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, CliqueTable, is_dense
+from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
@@ -67,6 +67,10 @@ SYNTHETIC_ANSWER_WARNING = (
     "synthetic: the engine had halted (all private updates spent), so this answer comes "
     "from the final hypothesis with NO accuracy check against the data"
 )
+
+#: The least planned real-data work (rows times iterations) handed to the worker
+#: thread: below it (small dense cliques) the hand-off costs more than it saves.
+SECOND_CORE_MIN_WORK = 2**15
 
 
 def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
@@ -250,7 +254,8 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
-        self._data_worker: ThreadPoolExecutor | None = None
+        #: the real-data side of rounds: worker threads, the only reader of ``data``.
+        self._data_side = DataSide(data)
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
         #: query is compiled once however often it is planned, answered or certified.
         #: Each entry keeps the settings and oracle it was compiled with, and is used
@@ -547,17 +552,16 @@ class OnlinePMW:
                     "Use after_halt='synthetic' to answer from the final hypothesis."
                 )
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
-        if isinstance(round_, CMRound) and _worth_a_second_core(round_, hyp_marginal):
+        if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
             # The real-data side (its counts, then the fixed-work solve, independent
-            # of the answer) runs on a second core while the hypothesis is solved;
-            # the solve's compiled loop releases the GIL, so both really run at once.
-            # Only the worker touches the data until the result is in.
-            pending = self._data_side().submit(self._data_solve, round_)
+            # of the answer) runs on a worker thread, or already ran ahead, while the
+            # hypothesis is solved (pmwcm.engine.data_side).
+            pending = self._data_side.start(key, round_)
             hyp_answer = round_.hypothesis_answer(hyp_marginal)
             data_marginal, error_of = pending.result()
             error = error_of(hyp_answer)
         else:
-            data_marginal = self.data.clique_table(round_.clique)
+            data_marginal = self._data_side.table(round_.clique)
             hyp_answer = round_.hypothesis_answer(hyp_marginal)
             error = round_.error(data_marginal, hyp_answer)
         if not self.sv_paid:
@@ -571,16 +575,46 @@ class OnlinePMW:
         self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
 
-    def _data_solve(self, round_: CMRound) -> tuple[CliqueTable, Callable[[Any], float]]:
-        """The round's data table and :meth:`CMRound.error_against` on it (the worker's job)."""
-        table = self.data.clique_table(round_.clique)
-        return table, round_.error_against(table)
+    def expect(self, queries: Iterable[CMQuery]) -> None:
+        """Announces the CM queries about to be answered, in order (a batch).
 
-    def _data_side(self) -> ThreadPoolExecutor:
-        """The engine's one worker thread for the real-data side of large cliques."""
-        if self._data_worker is None:
-            self._data_worker = ThreadPoolExecutor(1, thread_name_prefix="pmwcm-data")
-        return self._data_worker
+        The real-data solve of the next large-clique query then starts while the
+        current one is answered, on a second worker thread. It changes when that
+        work is done, never what is computed or released
+        (:mod:`pmwcm.engine.data_side`). Answering a query that was not announced
+        next ends the announcement.
+        """
+        items: list[tuple[str | None, CMQuery]] = []
+        for query in queries:
+            try:
+                items.append((query_key(query, self.domain), query))
+            except QueryError:
+                items.append((None, query))  # refused when it is asked
+        self._data_side.expect(items, self._plan_ahead)
+
+    def _plan_ahead(self, query: CMQuery) -> CMRound | None:
+        """An announced query's round, if its data side should start ahead (public inputs)."""
+        if self.halted or query_key(query, self.domain) in self.released:
+            return None
+        try:
+            round_ = self.cm_round(query)
+            round_.privacy_event(self.oracle_noise_level)
+        except (QueryError, Refused):
+            return None
+        return round_ if self._worth_a_second_core(round_) else None
+
+    def _worth_a_second_core(self, round_: CMRound) -> bool:
+        """Whether the round's real-data solve runs on a worker thread: a public rule.
+
+        A large clique's data table is sparse and its row count is the data's
+        occupied cells, so it always goes (deciding by the count would let the data
+        choose); a small one goes when its cells times the planned iterations are
+        many, since below that the hand-off costs more than it saves.
+        """
+        shape = self.domain.project(round_.clique).sizes
+        if not is_dense(shape):
+            return True
+        return math.prod(shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK
 
     def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
         """A fresh private answer, paid for in the ledger before any noise is drawn."""
@@ -646,23 +680,6 @@ class OnlinePMW:
     def synthetic_records(self, n: int, *, rng: np.random.Generator) -> np.ndarray:
         """``n`` records sampled from the current hypothesis (post-processing)."""
         return self.hypothesis.sample(n, rng=rng)
-
-
-#: The least planned real-data work (rows times iterations) handed to the worker
-#: thread: below it (small dense cliques) the hand-off costs more than it saves.
-SECOND_CORE_MIN_WORK = 2**15
-
-
-def _worth_a_second_core(round_: CMRound, table: CliqueTable) -> bool:
-    """Whether the round's real-data solve runs on the worker thread: a public rule.
-
-    A large clique's table is sparse, and its row count is the data's occupied
-    cells, so it always goes (deciding by the count would let the data choose);
-    a dense one goes when its every cell times the planned iterations is large.
-    """
-    if not table.is_dense:
-        return True
-    return math.prod(table.shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK
 
 
 def _replay(

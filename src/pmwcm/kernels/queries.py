@@ -266,7 +266,7 @@ class CMQuery:
         )
 
     def _features(
-        self, sub: Domain, cells: NDArray[np.int64], *, blocks: bool = False
+        self, sub: Domain, cells: NDArray[np.int64], *, block_form: bool = False
     ) -> tuple[Design, FloatArray]:
         """The design ``phi(x_C)`` (:mod:`pmwcm.kernels.design`) and labels ``y(x_C)`` of ``cells``.
 
@@ -293,7 +293,7 @@ class CMQuery:
         offsets = np.cumsum([0] + [width for _, _, width in blocks])
         columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
         values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-        design = design_for(columns.astype(np.int64), values, int(offsets[-1]), blocks=blocks)
+        design = design_for(columns.astype(np.int64), values, int(offsets[-1]), blocks=block_form)
         return design, _scaled(cells[:, -1], sub.sizes[-1])
 
 
@@ -403,7 +403,7 @@ class GLMProblem(ConvexProblem):
         if self.query is None or not self.sizes:
             raise ValueError("on_cells needs a problem compiled from a CMQuery.")
         sub = Domain.from_sizes(dict(zip(self.clique, self.sizes, strict=True)))
-        design, labels = self.query._features(sub, cells, blocks=True)
+        design, labels = self.query._features(sub, cells, block_form=True)
         return dataclasses.replace(self, design=design, labels=labels)
 
     @property
