@@ -84,7 +84,9 @@ class TimedHistogram:
     def __init__(self, inner: Histogram, clock: Clock) -> None:
         self.inner, self.clock, self.domain = inner, clock, inner.domain
         self.marginal = clock.timed("hyp marginal", inner.marginal)
+        self.clique_table = clock.timed("hyp marginal", inner.clique_table)
         self.reweight = clock.timed("reweight", inner.reweight)
+        self.reweight_table = clock.timed("reweight", inner.reweight_table)
 
     def sample(self, n: int, *, rng: np.random.Generator) -> Any:
         return self.inner.sample(n, rng=rng)
@@ -122,9 +124,11 @@ def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[
     engine.oracle = TimedOracle(engine.oracle, clock)
     engine.ledger.spend = clock.timed("ledger", engine.ledger.spend)  # type: ignore[method-assign]
     data.marginal = clock.timed("data marginal", data.marginal)  # type: ignore[method-assign]
+    data.clique_table = clock.timed("data marginal", data.clique_table)  # type: ignore[method-assign]
 
     def restore() -> None:
         del data.marginal
+        del data.clique_table
 
     return restore
 
