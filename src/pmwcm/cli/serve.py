@@ -42,6 +42,12 @@ _STORE_HELP = (
     "pmwcm serve processes may serve it together. Give the password through PGPASSWORD or "
     "~/.pgpass (or this variable), not on the command line; it is never shown or logged."
 )
+_CONNECTIONS_HELP = (
+    'A JSON file of named PostgreSQL connections, {"NAME": "postgresql://..."}: a '
+    'session created over HTTP reads a table through one by its name ("connection", '
+    '"table"), so credentials never pass through the API, the state or the log. Keep the '
+    "file private (mode 600)."
+)
 _WORKERS_HELP = "Threads for session work (one session uses one at a time)."
 _DEADLINE_HELP = (
     "Seconds a query may wait for its session before it is refused (503, Retry-After) "
@@ -153,6 +159,24 @@ def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
     return parameters
 
 
+def _connections(path: Path | None) -> Any:
+    """The operator's named connections (:class:`pmwcm.service.connections.Connections`)."""
+    from pmwcm.service.connections import Connections
+
+    if path is None:
+        return Connections()
+    try:
+        connections = Connections.from_file(path)
+    except ValueError as err:
+        raise _fail(f"--connections: {err}") from None
+    if path.stat().st_mode & 0o077:
+        typer.echo(
+            f"warning: --connections file '{path}' is readable by other users (chmod 600 it).",
+            err=True,
+        )
+    return connections
+
+
 def serve_command(
     state: Annotated[Path | None, typer.Option("--state", metavar="DIR", help=_STATE_HELP)] = None,
     data: Annotated[Path | None, typer.Option("--data", metavar="PATH", help=_DATA_HELP)] = None,
@@ -202,6 +226,12 @@ def serve_command(
     request_deadline: Annotated[
         float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
     ] = 30.0,
+    connections_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--connections", metavar="FILE", envvar="PMWCM_CONNECTIONS", help=_CONNECTIONS_HELP
+        ),
+    ] = None,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
@@ -210,7 +240,8 @@ def serve_command(
     created at first start and checked at every later one. --backend,
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
-    Sessions created over HTTP may only use files under the --data-dir directories.
+    Sessions created over HTTP may only use files under the --data-dir directories,
+    and databases through the connections named in --connections.
     With --store postgresql://... instead of --state, several processes share the
     sessions, ledgers and answer logs (each session is locked in the database).
     """
@@ -256,6 +287,7 @@ def serve_command(
         raise _fail(f"--request-deadline must be a positive number, got {request_deadline}.")
     if (state is None) == (store_url is None):
         raise _fail("give exactly one of --state DIR and --store postgresql://...")
+    connections = _connections(connections_file)
     check_port_free(host, port)
     try:
         if store_url is not None:
@@ -275,6 +307,7 @@ def serve_command(
         max_body_bytes=limit,
         workers=workers,
         request_deadline=request_deadline,
+        connections=connections,
     )
     try:
         if data is not None:
