@@ -259,3 +259,40 @@ def test_connections_name_their_errors_without_the_url(tmp_path: Path) -> None:
     assert Connections.from_file(path).names == ("w",)
     with pytest.raises(ValueError, match="'v' is not configured on this server; it has 'w'"):
         Connections.from_file(path).url("v")
+
+
+def test_serve_takes_named_connections_from_a_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pmwcm serve --connections FILE`` (or ``PMWCM_CONNECTIONS``) reaches the sessions;
+    a bad file fails at start in one line that shows no URL."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app as cli
+
+    seen: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: seen.append(app))
+    good = tmp_path / "connections.json"
+    good.write_text(json.dumps({"warehouse": "postgresql://u:hunter2@db/x"}), encoding="utf-8")
+    good.chmod(0o600)
+    state = ["serve", "--state", str(tmp_path / "state")]
+    result = CliRunner().invoke(cli, [*state, "--connections", str(good)])
+    assert result.exit_code == 0, result.output
+    assert seen[-1].state.sessions.connections.names == ("warehouse",)
+    assert "hunter2" not in result.output and "warning" not in result.stderr
+    good.chmod(0o644)
+    state = ["serve", "--state", str(tmp_path / "state2")]  # the first app still holds its own
+    result = CliRunner().invoke(cli, state, env={"PMWCM_CONNECTIONS": str(good)})
+    assert result.exit_code == 0, result.output
+    assert seen[-1].state.sessions.connections.names == ("warehouse",)
+    assert "readable by other users" in result.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"warehouse": "mysql://u:hunter2@db/x"}), encoding="utf-8")
+    state = ["serve", "--state", str(tmp_path / "state3")]
+    result = CliRunner().invoke(cli, [*state, "--connections", str(bad)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: --connections: connection 'warehouse' must be a postgresql:// URL "
+        "(its value is not shown).\n"
+    )
