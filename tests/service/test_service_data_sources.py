@@ -162,12 +162,13 @@ def test_spark_sessions_on_a_parquet_path_and_a_table_answer_as_the_csv_does(
     parquet = tmp_path / "tiny.parquet"
     duckdb.sql(f"COPY (SELECT * FROM read_csv('{data}', all_varchar = true)) TO '{parquet}'")
     spark.read.parquet(str(parquet)).createOrReplaceTempView("tiny_spark")
+    allowed = Connections(spark=True)  # pmwcm serve --spark
     runs = {
-        "csv": answer_run(Server(tmp_path / "s0", tmp_path, Connections()), schema,
+        "csv": answer_run(Server(tmp_path / "s0", tmp_path, allowed), schema,
                           data_path=str(data)),
-        "path": answer_run(Server(tmp_path / "s1", tmp_path, Connections()), schema,
+        "path": answer_run(Server(tmp_path / "s1", tmp_path, allowed), schema,
                            engine="spark", data_path=str(parquet)),
-        "table": answer_run(Server(tmp_path / "s2", tmp_path, Connections()), schema,
+        "table": answer_run(Server(tmp_path / "s2", tmp_path, allowed), schema,
                             engine="spark", table="tiny_spark"),
     }  # fmt: skip
     assert runs["path"]["thetas"] == runs["csv"]["thetas"] == runs["table"]["thetas"]
@@ -190,7 +191,7 @@ def test_bad_locations_are_one_line_422s_that_create_nothing(
     password = urlsplit(url).password
     assert password
     wrong = url.replace(password, "not-the-password")
-    connections = Connections({"warehouse": url, "locked": wrong})
+    connections = Connections({"warehouse": url, "locked": wrong}, spark=True)
     server = Server(tmp_path / "state", tmp_path, connections)
     cases: list[tuple[dict[str, Any], list[str]]] = [
         ({"connection": "nope", "table": "tiny"}, ["'nope'", "'locked'", "'warehouse'"]),
@@ -206,6 +207,11 @@ def test_bad_locations_are_one_line_422s_that_create_nothing(
         ({"engine": "spark", "table": "no_such_view"}, ["no_such_view"]),
         ({}, ["data_path", "connection"]),
     ]
+    off = Server(tmp_path / "off", tmp_path, Connections({"warehouse": url}))
+    with TestClient(off.app()) as client:  # Spark is the operator's choice (pmwcm serve --spark)
+        body = create_body("s", schema, engine="spark", table="tiny")
+        message = one_line_422(off.call(client, "POST", "/v1/sessions", off.curator, json=body))
+        assert "engine 'spark' is not enabled" in message and "--spark" in message
     with TestClient(server.app()) as client:
         for location, named in cases:
             body = create_body("s", schema, **location)
@@ -277,15 +283,15 @@ def test_serve_takes_named_connections_from_a_file_or_the_environment(
     good.write_text(json.dumps({"warehouse": "postgresql://u:hunter2@db/x"}), encoding="utf-8")
     good.chmod(0o600)
     state = ["serve", "--state", str(tmp_path / "state")]
-    result = CliRunner().invoke(cli, [*state, "--connections", str(good)])
+    result = CliRunner().invoke(cli, [*state, "--connections", str(good), "--spark"])
     assert result.exit_code == 0, result.output
-    assert seen[-1].state.sessions.connections.names == ("warehouse",)
+    assert repr(seen[-1].state.sessions.connections) == "Connections(['warehouse'], spark=True)"
     assert "hunter2" not in result.output and "warning" not in result.stderr
     good.chmod(0o644)
     state = ["serve", "--state", str(tmp_path / "state2")]  # the first app still holds its own
     result = CliRunner().invoke(cli, state, env={"PMWCM_CONNECTIONS": str(good)})
     assert result.exit_code == 0, result.output
-    assert seen[-1].state.sessions.connections.names == ("warehouse",)
+    assert repr(seen[-1].state.sessions.connections) == "Connections(['warehouse'])"
     assert "readable by other users" in result.stderr
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"warehouse": "mysql://u:hunter2@db/x"}), encoding="utf-8")

@@ -48,6 +48,11 @@ _CONNECTIONS_HELP = (
     '"table"), so credentials never pass through the API, the state or the log. Keep the '
     "file private (mode 600)."
 )
+_SPARK_HELP = (
+    'Let sessions created over HTTP read with Spark ("engine": "spark"): a Parquet path '
+    "under --data-dir or a table of the Spark catalog. Spark starts as the server's set-up "
+    "says (SPARK_HOME, spark-defaults.conf, PYSPARK_SUBMIT_ARGS); needs pmwcm[spark]."
+)
 _WORKERS_HELP = "Threads for session work (one session uses one at a time)."
 _DEADLINE_HELP = (
     "Seconds a query may wait for its session before it is refused (503, Retry-After) "
@@ -159,14 +164,14 @@ def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
     return parameters
 
 
-def _connections(path: Path | None) -> Any:
+def _connections(path: Path | None, *, spark: bool) -> Any:
     """The operator's named connections (:class:`pmwcm.service.connections.Connections`)."""
     from pmwcm.service.connections import Connections
 
     if path is None:
-        return Connections()
+        return Connections(spark=spark)
     try:
-        connections = Connections.from_file(path)
+        connections = Connections.from_file(path, spark=spark)
     except ValueError as err:
         raise _fail(f"--connections: {err}") from None
     if path.stat().st_mode & 0o077:
@@ -232,6 +237,7 @@ def serve_command(
             "--connections", metavar="FILE", envvar="PMWCM_CONNECTIONS", help=_CONNECTIONS_HELP
         ),
     ] = None,
+    spark: Annotated[bool, typer.Option("--spark", help=_SPARK_HELP)] = False,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
@@ -241,7 +247,7 @@ def serve_command(
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
     Sessions created over HTTP may only use files under the --data-dir directories,
-    and databases through the connections named in --connections.
+    and databases through the connections named in --connections (Spark with --spark).
     With --store postgresql://... instead of --state, several processes share the
     sessions, ledgers and answer logs (each session is locked in the database).
     """
@@ -287,7 +293,7 @@ def serve_command(
         raise _fail(f"--request-deadline must be a positive number, got {request_deadline}.")
     if (state is None) == (store_url is None):
         raise _fail("give exactly one of --state DIR and --store postgresql://...")
-    connections = _connections(connections_file)
+    connections = _connections(connections_file, spark=spark)
     check_port_free(host, port)
     try:
         if store_url is not None:

@@ -37,10 +37,13 @@ class UnknownConnection(ValueError):
 
 
 class Connections:
-    """The operator's named ``postgresql://`` connections (printable by name only).
+    """The operator's named ``postgresql://`` connections (printable by name only), and
+    whether sessions may read through the server's Spark.
 
     Args:
         urls: name to URL.
+        spark: let sessions read with ``engine: "spark"`` (``pmwcm serve --spark``):
+            it starts, or joins, the Spark the server's set-up names.
 
     Raises:
         ValueError: a name that is not :data:`CONNECTION_NAME`, or a value that is
@@ -50,7 +53,7 @@ class Connections:
     Connections(['warehouse'])
     """
 
-    def __init__(self, urls: Mapping[str, str] | None = None) -> None:
+    def __init__(self, urls: Mapping[str, str] | None = None, *, spark: bool = False) -> None:
         checked: dict[str, str] = {}
         for name, url in (urls or {}).items():
             if not (isinstance(name, str) and re.match(CONNECTION_NAME, name)):
@@ -64,9 +67,10 @@ class Connections:
                 )
             checked[name] = url
         self._urls = checked
+        self.spark = spark
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> Connections:
+    def from_file(cls, path: str | os.PathLike[str], *, spark: bool = False) -> Connections:
         """Reads a JSON object of name -> ``postgresql://`` URL.
 
         Raises:
@@ -83,7 +87,7 @@ class Connections:
             raise ValueError("the connections file is not valid JSON.") from None
         if not isinstance(urls, dict):
             raise ValueError("the connections file must hold a JSON object of name -> URL.")
-        return cls(urls)
+        return cls(urls, spark=spark)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -105,7 +109,4 @@ class Connections:
             ) from None
 
     def __repr__(self) -> str:
-        return f"Connections({list(self.names)})"
-
-    def __bool__(self) -> bool:
-        return bool(self._urls)
+        return f"Connections({list(self.names)}{', spark=True' if self.spark else ''})"

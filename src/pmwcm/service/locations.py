@@ -3,14 +3,12 @@
 The service takes the locations ``pmwcm run --data`` takes, each confined to
 what the operator allows at start-up:
 
-=============================  ==========================================  =====================
-request                        read by                                     allowed by
-=============================  ==========================================  =====================
-``data_path``                  DuckDB in place (a CSV: in memory)          ``--data-dir``
-``connection`` + ``table``     PostgreSQL, one read-only transaction       ``--connections``
-``engine: spark`` + path       Spark SQL on a Parquet file or directory    ``--data-dir``
-``engine: spark`` + ``table``  Spark SQL on a table of the server's catalog  the Spark set-up
-=============================  ==========================================  =====================
+* ``data_path``: a file (CSV, in memory) or Parquet file or directory (DuckDB,
+  in place), under ``--data-dir``;
+* ``connection`` and ``table``: a PostgreSQL table, in one read-only
+  transaction, through a connection named in ``--connections``;
+* ``engine: "spark"`` with ``data_path`` (Parquet under ``--data-dir``) or
+  ``table`` (the server's Spark catalog), once the operator allows Spark (``--spark``).
 
 :func:`data_config` turns a request into the fields stored with the session:
 an absolute path and the SHA-256 of its bytes, or a connection's *name* and a
@@ -115,6 +113,11 @@ def data_config(
         (connections or Connections()).url(connection)  # UnknownConnection: names the choices
         return {"connection": connection, "table": table}
     if engine == "spark":
+        if connections is None or not connections.spark:
+            raise DataRefused(
+                "engine 'spark' is not enabled on this server (the operator enables it with "
+                "pmwcm serve --spark)."
+            )
         if (data_path is None) == (table is None):
             raise DataRefused("engine 'spark' reads one of data_path (Parquet) or table.")
         if table is not None:
@@ -202,6 +205,15 @@ def open_private(
             private = PrivateData.from_records(dataset.domain, dataset.records)
         else:  # Parquet, read in place by DuckDB
             private = PrivateData.of(open_source(config["data_path"], schema))
+    except ImportError as err:  # an extra missing on the server
+        _log.warning("session data (%s) needs a module: %s", where, err)
+        if not creating:
+            raise SessionUnavailable(
+                "The session's data cannot be opened again; the server's log has the cause."
+            ) from None
+        raise DataRefused(
+            f"{where}: the server lacks the module {err.name!r} (pip install 'pmwcm[spark]')."
+        ) from None
     except (DataError, ValueError) as err:
         detail = _scrub(str(err), url)
         if "data_path" in config:

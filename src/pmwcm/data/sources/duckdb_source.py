@@ -193,7 +193,7 @@ class DuckDBSource(SQLSource):
         return cls(
             schema,
             relation=relation,
-            run=connection.sql,
+            run=connection.execute,  # binds and plans once (a relation, .sql, binds twice)
             where=f"'{path}'",
             own=(connection, spill),
         )
@@ -217,12 +217,13 @@ class DuckDBSource(SQLSource):
                 f"a {type(frame).__name__} has no Arrow stream (__arrow_c_stream__) to scan."
             )
         spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
-        config = {"memory_limit": memory_limit, "temp_directory": spill}
+        config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": spill}
         connection = duckdb.connect(config=config)
         stream = _ArrowStream(frame)
         try:
             connection.execute("SET enable_progress_bar = false")
             relation = connection.from_arrow(stream)
+            relation.create_view(_VIEW)
         except duckdb.Error as exc:
             _release((connection, spill))
             first = str(exc).strip().splitlines()[0]
@@ -230,7 +231,7 @@ class DuckDBSource(SQLSource):
         return cls(
             schema,
             relation=relation,
-            run=lambda query: relation.query(_VIEW, query),
+            run=connection.execute,
             where=f"the {type(frame).__name__}",
             own=(connection, spill),
         )
