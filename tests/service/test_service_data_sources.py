@@ -21,6 +21,7 @@ import pytest
 
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
+from pmwcm.service.client import Client
 from pmwcm.service.connections import Connections
 from service.svc_support import TestClient, write_tiny
 
@@ -135,8 +136,14 @@ def test_a_postgres_session_answers_as_the_csv_does_and_leaks_no_password(
     assert on_postgres["created"]["connection"] == "warehouse"
     assert on_postgres["created"]["table"] == "tiny"
     assert on_postgres["created"]["data_path"] is None
-    # Bad locations, answered on the same server: their messages are checked below too.
+    # The Python client names a connection too; bad locations are answered on the same
+    # server (their messages are checked below as well).
     with TestClient(server.app()) as client:
+        curator = Client("http://testserver", server.curator, http=client)
+        made = curator.create_session("by-client", connection="warehouse", table="tiny",
+                                      schema_path=str(schema), epsilon=1.0, delta=1e-6)  # fmt: skip
+        server.texts.append(json.dumps(made))
+        assert made["connection"] == "warehouse" and made["data_path"] is None
         for location in (
             {"connection": "nope", "table": "tiny"},
             {"connection": "warehouse", "table": "missing"},

@@ -71,7 +71,8 @@ def _confine(path: str, data_dirs: Sequence[Path] | None) -> Path:
         raise DataRefused(
             f"data_path is a {scheme}:// URL, not a file on the server; a PostgreSQL table is "
             "read through a connection the operator configured by name ('connection' and "
-            "'table'; pmwcm serve --connections)."
+            "'table'; pmwcm serve --connections), a Spark catalog table with engine 'spark' "
+            "and 'table'."
         )
     resolved = Path(path).resolve()
     if data_dirs is not None and not any(resolved.is_relative_to(d) for d in data_dirs):
