@@ -309,3 +309,44 @@ def test_serve_takes_named_connections_from_a_file_or_the_environment(
         "error: --connections: connection 'warehouse' must be a postgresql:// URL "
         "(its value is not shown).\n"
     )
+
+
+def test_serve_starts_a_session_on_a_named_connection(
+    tiny_table: tuple[str, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pmwcm serve --connection NAME --table T`` makes the start session on the table (and
+    checks it at the next start); an unknown name fails in one line."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app as cli
+
+    url, _, schema = tiny_table
+    password = urlsplit(url).password
+    assert password
+    apps: list[Any] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: apps.append(app))
+    conns = tmp_path / "connections.json"
+    conns.write_text(json.dumps({"warehouse": url}), encoding="utf-8")
+    conns.chmod(0o600)
+    budget = ["--schema", str(schema), "--epsilon", "1", "--delta", "1e-6"]
+    for attempt in range(2):  # created, then checked unchanged
+        state = tmp_path / f"state{attempt}"  # a mocked server never closes its store
+        if attempt:
+            (tmp_path / "state0").rename(state)
+        args = ["serve", "--state", str(state), "--connections", str(conns),
+                "--connection", "warehouse", "--table", "tiny", *budget]  # fmt: skip
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        assert password not in result.output
+        record = apps[-1].state.store.get_session("default")
+        assert (record.config["connection"], record.config["table"]) == ("warehouse", "tiny")
+        apps[-1].state.store.close()
+    assert ("created session" in result.stderr) is False  # the second start only checked it
+    args = ["serve", "--state", str(tmp_path / "other"), "--connections", str(conns),
+            "--connection", "nope", "--table", "tiny", *budget]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: connection 'nope' is not configured on this server; it has 'warehouse'.\n"
+    )

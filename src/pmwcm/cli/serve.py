@@ -53,6 +53,14 @@ _SPARK_HELP = (
     "under --data-dir or a table of the Spark catalog. Spark starts as the server's set-up "
     "says (SPARK_HOME, spark-defaults.conf, PYSPARK_SUBMIT_ARGS); needs pmwcm[spark]."
 )
+_CONNECTION_HELP = (
+    "The session made at start reads --table through this connection of --connections "
+    "(instead of --data)."
+)
+_TABLE_HELP = "The table the session made at start reads (with --connection, or --engine spark)."
+_ENGINE_HELP = (
+    "spark: the session made at start reads --data or --table with Spark (needs --spark)."
+)
 _WORKERS_HELP = "Threads for session work (one session uses one at a time)."
 _DEADLINE_HELP = (
     "Seconds a query may wait for its session before it is refused (503, Retry-After) "
@@ -238,12 +246,20 @@ def serve_command(
         ),
     ] = None,
     spark: Annotated[bool, typer.Option("--spark", help=_SPARK_HELP)] = False,
+    connection: Annotated[
+        str | None, typer.Option("--connection", metavar="NAME", help=_CONNECTION_HELP)
+    ] = None,
+    table: Annotated[str | None, typer.Option("--table", metavar="TABLE", help=_TABLE_HELP)] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", metavar="[duckdb|spark]", help=_ENGINE_HELP)
+    ] = None,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
-    At first start the curator token is printed once on stdout. With --data,
-    --schema, --epsilon and --delta a session (default name 'default') is
-    created at first start and checked at every later one. --backend,
+    At first start the curator token is printed once on stdout. With --data (or
+    --connection NAME --table TABLE, or --engine spark), --schema, --epsilon and
+    --delta a session (default name 'default') is created at first start and
+    checked at every later one. --backend,
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
     Sessions created over HTTP may only use files under the --data-dir directories,
@@ -268,19 +284,22 @@ def serve_command(
     except ModuleNotFoundError as err:
         raise missing_service_extra(err, "serve") from None
 
-    wanted = (data, schema, epsilon, delta)
+    located = data is not None or connection is not None or table is not None
+    wanted = (located or None, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
-        raise _fail("--data, --schema, --epsilon and --delta go together.")
+        raise _fail(
+            "--data (or --connection/--table), --schema, --epsilon and --delta go together."
+        )
     if epsilon is not None and delta is not None:
         from pmwcm.cli.common import check_budget
 
         check_budget(epsilon, delta)  # the range run and synth accept, in the same words
     flags = _backend_flags(backend, hypothesis_memory, support_size)
-    if flags and data is None:
+    if flags and not located:
         raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
     dirs = list(data_dir or [])
-    if not dirs and data is not None and schema is not None:
-        dirs = [data.resolve().parent, schema.resolve().parent]
+    if not dirs and located and schema is not None:
+        dirs = list(dict.fromkeys(p.resolve().parent for p in (data, schema) if p is not None))
     for directory in dirs:
         if not directory.is_dir():
             raise _fail(f"--data-dir {str(directory)!r} is not a directory.")
@@ -316,11 +335,13 @@ def serve_command(
         connections=connections,
     )
     try:
-        if data is not None:
+        if located:
+            given = {"connection": connection, "table": table, "engine": engine}
             body = SessionCreate.model_validate(
                 {
                     "name": session,
-                    "data_path": str(data),
+                    **({} if data is None else {"data_path": str(data)}),
+                    **{k: v for k, v in given.items() if v is not None},
                     "schema_path": str(schema),
                     "epsilon": epsilon,
                     "delta": delta,
@@ -336,6 +357,10 @@ def serve_command(
                 parameters=body.parameters.model_dump(exclude_unset=True),
                 accept_drafted_schema=body.accept_drafted_schema,
                 accept_hint="--accept-drafted-schema",
+                connection=body.connection,
+                table=body.table,
+                engine=body.engine,
+                connections=connections,
             )
             _start_session(app, session, config)
         token = bootstrap_curator(store, rotate=rotate_curator_token)
