@@ -1,7 +1,8 @@
 """One contract suite for every place the private data can live.
 
-Each backend -- in memory, DuckDB on CSV, on Parquet (typed and text columns)
-and on a relation, PostgreSQL (a real server, ``postgres_url``) and Spark
+Each backend -- in memory, DuckDB on CSV, on Parquet (typed and text columns),
+on a relation, on a connection's table and on a Polars frame (typed and text
+columns, scanned through Arrow), PostgreSQL (a real server, ``postgres_url``) and Spark
 (local mode, a real JVM) -- must give *identical* counts to the in-memory path
 on the bundled Adult data under every bundled schema. The counts on *all* the
 attributes at once (dense, or the occupied cells) fix every clique's counts,
@@ -87,6 +88,9 @@ Opener = Callable[[Schema], PrivateData]
         "duckdb-parquet",
         "duckdb-parquet-text",
         "duckdb-relation",
+        "duckdb-table",
+        "polars",
+        "polars-text",
         "postgres",
         "spark",
     ]
@@ -107,6 +111,15 @@ def opener(
         connection = duckdb.connect()
         relation = connection.read_parquet(str(adult_parquet["typed"]))
         return lambda schema: open_private_data(relation, schema)
+    if kind == "duckdb-table":
+        connection = duckdb.connect()
+        connection.execute(f"CREATE TABLE adult AS SELECT * FROM read_csv('{adult_csv}')")
+        return lambda schema: open_private_data(connection, schema, table="adult")
+    if kind.startswith("polars"):
+        import polars as pl
+
+        frame = pl.read_csv(adult_csv, infer_schema=kind == "polars")  # typed, or all text
+        return lambda schema: open_private_data(frame, schema)
     if kind == "postgres":
         url = request.getfixturevalue("adult_postgres")
         return lambda schema: open_private_data(url, schema, table="adult")
@@ -180,3 +193,32 @@ def test_frames_and_datasets_are_read_in_memory(adult_csv: Path) -> None:
         open_private_data(3, schema)
     with pytest.raises(TypeError, match="cannot read private data from a str"):
         PrivateData.of("adult.csv")
+
+
+def test_a_polars_frame_is_scanned_by_duckdb_without_conversion(
+    adult_csv: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The frame's Arrow buffers go to DuckDB as they are: never through pandas,
+    pyarrow or Python rows (each of those conversions fails here if called)."""
+    import polars as pl
+
+    frame = pl.read_csv(adult_csv)
+    for conversion in ("to_pandas", "to_arrow", "rows", "iter_rows", "to_dicts", "to_numpy"):
+        monkeypatch.setattr(pl.DataFrame, conversion, None)
+    schema = adult_schema("binary")
+    data = open_private_data(frame, schema)
+    try:
+        assert type(data.source).__name__ == "DuckDBSource" and data.n == frame.height
+        names = data.domain.names
+        np.testing.assert_array_equal(
+            data.marginal(names[:2]), reference(schema).marginal(names[:2])
+        )
+    finally:
+        data.close()
+    column = schema.attributes[0].column
+    broken = frame.with_columns(pl.lit("nope").alias(column))
+    with pytest.raises(DataError) as refused:
+        open_private_data(broken, schema)
+    assert str(refused.value).startswith(
+        f"the DataFrame does not fit the schema: column {column!r}: 48842 rows"
+    )

@@ -108,7 +108,7 @@ def test_a_service_session_reads_a_parquet_file(files: dict[str, Path]) -> None:
             data_path=str(files[key]), schema_path=str(files["schema"]),
             epsilon=1.0, delta=1e-6, parameters={},
         )  # fmt: skip
-        parts[key] = _parts(config)[0]
+        parts[key] = _parts(config, None, creating=True)[0]
     assert parts["parquet"].source is not None and parts["data"].source is None
     assert parts["parquet"].n == parts["data"].n
     for clique in (("age", "sex"), ("income", "smoker", "age")):

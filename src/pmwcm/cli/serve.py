@@ -42,6 +42,25 @@ _STORE_HELP = (
     "pmwcm serve processes may serve it together. Give the password through PGPASSWORD or "
     "~/.pgpass (or this variable), not on the command line; it is never shown or logged."
 )
+_CONNECTIONS_HELP = (
+    'A JSON file of named PostgreSQL connections, {"NAME": "postgresql://..."}: a '
+    'session created over HTTP reads a table through one by its name ("connection", '
+    '"table"), so credentials never pass through the API, the state or the log. Keep the '
+    "file private (mode 600)."
+)
+_SPARK_HELP = (
+    'Let sessions created over HTTP read with Spark ("engine": "spark"): a Parquet path '
+    "under --data-dir or a table of the Spark catalog. Spark starts as the server's set-up "
+    "says (SPARK_HOME, spark-defaults.conf, PYSPARK_SUBMIT_ARGS); needs pmwcm[spark]."
+)
+_CONNECTION_HELP = (
+    "The session made at start reads --table through this connection of --connections "
+    "(instead of --data)."
+)
+_TABLE_HELP = "The table the session made at start reads (with --connection, or --engine spark)."
+_ENGINE_HELP = (
+    "spark: the session made at start reads --data or --table with Spark (needs --spark)."
+)
 _WORKERS_HELP = "Threads for session work (one session uses one at a time)."
 _DEADLINE_HELP = (
     "Seconds a query may wait for its session before it is refused (503, Retry-After) "
@@ -153,6 +172,24 @@ def _parameters(params: str | None, flags: dict[str, Any]) -> Any:
     return parameters
 
 
+def _connections(path: Path | None, *, spark: bool) -> Any:
+    """The operator's named connections (:class:`pmwcm.service.connections.Connections`)."""
+    from pmwcm.service.connections import Connections
+
+    if path is None:
+        return Connections(spark=spark)
+    try:
+        connections = Connections.from_file(path, spark=spark)
+    except ValueError as err:
+        raise _fail(f"--connections: {err}") from None
+    if path.stat().st_mode & 0o077:
+        typer.echo(
+            f"warning: --connections file '{path}' is readable by other users (chmod 600 it).",
+            err=True,
+        )
+    return connections
+
+
 def serve_command(
     state: Annotated[Path | None, typer.Option("--state", metavar="DIR", help=_STATE_HELP)] = None,
     data: Annotated[Path | None, typer.Option("--data", metavar="PATH", help=_DATA_HELP)] = None,
@@ -202,15 +239,31 @@ def serve_command(
     request_deadline: Annotated[
         float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
     ] = 30.0,
+    connections_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--connections", metavar="FILE", envvar="PMWCM_CONNECTIONS", help=_CONNECTIONS_HELP
+        ),
+    ] = None,
+    spark: Annotated[bool, typer.Option("--spark", help=_SPARK_HELP)] = False,
+    connection: Annotated[
+        str | None, typer.Option("--connection", metavar="NAME", help=_CONNECTION_HELP)
+    ] = None,
+    table: Annotated[str | None, typer.Option("--table", metavar="TABLE", help=_TABLE_HELP)] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", metavar="[duckdb|spark]", help=_ENGINE_HELP)
+    ] = None,
 ) -> None:
     """Serve private CM queries over HTTP, durably (answers survive kill -9).
 
-    At first start the curator token is printed once on stdout. With --data,
-    --schema, --epsilon and --delta a session (default name 'default') is
-    created at first start and checked at every later one. --backend,
+    At first start the curator token is printed once on stdout. With --data (or
+    --connection NAME --table TABLE, or --engine spark), --schema, --epsilon and
+    --delta a session (default name 'default') is created at first start and
+    checked at every later one. --backend,
     --hypothesis-memory and --support-size set those session parameters (as
     --params would); the session's status reports the backend chosen and why.
-    Sessions created over HTTP may only use files under the --data-dir directories.
+    Sessions created over HTTP may only use files under the --data-dir directories,
+    and databases through the connections named in --connections (Spark with --spark).
     With --store postgresql://... instead of --state, several processes share the
     sessions, ledgers and answer logs (each session is locked in the database).
     """
@@ -231,19 +284,22 @@ def serve_command(
     except ModuleNotFoundError as err:
         raise missing_service_extra(err, "serve") from None
 
-    wanted = (data, schema, epsilon, delta)
+    located = data is not None or connection is not None or table is not None
+    wanted = (located or None, schema, epsilon, delta)
     if any(v is not None for v in wanted) and any(v is None for v in wanted):
-        raise _fail("--data, --schema, --epsilon and --delta go together.")
+        raise _fail(
+            "--data (or --connection/--table), --schema, --epsilon and --delta go together."
+        )
     if epsilon is not None and delta is not None:
         from pmwcm.cli.common import check_budget
 
         check_budget(epsilon, delta)  # the range run and synth accept, in the same words
     flags = _backend_flags(backend, hypothesis_memory, support_size)
-    if flags and data is None:
+    if flags and not located:
         raise _fail("--backend, --hypothesis-memory and --support-size need --data (a session).")
     dirs = list(data_dir or [])
-    if not dirs and data is not None and schema is not None:
-        dirs = [data.resolve().parent, schema.resolve().parent]
+    if not dirs and located and schema is not None:
+        dirs = list(dict.fromkeys(p.resolve().parent for p in (data, schema) if p is not None))
     for directory in dirs:
         if not directory.is_dir():
             raise _fail(f"--data-dir {str(directory)!r} is not a directory.")
@@ -256,6 +312,7 @@ def serve_command(
         raise _fail(f"--request-deadline must be a positive number, got {request_deadline}.")
     if (state is None) == (store_url is None):
         raise _fail("give exactly one of --state DIR and --store postgresql://...")
+    connections = _connections(connections_file, spark=spark)
     check_port_free(host, port)
     try:
         if store_url is not None:
@@ -275,13 +332,16 @@ def serve_command(
         max_body_bytes=limit,
         workers=workers,
         request_deadline=request_deadline,
+        connections=connections,
     )
     try:
-        if data is not None:
+        if located:
+            given = {"connection": connection, "table": table, "engine": engine}
             body = SessionCreate.model_validate(
                 {
                     "name": session,
-                    "data_path": str(data),
+                    **({} if data is None else {"data_path": str(data)}),
+                    **{k: v for k, v in given.items() if v is not None},
                     "schema_path": str(schema),
                     "epsilon": epsilon,
                     "delta": delta,
@@ -297,6 +357,10 @@ def serve_command(
                 parameters=body.parameters.model_dump(exclude_unset=True),
                 accept_drafted_schema=body.accept_drafted_schema,
                 accept_hint="--accept-drafted-schema",
+                connection=body.connection,
+                table=body.table,
+                engine=body.engine,
+                connections=connections,
             )
             _start_session(app, session, config)
         token = bootstrap_curator(store, rotate=rotate_curator_token)

@@ -53,10 +53,13 @@ response byte for byte, after any restart. The same key with another body is
 a 422. Refusals are not kept: they are decided from public inputs, and a retry
 is refused again.
 
-**Files.** A session's ``data_path``, ``schema_path`` and ``public_data_path``
+**Files and databases.** A session's ``data_path``, ``schema_path`` and ``public_data_path``
 must lie under the data directories the operator allows at start-up
 (``pmwcm serve --data-dir``); no response carries a line of a file or a
 server path (a session's paths are shown relative to their data directory).
+A PostgreSQL table is read through a connection the operator named at start-up
+(``pmwcm serve --connections``), by its name: its URL and password never pass
+through the API, the store or the log (:mod:`pmwcm.service.locations`).
 
 **Roles.** The routes come in three groups: ``health_routes`` (open and
 identity), ``analyst_routes`` and ``curator_routes``. Every ``/v1`` route
@@ -101,6 +104,7 @@ from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
 from pmwcm.service.auth import Principal, authenticate, new_token
 from pmwcm.service.build import session_config
+from pmwcm.service.connections import Connections
 from pmwcm.service.guard import BodyGuard, clean_errors, invalid_body, safe
 from pmwcm.service.limits import MAX_BODY_BYTES, QUERY_LIMITS, check_query
 from pmwcm.service.sessions import (
@@ -406,6 +410,10 @@ def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
             public_data_path=body.public_data_path,
             accept_drafted_schema=body.accept_drafted_schema,
             data_dirs=request.app.state.data_dirs,
+            connection=body.connection,
+            table=body.table,
+            engine=body.engine,
+            connections=_sessions(request).connections,
         )
         record = _sessions(request).create(body.name, config)
     except StoreError as err:
@@ -521,6 +529,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     workers: int = DEFAULT_WORKERS,
     request_deadline: float = DEFAULT_DEADLINE_SECONDS,
+    connections: Connections | None = None,
 ) -> FastAPI:
     """The service's ASGI app over ``store`` (see the module docstring).
 
@@ -534,6 +543,8 @@ def create_app(
         max_body_bytes: the largest request body (1 MB by default); larger is a 413.
         workers: threads for session work (:mod:`pmwcm.service.workers`).
         request_deadline: seconds a request may wait for its session before a 503.
+        connections: the named PostgreSQL connections sessions may read
+            (:mod:`pmwcm.service.connections`; none by default).
 
     Raises:
         ValueError: a data directory that is not a directory, or a non-positive limit.
@@ -548,7 +559,7 @@ def create_app(
             raise ValueError(f"data directory {str(given)!r} is not a directory.")
         if path not in dirs:
             dirs.append(path)
-    sessions = SessionManager(store, noise_factory=noise_factory)
+    sessions = SessionManager(store, noise_factory=noise_factory, connections=connections)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -625,6 +636,7 @@ def _session_out(
         "name": name,
         "created": created,
         **{k: _shown_path(config.get(k), data_dirs) for k in paths},
+        **{k: config.get(k) for k in ("connection", "table", "engine")},
         **{k: config.get(k) for k in ("epsilon", "delta", "parameters")},
         "drafted_schema_accepted": accepted,
     }

@@ -21,7 +21,6 @@ and hands back the engine as the ingredients from which
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +32,9 @@ from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.private_data import PrivateData
+from pmwcm.service.connections import Connections
 from pmwcm.service.durable import DurableLedger, encode_snapshot
+from pmwcm.service.locations import SessionUnavailable, data_config, digest, open_private
 from pmwcm.service.store import DebitRecord, StoredSnapshot
 
 #: The :class:`~pmwcm.engine.practical.PMWConfig` fields a session stores (resolved at
@@ -46,13 +47,8 @@ _log = logging.getLogger("pmwcm.service")
 _T = TypeVar("_T")
 _WHAT = {
     "schema_path": "a schema (JSON)",
-    "data_path": "CSV or Parquet records under the schema",
     "public_data_path": "CSV records under the schema",
 }
-
-
-class SessionUnavailable(RuntimeError):
-    """The session cannot be loaded (its files changed, or its stored state is inconsistent)."""
 
 
 class FileRefused(ValueError):
@@ -91,17 +87,9 @@ def confine(label: str, path: str, data_dirs: Sequence[Path] | None) -> Path:
     return resolved
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def session_config(
     *,
-    data_path: str,
+    data_path: str | None,
     schema_path: str,
     epsilon: float,
     delta: float,
@@ -110,8 +98,14 @@ def session_config(
     accept_drafted_schema: bool = False,
     accept_hint: str = '"accept_drafted_schema": true',
     data_dirs: Sequence[Path] | None = None,
+    connection: str | None = None,
+    table: str | None = None,
+    engine: str | None = None,
+    connections: Connections | None = None,
 ) -> dict[str, Any]:
-    """The stored configuration: absolute paths, file digests, budget and parameters.
+    """The stored configuration: where the data lives (an absolute path and its digest,
+    or a connection's name and a table: :func:`~pmwcm.service.locations.data_config`),
+    the schema's path and digest, budget and parameters.
 
     Parameters left out take :class:`~pmwcm.engine.practical.PMWConfig`'s defaults,
     which are written into the configuration. ``public_data_path`` (public
@@ -128,13 +122,17 @@ def session_config(
         accept_hint: how the refusal tells the caller to accept it.
         data_dirs: the resolved directories the files must lie under (:func:`confine`);
             ``None`` allows any (the operator's own ``pmwcm serve --data``).
+        connection, table, engine: a PostgreSQL table through the operator's
+            connection ``connection``, or a Spark table or Parquet path
+            (:mod:`pmwcm.service.locations`).
+        connections: the operator's named connections (``pmwcm serve --connections``).
 
     Raises:
         ValueError: a file is outside ``data_dirs`` or missing, the schema is invalid or
             drafted, or the parameters are invalid. A file's refusal
             (:class:`FileRefused`) names the field alone, never its path or content.
     """
-    files = {"data_path": data_path, "schema_path": schema_path}
+    files = {"schema_path": schema_path}
     if public_data_path is not None:
         if parameters.get("prior", "public") != "public":
             raise ValueError(
@@ -145,6 +143,14 @@ def session_config(
         files["public_data_path"] = public_data_path
     elif parameters.get("prior") == "public":
         raise ValueError("prior 'public' needs public_data_path (the public records).")
+    located = data_config(
+        data_path=data_path,
+        connection=connection,
+        table=table,
+        engine=engine,
+        data_dirs=data_dirs,
+        connections=connections,
+    )
     resolved = {label: confine(label, path, data_dirs) for label, path in files.items()}
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
@@ -152,10 +158,10 @@ def session_config(
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
     drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
     _check_backend(pmw, resolved["schema_path"])
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = dict(located)
     for label, path in resolved.items():
         config[label] = str(path)
-        config[label.replace("_path", "_sha256")] = _sha256(path)
+        config[label.replace("_path", "_sha256")] = digest(path)
     if drafted:
         config["drafted_schema_accepted"] = True
     return config | {
@@ -196,29 +202,24 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
     return problem is not None
 
 
-def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | None]:
+def _parts(
+    config: Mapping[str, Any], connections: Connections | None, *, creating: bool
+) -> tuple[PrivateData, PMWConfig, Path | None]:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
-    from pmwcm.data.sources.open import open_source
-    from pmwcm.data.table import Dataset
 
-    for key in ("data_path", "schema_path", "public_data_path"):
+    for key in ("schema_path", "public_data_path"):
         if key not in config:
             continue
         path = Path(config[key])
-        if not path.is_file() or _sha256(path) != config[key.replace("_path", "_sha256")]:
+        if not path.is_file() or digest(path) != config[key.replace("_path", "_sha256")]:
             _log.warning("session file %s ('%s') is missing or changed", key, path)
             raise SessionUnavailable(
                 f"The session's {key} is missing or changed since the session was created; "
                 "the session cannot continue on other data."
             )
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
-    data_path = Path(config["data_path"])
-    if data_path.suffix.lower() == ".csv":  # in memory, as always (the server may fork)
-        dataset = _read("data_path", lambda: Dataset.from_csv(data_path, schema))
-        private = PrivateData.from_records(dataset.domain, dataset.records)
-    else:  # a Parquet file, read in place by DuckDB (pmwcm.data.sources)
-        private = PrivateData.of(_read("data_path", lambda: open_source(data_path, schema)))
+    private = open_private(config, schema, connections=connections, creating=creating)
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)
@@ -259,7 +260,7 @@ def _ledger(pmw: PMWConfig) -> DurableLedger:
 
 
 def genesis(
-    config: dict[str, Any], *, noise: NoiseSource
+    config: dict[str, Any], *, noise: NoiseSource, connections: Connections | None = None
 ) -> tuple[dict[str, Any], list[DebitRecord], StoredSnapshot]:
     """Builds a new session's engine (measuring its prior, if any).
 
@@ -270,7 +271,7 @@ def genesis(
     Raises:
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
-    private, pmw, public = _parts(config)
+    private, pmw, public = _parts(config, connections, creating=True)
     start = None if public is None else _public_start(private, pmw, config, public)
     engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start)
     sv_state = engine.sparse_vector.export_state()
@@ -278,12 +279,20 @@ def genesis(
         DebitRecord(seq=i, label=e.label, event=event_to_dict(e.event), sv_state=sv_state)
         for i, e in enumerate(engine.ledger.entries)
     ]
-    built = config | {"build_debits": len(debits), "noise_level": engine.oracle_noise_level}
+    built = config | {
+        "build_debits": len(debits),
+        "noise_level": engine.oracle_noise_level,
+        "data_n": private.n,  # public; a reopened table of another size is refused
+    }
     return built, debits, encode_snapshot(engine)
 
 
 def rebuild(
-    config: Mapping[str, Any], debits: list[DebitRecord], *, noise: NoiseSource
+    config: Mapping[str, Any],
+    debits: list[DebitRecord],
+    *,
+    noise: NoiseSource,
+    connections: Connections | None = None,
 ) -> OnlinePMW:
     """The session's engine as :func:`genesis` built it (draws nothing).
 
@@ -293,7 +302,7 @@ def rebuild(
     Raises:
         SessionUnavailable: a file changed, or the calibration differs from the stored one.
     """
-    private, pmw, public = _parts(config)
+    private, pmw, public = _parts(config, connections, creating=False)
     count = int(config["build_debits"])
     if len(debits) < count:
         raise SessionUnavailable("The session's build-time debits are missing.")

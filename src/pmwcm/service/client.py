@@ -177,16 +177,23 @@ class Client:
         self,
         name: str,
         *,
-        data_path: str,
+        data_path: str | None = None,
         schema_path: str,
         epsilon: float,
         delta: float,
         parameters: Mapping[str, Any] | None = None,
+        connection: str | None = None,
+        table: str | None = None,
+        engine: str | None = None,
     ) -> dict[str, Any]:
-        """Creates a session over files on the server (curator)."""
+        """Creates a session (curator) over a file on the server (``data_path``), a
+        PostgreSQL table through the operator's named ``connection`` and ``table``, or
+        Spark (``engine="spark"`` with ``data_path`` or ``table``)."""
+        location = {"data_path": data_path, "connection": connection, "table": table,
+                    "engine": engine}  # fmt: skip
         body = {
             "name": name,
-            "data_path": data_path,
+            **{k: v for k, v in location.items() if v is not None},
             "schema_path": schema_path,
             "epsilon": epsilon,
             "delta": delta,

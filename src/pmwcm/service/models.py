@@ -169,14 +169,45 @@ class SessionParameters(_Request):
 
 
 class SessionCreate(_Request):
-    """A new release session: files on the server, the total budget and the parameters."""
+    """A new release session: where its private data lives, its schema on the server, the
+    total budget and the parameters.
+
+    The data is one of (the locations ``pmwcm run --data`` takes):
+
+    * ``data_path``: a CSV or Parquet file (or a directory of Parquet files), read by
+      DuckDB, under a data directory the operator allows (``pmwcm serve --data-dir``);
+    * ``connection`` and ``table``: a PostgreSQL table, through a connection the
+      operator configured by name (``pmwcm serve --connections``); its URL and
+      password never pass through the API nor reach the state store;
+    * ``engine: "spark"`` with ``data_path`` (Parquet under a data directory) or
+      ``table`` (a table of the server's Spark catalog).
+    """
 
     name: Name = Field(pattern=_NAME)
-    data_path: str = Field(
+    data_path: str | None = Field(
+        default=None,
         min_length=1,
         max_length=4096,
-        description="The private CSV or Parquet file on the server, under a data directory "
-        "the operator allows (pmwcm serve --data-dir); so are schema_path and public_data_path.",
+        description="The private CSV or Parquet file (or directory of Parquet files) on the "
+        "server, under a data directory the operator allows (pmwcm serve --data-dir); so are "
+        "schema_path and public_data_path.",
+    )
+    connection: str | None = Field(
+        default=None,
+        pattern=_NAME,
+        description="A PostgreSQL connection the operator configured by name (pmwcm serve "
+        "--connections); with table. Its credentials never pass through the API.",
+    )
+    table: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="The table to read: 'table' or 'schema.table' of the connection, or a "
+        "table of the server's Spark catalog with engine 'spark'.",
+    )
+    engine: Literal["duckdb", "spark"] | None = Field(
+        default=None,
+        description="'spark' reads data_path or table with Spark SQL; default DuckDB for files.",
     )
     schema_path: str = Field(min_length=1, max_length=4096)
     public_data_path: str | None = Field(
@@ -219,11 +250,14 @@ class MeOut(BaseModel):
 
 class SessionOut(BaseModel):
     """A session as the curator sees it; its files are shown relative to their data
-    directory (never as an absolute server path)."""
+    directory (never as an absolute server path), a database by its connection's name."""
 
     name: str
     created: float
-    data_path: str
+    data_path: str | None = None
+    connection: str | None = None
+    table: str | None = None
+    engine: str | None = None
     schema_path: str
     public_data_path: str | None = None
     epsilon: float

@@ -40,6 +40,7 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service.build import SessionUnavailable, genesis, rebuild
+from pmwcm.service.connections import Connections
 from pmwcm.service.durable import (
     DurableLedger,
     encode_snapshot,
@@ -154,6 +155,8 @@ class LiveSession:
         record: the stored session.
         store: the state store.
         noise_factory: makes the engine's random source (the default: OpenDP).
+        connections: the operator's named database connections (a session on a
+            PostgreSQL table reopens it by name).
     """
 
     def __init__(
@@ -162,11 +165,13 @@ class LiveSession:
         store: StateStore,
         *,
         noise_factory: Callable[[], NoiseSource] = default_noise,
+        connections: Connections | None = None,
     ) -> None:
         self.record = record
         self.store = store
         self.lock = threading.Lock()
         self._noise_factory = noise_factory
+        self._connections = connections
         self._engine: OnlinePMW | None = None
         self._head: SessionHead | None = None  # the store's head the engine reflects
 
@@ -222,7 +227,9 @@ class LiveSession:
     def _load(self) -> OnlinePMW:
         """The engine, rebuilt and recovered from the store (locks held)."""
         debits = self.store.debits(self.name)
-        engine = rebuild(self.record.config, debits, noise=self._noise_factory())
+        engine = rebuild(
+            self.record.config, debits, noise=self._noise_factory(), connections=self._connections
+        )
         try:
             engine, orphans = recover(
                 engine, self.store.load_snapshot(self.name), debits, self.store.releases(self.name)
@@ -387,13 +394,19 @@ class SessionManager:
     Args:
         store: the state store.
         noise_factory: makes each engine's random source (the default: OpenDP).
+        connections: the operator's named database connections (``pmwcm serve --connections``).
     """
 
     def __init__(
-        self, store: StateStore, *, noise_factory: Callable[[], NoiseSource] = default_noise
+        self,
+        store: StateStore,
+        *,
+        noise_factory: Callable[[], NoiseSource] = default_noise,
+        connections: Connections | None = None,
     ) -> None:
         self.store = store
         self._noise_factory = noise_factory
+        self.connections = connections
         self._live: dict[str, LiveSession] = {}
         self._lock = threading.Lock()
 
@@ -406,7 +419,9 @@ class SessionManager:
         """
         if self.store.get_session(name) is not None:
             raise StoreError(f"Session {name!r} exists.")
-        built, debits, snapshot = genesis(config, noise=self._noise_factory())
+        built, debits, snapshot = genesis(
+            config, noise=self._noise_factory(), connections=self.connections
+        )
         record = SessionRecord(name=name, config=built, created=time.time())
         self.store.add_session(record, debits, snapshot)
         return record
@@ -423,6 +438,11 @@ class SessionManager:
                 record = self.store.get_session(name)
                 if record is None:
                     raise SessionNotFound(name)
-                live = LiveSession(record, self.store, noise_factory=self._noise_factory)
+                live = LiveSession(
+                    record,
+                    self.store,
+                    noise_factory=self._noise_factory,
+                    connections=self.connections,
+                )
                 self._live[name] = live
             return live

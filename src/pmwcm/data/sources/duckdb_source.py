@@ -1,4 +1,4 @@
-"""DuckDB, embedded: the default engine for files, and for DuckDB tables and relations.
+"""DuckDB, embedded: the default engine for files, Polars frames, DuckDB tables and relations.
 
 A CSV file, a Parquet file or a directory of Parquet files is read where it
 lies -- DuckDB streams it, so it may be larger than memory, and no row passes
@@ -86,6 +86,18 @@ def file_relation(path: str | os.PathLike[str]) -> str:
     raise DataError(f"cannot tell the format of '{p}': name it .csv, .parquet or a directory.")
 
 
+class _ArrowStream:
+    """Only the Arrow C stream of ``frame``: DuckDB would otherwise recognise a Polars
+    frame and convert it through pyarrow. Each scan exports a fresh stream of the
+    same (immutable) buffers, so the data can be read once per query."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
 def _release(own: tuple[Any, str]) -> None:
     connection, spill = own
     connection.close()
@@ -95,9 +107,9 @@ def _release(own: tuple[Any, str]) -> None:
 class DuckDBSource(SQLSource):
     """A table read by DuckDB, validated against the schema when opened.
 
-    Use :meth:`from_file` (a path), :meth:`from_relation` (a
-    ``duckdb.DuckDBPyRelation``) or :meth:`from_table` (a connection and a
-    table name).
+    Use :meth:`from_file` (a path), :meth:`from_frame` (a Polars frame),
+    :meth:`from_relation` (a ``duckdb.DuckDBPyRelation``) or :meth:`from_table`
+    (a connection and a table name).
 
     Args:
         schema: the public schema.
@@ -181,8 +193,46 @@ class DuckDBSource(SQLSource):
         return cls(
             schema,
             relation=relation,
-            run=connection.sql,
+            run=connection.execute,  # binds and plans once (a relation, .sql, binds twice)
             where=f"'{path}'",
+            own=(connection, spill),
+        )
+
+    @classmethod
+    def from_frame(
+        cls, frame: Any, schema: Schema, *, memory_limit: str = DEFAULT_MEMORY_LIMIT
+    ) -> DuckDBSource:
+        """A Polars ``DataFrame`` (or any object with ``__arrow_c_stream__``), scanned in place.
+
+        DuckDB reads the frame's Arrow buffers through the Arrow C stream
+        interface, at the validation pass and at each new clique: no row passes
+        through Python or pandas, and pyarrow is not needed. The frame's column
+        types are read as Parquet's are (Polars ``String``, ``Categorical`` and
+        ``Enum`` columns are text). The frame must not change while the source is open.
+        """
+        import duckdb
+
+        if not hasattr(frame, "__arrow_c_stream__"):
+            raise DataError(
+                f"a {type(frame).__name__} has no Arrow stream (__arrow_c_stream__) to scan."
+            )
+        spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
+        config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": spill}
+        connection = duckdb.connect(config=config)
+        stream = _ArrowStream(frame)
+        try:
+            connection.execute("SET enable_progress_bar = false")
+            relation = connection.from_arrow(stream)
+            relation.create_view(_VIEW)
+        except duckdb.Error as exc:
+            _release((connection, spill))
+            first = str(exc).strip().splitlines()[0]
+            raise DataError(f"cannot read the {type(frame).__name__}: {first}") from None
+        return cls(
+            schema,
+            relation=relation,
+            run=connection.execute,
+            where=f"the {type(frame).__name__}",
             own=(connection, spill),
         )
 

@@ -5,7 +5,9 @@
 * a Parquet path or a table name with ``engine="spark"``: Spark SQL;
 * a ``duckdb`` relation, or a DuckDB connection with ``table=``: DuckDB, in the
   caller's connection;
-* a pandas (or Polars) DataFrame or a :class:`~pmwcm.data.table.Dataset`: memory
+* a Polars DataFrame: DuckDB, scanning its Arrow buffers in place (no pandas,
+  no pyarrow, no Python rows);
+* a pandas DataFrame or a :class:`~pmwcm.data.table.Dataset`: memory
   (the data is there already).
 
 Every source is checked against the whole schema here, when the data is
@@ -80,8 +82,10 @@ def open_source(
         return SparkSource(name, schema, spark=spark, table=table is not None)
     if _module(data) == "pandas":
         return Dataset.from_dataframe(data, schema)
-    if _module(data) == "polars":  # through pandas: Polars is optional, never imported here
-        return Dataset.from_dataframe(data.to_pandas(), schema)
+    if _module(data) == "polars":  # its Arrow buffers, scanned by DuckDB (never imported here)
+        from pmwcm.data.sources.duckdb_source import DuckDBSource
+
+        return DuckDBSource.from_frame(data, schema)
     if _module(data) in ("duckdb", "_duckdb"):
         from pmwcm.data.sources.duckdb_source import DuckDBSource
 

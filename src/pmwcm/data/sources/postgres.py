@@ -22,7 +22,7 @@ from pmwcm.data.sources.sql import DIALECTS, ColumnKind
 from pmwcm.data.sources.sql_source import SQLSource
 from pmwcm.data.table import DataError
 
-__all__ = ["PostgresSource", "column_kind", "is_postgres_url", "redact_url"]
+__all__ = ["ConnectionFailed", "PostgresSource", "column_kind", "is_postgres_url", "redact_url"]
 
 _KINDS: dict[str, ColumnKind] = {
     "text": "text",
@@ -76,6 +76,19 @@ def _redacted(text: str, url: str) -> str:
     return text.replace(password, "***") if password else text
 
 
+class ConnectionFailed(DataError):
+    """The server could not be reached or refused the login (the table was never read).
+
+    Attributes:
+        driver_error: the driver's exception class (``OperationalError``), for a
+            message that leaves out the driver's text (hosts, sockets).
+    """
+
+    def __init__(self, message: str, *, driver_error: str) -> None:
+        super().__init__(message)
+        self.driver_error = driver_error
+
+
 class PostgresSource(SQLSource):
     """A PostgreSQL table, validated against the schema when opened.
 
@@ -83,17 +96,21 @@ class PostgresSource(SQLSource):
         url: ``postgresql://...`` (credentials are never echoed).
         table: ``"table"`` or ``"schema.table"``.
         schema: the public pmwcm schema.
+        label: names the server in messages (default: the URL without its password;
+            the service passes its connection's name).
 
     Raises:
-        DataError: the server cannot be reached, the table or a column is
+        ConnectionFailed: the server cannot be reached or refuses the login.
+        DataError: the table or a column is
             missing or of an unreadable type, or rows fail the schema.
     """
 
-    def __init__(self, url: str, table: str, schema: Schema) -> None:
+    def __init__(self, url: str, table: str, schema: Schema, *, label: str | None = None) -> None:
         import psycopg
         from psycopg import sql
 
         self._connection: Any = None
+        shown = label if label is not None else redact_url(url)
         parts = table.split(".")
         if not table or len(parts) > 2 or not all(parts):
             raise DataError(f"--table must be 'table' or 'schema.table', got {table!r}.")
@@ -101,8 +118,9 @@ class PostgresSource(SQLSource):
             connection = psycopg.connect(url, autocommit=False)
         except psycopg.Error as exc:
             first = _redacted(str(exc).strip().splitlines()[0] if str(exc).strip() else "", url)
-            raise DataError(
-                f"cannot connect to {redact_url(url)}: {type(exc).__name__}: {first}"
+            raise ConnectionFailed(
+                f"cannot connect to {shown}: {type(exc).__name__}: {first}",
+                driver_error=type(exc).__name__,
             ) from None
         self._connection = connection
         # Closed with the source even if the caller forgets close() (ends the transaction).
@@ -120,7 +138,7 @@ class PostgresSource(SQLSource):
                 )
                 columns = {str(c): str(t) for c, t in cursor.fetchall()}
             if not columns:
-                raise DataError(f"table {table!r} not found in {redact_url(url)}.")
+                raise DataError(f"table {table!r} not found in {shown}.")
             kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
             relation = sql.Identifier(*parts).as_string(connection)
             super().__init__(
