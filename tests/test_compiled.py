@@ -67,9 +67,9 @@ def test_objective_gradient_hessian_equal_the_reference(
         np.testing.assert_allclose(
             fast.gradient(theta), problem.gradient(theta, weights), rtol=1e-11, atol=1e-15
         )
-        reference = problem.data_hessian(theta, weights)
-        assert reference is not None
-        np.testing.assert_allclose(fast.hessian(theta), reference, rtol=1e-11, atol=1e-15)
+        reference, hessian = problem.data_hessian(theta, weights), fast.hessian(theta)
+        assert reference is not None and hessian is not None
+        np.testing.assert_allclose(hessian, reference, rtol=1e-11, atol=1e-15)
 
 
 def _python_fista(problem: GLMProblem, weights: np.ndarray, iterations: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def _python_fista(problem: GLMProblem, weights: np.ndarray, iterations: int) -> 
     assert problem.smoothness is not None
     smoothness = problem.smoothness + problem.l2
     original = fixed_budget.evaluator
-    fixed_budget.evaluator = Evaluator  # type: ignore[assignment]
+    fixed_budget.evaluator = Evaluator
     try:
         return fixed_budget._fista(problem, weights, iterations, smoothness)
     finally:
@@ -90,6 +90,7 @@ def test_compiled_fixed_fista_follows_the_python_loop(loss: str, rows: int, seed
     rng = np.random.default_rng(seed)
     problem = _problem(loss, 0.0, rng=rng)
     keep = rng.permutation(problem.design.rows)[: min(rows, problem.design.rows)]
+    assert isinstance(problem.design, BlockDesign)
     columns, values = problem.design.row_major
     problem = dataclasses.replace(
         problem,
@@ -115,7 +116,9 @@ def test_far_from_the_data_nothing_overflows_raises_or_warns(loss: str, seed: in
     theta = np.full(problem.dim, 4000.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        values = [fast.objective(theta), *fast.gradient(theta), *fast.hessian(theta).ravel()]
+        hessian = fast.hessian(theta)
+        assert hessian is not None
+        values = [fast.objective(theta), *fast.gradient(theta), *hessian.ravel()]
         far = dataclasses.replace(problem, radius=5000.0)
         plan = plan_solve(far, gap=10.0, max_iterations=100_000)
         values += list(fixed_budget_minimize(far, weights, plan))
