@@ -192,6 +192,39 @@ def glm_hessian(
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _fista_update(
+    grad: FloatArray,
+    y: FloatArray,
+    theta: FloatArray,
+    nxt: FloatArray,
+    step: float,
+    radius: float,
+    momentum: float,
+) -> float:
+    """FISTA's step from ``y`` given ``grad F(y)`` (which may be ``nxt`` itself).
+
+    ``x = P(y - step g)`` (projection onto the ball of ``radius``), then
+    ``y' = x + ((t - 1) / t') (x - theta)`` and ``theta = x``, in place; returns ``t'``.
+    """
+    dim = theta.size
+    norm2 = 0.0
+    for j in range(dim):
+        nxt[j] = y[j] - step * grad[j]
+        norm2 += nxt[j] * nxt[j]
+    norm = math.sqrt(norm2)
+    if norm > radius:
+        shrink = radius / norm
+        for j in range(dim):
+            nxt[j] *= shrink
+    following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
+    carry = (momentum - 1.0) / following
+    for j in range(dim):
+        y[j] = nxt[j] + carry * (nxt[j] - theta[j])
+        theta[j] = nxt[j]
+    return following
+
+
 @njit(cache=True, nogil=True)
 def fixed_fista(
     columns: NDArray[np.int64],
@@ -220,21 +253,7 @@ def fixed_fista(
     momentum = 1.0
     for _ in range(iterations):
         glm_gradient(columns, values, labels, weights, y, l2, kind, param, grad)
-        norm2 = 0.0
-        for j in range(dim):
-            nxt[j] = y[j] - step * grad[j]
-            norm2 += nxt[j] * nxt[j]
-        norm = math.sqrt(norm2)
-        if norm > radius:
-            shrink = radius / norm
-            for j in range(dim):
-                nxt[j] *= shrink
-        following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
-        carry = (momentum - 1.0) / following
-        for j in range(dim):
-            y[j] = nxt[j] + carry * (nxt[j] - theta[j])
-            theta[j] = nxt[j]
-        momentum = following
+        momentum = _fista_update(grad, y, theta, nxt, step, radius, momentum)
     return theta
 
 
@@ -280,21 +299,7 @@ def _signed_logistic_step(
         s = weights[r] / (1.0 + exp_margin[r])
         for b in range(blocks):
             nxt[columns[r, b]] += s * signed[r, b]
-    norm2 = 0.0
-    for j in range(dim):
-        nxt[j] = y[j] - step * nxt[j]
-        norm2 += nxt[j] * nxt[j]
-    norm = math.sqrt(norm2)
-    if norm > radius:
-        shrink = radius / norm
-        for j in range(dim):
-            nxt[j] *= shrink
-    following = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum))
-    carry = (momentum - 1.0) / following
-    for j in range(dim):
-        y[j] = nxt[j] + carry * (nxt[j] - theta[j])
-        theta[j] = nxt[j]
-    return following
+    return _fista_update(nxt, y, theta, nxt, step, radius, momentum)
 
 
 def fixed_fista_signed_logistic(
