@@ -113,6 +113,15 @@ def _curvature(kind: int, param: float, z: float, y: float) -> float:
     return 1.0 if abs(z - y) <= param else 0.0  # Huber
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_dot(columns: NDArray[np.int64], values: FloatArray, r: int, theta: FloatArray) -> float:
+    """``<phi_r, theta>``: the row's ``B`` entries against ``theta``."""
+    z = 0.0
+    for b in range(columns.shape[1]):
+        z += values[r, b] * theta[columns[r, b]]
+    return z
+
+
 @njit(cache=True, nogil=True)
 def glm_objective(
     columns: NDArray[np.int64],
@@ -125,12 +134,9 @@ def glm_objective(
     param: float,
 ) -> float:
     """``F(theta)``; ``columns``/``values`` are row-major ``(rows, B)``."""
-    rows, blocks = columns.shape
     total = 0.0
-    for r in range(rows):
-        z = 0.0
-        for b in range(blocks):
-            z += values[r, b] * theta[columns[r, b]]
+    for r in range(columns.shape[0]):
+        z = _row_dot(columns, values, r, theta)
         total += weights[r] * _value(kind, param, z, labels[r])
     return total + 0.5 * l2 * np.dot(theta, theta)
 
@@ -152,9 +158,7 @@ def glm_gradient(
     for j in range(out.size):
         out[j] = l2 * theta[j]
     for r in range(rows):
-        z = 0.0
-        for b in range(blocks):
-            z += values[r, b] * theta[columns[r, b]]
+        z = _row_dot(columns, values, r, theta)
         s = weights[r] * _slope(kind, param, z, labels[r])
         for b in range(blocks):
             out[columns[r, b]] += s * values[r, b]
@@ -176,9 +180,7 @@ def glm_hessian(
     dim = theta.size
     out = np.zeros((dim, dim))
     for r in range(rows):
-        z = 0.0
-        for b in range(blocks):
-            z += values[r, b] * theta[columns[r, b]]
+        z = _row_dot(columns, values, r, theta)
         c = weights[r] * _curvature(kind, param, z, labels[r])
         for a in range(blocks):
             ca, va = columns[r, a], c * values[r, a]
@@ -262,12 +264,8 @@ def _gather(
     columns: NDArray[np.int64], values: FloatArray, theta: FloatArray, out: FloatArray
 ) -> None:
     """``out = Phi theta`` for a row-major block design."""
-    rows, blocks = columns.shape
-    for r in range(rows):
-        z = 0.0
-        for b in range(blocks):
-            z += values[r, b] * theta[columns[r, b]]
-        out[r] = z
+    for r in range(columns.shape[0]):
+        out[r] = _row_dot(columns, values, r, theta)
 
 
 @njit(cache=True, nogil=True)
