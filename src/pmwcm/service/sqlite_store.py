@@ -14,6 +14,15 @@ call in it. Calls queued while a commit runs form the next batch. Reads use a
 second connection, so they never wait for an fsync (WAL readers see every
 committed transaction).
 
+**What this process wrote, it remembers.** The ``flock`` makes this store the
+only writer of its directory, so two things every request reads are kept in
+memory, exact, instead of being read back from SQLite each time: each
+session's :class:`~pmwcm.service.store.SessionHead` (advanced after each
+commit from the values the commit wrote: the next debit and release positions
+and the snapshot's version, which the upsert returns) and each token record
+looked up (dropped from memory once a revocation is committed). Either is
+filled from the database on first use, under the same lock as the reads.
+
 **Schema versions.** Version 2 (this one) keeps released answers only as rows
 of the ``releases`` log, snapshots without them (with a ``version`` counter),
 and the ``kept_responses`` of ``Idempotency-Key`` requests. A version-1
@@ -106,8 +115,10 @@ class SQLiteStore(StateStore):
             raise StoreError(
                 f"State directory '{self.directory}' is in use by another process."
             ) from None
-        self._mutex = threading.Lock()  # the reading connection's
+        self._mutex = threading.Lock()  # the reading connection's, and the caches' fills
         self._group = _GroupCommit()
+        self._heads: dict[str, SessionHead] = {}
+        self._tokens: dict[str, TokenRecord] = {}
         try:
             self._db = sqlite3.connect(
                 self.directory / DB_NAME, isolation_level=None, check_same_thread=False
@@ -171,8 +182,20 @@ class SQLiteStore(StateStore):
                 raise StoreError(f"Token id {token.token_id!r} exists.") from None
 
     def get_token(self, token_id: str) -> TokenRecord | None:
-        rows = self._query("SELECT * FROM tokens WHERE token_id = ?", (token_id,))
-        return _token(rows[0]) if rows else None
+        cached = self._tokens.get(token_id)
+        if cached is not None:
+            return cached
+        with self._mutex:  # a revocation's eviction waits for this fill (never undone by it)
+            rows = self._reader.execute(
+                "SELECT * FROM tokens WHERE token_id = ?", (token_id,)
+            ).fetchall()
+            if not rows:
+                return None  # misses are not kept: unknown ids would grow the cache
+            record = self._tokens[token_id] = _token(rows[0])
+            return record
+
+    def cached_token(self, token_id: str) -> TokenRecord | None:
+        return self._tokens.get(token_id)
 
     def list_tokens(self, *, session: str | None = None) -> list[TokenRecord]:
         if session is None:
@@ -189,7 +212,10 @@ class SQLiteStore(StateStore):
         if role is not None:
             sql, args = sql + " AND role = ?", (*args, role)
         with self._transaction() as db:
-            return db.execute(sql, args).rowcount > 0
+            revoked = db.execute(sql, args).rowcount > 0
+        with self._mutex:
+            self._tokens.pop(token_id, None)
+        return revoked
 
     def add_session(
         self, session: SessionRecord, debits: list[DebitRecord], snapshot: StoredSnapshot
@@ -204,7 +230,10 @@ class SQLiteStore(StateStore):
                 raise StoreError(f"Session {session.name!r} exists.") from None
             for debit in debits:
                 self._insert_debit(db, session.name, debit)
-            self._put_snapshot(db, session.name, snapshot)
+            version = self._put_snapshot(db, session.name, snapshot)
+        self._advance(
+            session.name, SessionHead(debits=len(debits), releases=0, snapshot_version=version)
+        )
 
     def get_session(self, name: str) -> SessionRecord | None:
         rows = self._query("SELECT * FROM sessions WHERE name = ?", (name,))
@@ -224,6 +253,19 @@ class SQLiteStore(StateStore):
                     f"{count} debits are committed."
                 )
             self._insert_debit(db, session, debit)
+        self._advance(session, SessionHead(debits=debit.seq + 1, releases=0, snapshot_version=-1))
+
+    def _advance(self, session: str, committed: SessionHead) -> None:
+        """Moves the remembered head of ``session`` (if any) up to what a commit just wrote
+        (each count only ever grows, so commits may report in any order)."""
+        with self._mutex:
+            known = self._heads.get(session)
+            if known is not None:
+                self._heads[session] = SessionHead(
+                    debits=max(known.debits, committed.debits),
+                    releases=max(known.releases, committed.releases),
+                    snapshot_version=max(known.snapshot_version, committed.snapshot_version),
+                )
 
     @staticmethod
     def _insert_debit(db: sqlite3.Connection, session: str, debit: DebitRecord) -> None:
@@ -240,13 +282,16 @@ class SQLiteStore(StateStore):
         )
 
     @staticmethod
-    def _put_snapshot(db: sqlite3.Connection, session: str, snapshot: StoredSnapshot) -> None:
-        db.execute(
+    def _put_snapshot(db: sqlite3.Connection, session: str, snapshot: StoredSnapshot) -> int:
+        """Writes the session's snapshot; returns its version."""
+        (version,) = db.execute(
             "INSERT INTO snapshots (session, state, hypothesis, version) VALUES (?, ?, ?, 0) "
             "ON CONFLICT (session) DO UPDATE SET state = excluded.state, "
-            "hypothesis = excluded.hypothesis, version = snapshots.version + 1",
+            "hypothesis = excluded.hypothesis, version = snapshots.version + 1 "
+            "RETURNING version",
             (session, json.dumps(snapshot.state), snapshot.hypothesis),
-        )
+        ).fetchone()
+        return int(version)
 
     def debits(self, session: str) -> list[DebitRecord]:
         rows = self._query(
@@ -307,8 +352,10 @@ class SQLiteStore(StateStore):
                     f"Release {release.index} of session {session!r} (or its idempotency key) "
                     "is already committed."
                 ) from None
-            if snapshot is not None:
-                self._put_snapshot(db, session, snapshot)
+            version = -1 if snapshot is None else self._put_snapshot(db, session, snapshot)
+        self._advance(
+            session, SessionHead(debits=0, releases=release.index + 1, snapshot_version=version)
+        )
 
     def kept_response(self, session: str, token_id: str, key: str) -> KeptResponse | None:
         rows = self._query(
@@ -324,7 +371,10 @@ class SQLiteStore(StateStore):
         )
 
     def head(self, session: str) -> SessionHead:
-        with self._mutex:
+        cached = self._heads.get(session)
+        if cached is not None:
+            return cached
+        with self._mutex:  # a commit's advance waits for this fill, and then applies
             db = self._reader
             (debits,) = db.execute(
                 "SELECT COALESCE(MAX(seq) + 1, 0) FROM debits WHERE session = ?", (session,)
@@ -334,8 +384,11 @@ class SQLiteStore(StateStore):
             ).fetchone()
             row = db.execute("SELECT version FROM snapshots WHERE session = ?", (session,))
             found = row.fetchone()
-        version = -1 if found is None else int(found[0])
-        return SessionHead(debits=debits, releases=releases, snapshot_version=version)
+            version = -1 if found is None else int(found[0])
+            head = SessionHead(debits=debits, releases=releases, snapshot_version=version)
+            if found is not None:  # a session that exists (its snapshot is made with it)
+                self._heads[session] = head
+        return head
 
     def releases(self, session: str, *, start: int = 0) -> list[ReleaseRecord]:
         rows = self._query(
