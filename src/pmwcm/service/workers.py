@@ -7,6 +7,9 @@ Each request that needs a session's lock goes through :class:`SessionRunner`:
    no thread. Meanwhile it watches its connection: a client that goes away, or
    a wait that passes the request's deadline, gives the request up there, with
    nothing read and nothing spent (the deadline is a 503 with ``Retry-After``).
+   A request that finds its gate free and a worker idle has nothing to wait
+   for: it starts at once, without the watcher (the common case, and the
+   cheap one: no task group, timer or cancel scope per request).
 2. **Work on a bounded pool.** With the gate held, the work runs on a thread
    from the runner's own :class:`anyio.CapacityLimiter` (``workers`` threads),
    apart from the default pool that serves the light routes. The session's
@@ -111,6 +114,18 @@ class SessionRunner:
             "nothing was spent, retry later."
         )
         gate = self._gate(name)
+        if not gate.locked() and limiter.available_tokens >= 1:
+            # Nothing to queue behind: the work starts now, so there is no wait to watch
+            # the connection during (and no task group, watcher or timer to pay for).
+            gate.acquire_nowait()
+            try:
+                with anyio.CancelScope(shield=True):
+                    wait = max(0.0, until - time.monotonic())
+                    return await anyio.to_thread.run_sync(
+                        lambda: work(proceed, wait), limiter=limiter
+                    )
+            finally:
+                gate.release()
         outcome: list[Any] = []
         failure: list[Exception] = []  # raised after the task group, never wrapped by it
         async with anyio.create_task_group() as group:
