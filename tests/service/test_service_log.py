@@ -4,6 +4,7 @@ real PostgreSQL server (``open_store``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -84,6 +85,27 @@ def test_a_restart_serves_every_released_answer_from_the_log(
     assert [r.index for r in store.releases("s")] == list(range(16))
     assert [r.index for r in store.releases("s", start=10)] == list(range(10, 16))
     store.close()
+
+
+def test_the_head_a_store_reports_is_the_one_its_database_holds(
+    open_store: Callable[[], StateStore], tiny: tuple[Path, Path], seed: int
+) -> None:
+    """SQLite keeps each session's head in memory (its only writer): after debits, releases
+    and snapshots it must equal what a reopened store reads back from the database."""
+    store = open_store()
+    manager = _manager(store, seed)
+    _create(manager, tiny, threshold=0.0, max_updates=3, after_halt="synthetic")
+    heads = [store.head("s")]  # read (and, on SQLite, remembered) before any answer
+    for spec in SPECS[:10]:  # updates (debits, snapshots), then synthetic answers
+        manager.get("s").ask(CMQuery.from_dict(spec), token_id=None)
+        heads.append(store.head("s"))
+    store.close()
+    reopened = open_store()
+    assert reopened.head("s") == heads[-1]
+    assert heads[-1].releases == 10 and heads[-1].debits > heads[0].debits
+    assert heads[-1].snapshot_version > heads[0].snapshot_version
+    assert all(a.releases + 1 == b.releases for a, b in itertools.pairwise(heads))
+    reopened.close()
 
 
 def test_a_version_1_state_directory_is_migrated_in_place(
