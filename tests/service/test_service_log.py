@@ -237,6 +237,30 @@ def test_two_processes_share_one_postgresql_store(
     two.close()
 
 
+def test_a_postgresql_session_lock_carries_every_statement_made_under_it(
+    pg_database: str,
+) -> None:
+    """Found in the crash run (a killed process's lock fell while its last commit, on
+    another connection, was still in flight; the next holder wrote the same log position):
+    under a session lock, this thread's statements run on the lock holder's backend, so the
+    lock can only fall after them. Elsewhere, and after the lock, the pool serves."""
+    from pmwcm.service.postgres_store import PostgresStore
+
+    store = PostgresStore(pg_database)
+    holder = (  # the test's own database: the only advisory lock in it is the session's
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    with store.session_lock("s", timeout=5):
+        (mine,) = store._query("SELECT pg_backend_pid()")[0]
+        assert store._query(holder) == [(mine,)]
+        store.mark_orphans("s", [0])  # a transaction: the same backend, the lock still held
+        assert store._query("SELECT pg_backend_pid()")[0] == (mine,)
+    assert store._query(holder) == []
+    assert store.orphans("s") == {0}
+    store.close()
+
+
 def test_the_postgresql_url_is_never_shown(postgres_url: str) -> None:
     from pmwcm.service.postgres_store import PostgresStore, redacted
     from pmwcm.service.store import StoreError

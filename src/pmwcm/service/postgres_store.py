@@ -14,7 +14,13 @@ session's work runs, with ``lock_timeout`` bounding the wait
 holding it loses its connection, and the server releases the lock. The
 sessions' engines live in each process's memory; under the lock a process
 first catches up with what others committed
-(:meth:`pmwcm.service.sessions.LiveSession.refresh`). As a second line,
+(:meth:`pmwcm.service.sessions.LiveSession.refresh`). Every statement a thread
+makes while it holds a session's lock goes through the lock's own connection, so
+the lock is released -- by the unlock, or by the server when a killed process's
+connection drops -- only after the transactions made under it have ended: the
+next holder always sees the last one's commits (with a transaction on another
+connection, a killed process's last commit could still be in flight when its
+lock fell, and the next holder would write the same log position). As a second line,
 ``append_debit`` refuses a debit out of sequence and the log's primary key a
 second release at one position, so two writers can never both commit.
 
@@ -94,6 +100,7 @@ class PostgresStore(SQLStore):
         self._idle: queue.LifoQueue[psycopg.Connection[Any]] = queue.LifoQueue()
         self._closed = False
         self._open_lock = threading.Lock()
+        self._pinned = threading.local()  # the connection holding this thread's session lock
         try:
             with self._connection() as db, db.transaction():
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -115,7 +122,12 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection from the idle set (or a new one), returned to it afterwards."""
+        """A connection from the idle set (or a new one), returned to it afterwards; while
+        this thread holds a session lock, the lock's own connection."""
+        pinned: psycopg.Connection[Any] | None = getattr(self._pinned, "db", None)
+        if pinned is not None:
+            yield pinned
+            return
         try:
             db = self._idle.get_nowait()
         except queue.Empty:
@@ -164,9 +176,11 @@ class PostgresStore(SQLStore):
                 ) from None
             finally:
                 db.execute("SELECT set_config('lock_timeout', '0', false)")
+            self._pinned.db = db  # every statement under the lock goes through its connection
             try:
                 yield
             finally:
+                self._pinned.db = None
                 db.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def close(self) -> None:
