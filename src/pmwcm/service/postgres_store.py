@@ -176,11 +176,12 @@ class PostgresStore(SQLStore):
                 ) from None
             finally:
                 db.execute("SELECT set_config('lock_timeout', '0', false)")
+            outer = getattr(self._pinned, "db", None)
             self._pinned.db = db  # every statement under the lock goes through its connection
             try:
                 yield
             finally:
-                self._pinned.db = None
+                self._pinned.db = outer
                 db.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def close(self) -> None:
