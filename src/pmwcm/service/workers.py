@@ -44,8 +44,13 @@ from pmwcm.service.store import StoreBusy
 
 T = TypeVar("T")
 
-#: The default number of worker threads for session work.
-DEFAULT_WORKERS = 4
+#: The default number of worker threads for session work. A below-threshold query's
+#: worker spends most of its time waiting for its group commit's fsync, not computing:
+#: with 8 sessions busy, 8 workers let every one of them reach the same commit (bigger
+#: groups, fewer fsyncs, no request queued for a worker), 1.8-1.9 ms of server CPU per
+#: answer and 281-310 answers/s at 16 clients against 2.7 ms and 199-215/s with 4
+#: (benchmarks/service/throughput.py, 2 cores at a load average of 15).
+DEFAULT_WORKERS = 8
 #: The default deadline (seconds) for a request's work to start.
 DEFAULT_DEADLINE_SECONDS = 30.0
 
