@@ -352,11 +352,13 @@ HEAD = (
 
 
 def head_from_row(row: Any) -> SessionHead:
+    """The :class:`SessionHead` a :data:`HEAD` row holds."""
     debits, releases, version = row
     return SessionHead(debits=int(debits), releases=int(releases), snapshot_version=int(version))
 
 
 def token_from_row(row: Any) -> TokenRecord:
+    """The :class:`TokenRecord` a ``SELECT *`` row of the tokens table holds."""
     return TokenRecord(
         token_id=row[0],
         digest=row[1],
@@ -369,4 +371,5 @@ def token_from_row(row: Any) -> TokenRecord:
 
 
 def session_from_row(row: Any) -> SessionRecord:
+    """The :class:`SessionRecord` a ``SELECT *`` row of the sessions table holds."""
     return SessionRecord(name=row[0], config=json.loads(row[1]), created=row[2])
