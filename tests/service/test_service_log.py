@@ -4,6 +4,7 @@ real PostgreSQL server (``open_store``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from collections.abc import Callable
@@ -84,6 +85,27 @@ def test_a_restart_serves_every_released_answer_from_the_log(
     assert [r.index for r in store.releases("s")] == list(range(16))
     assert [r.index for r in store.releases("s", start=10)] == list(range(10, 16))
     store.close()
+
+
+def test_the_head_a_store_reports_is_the_one_its_database_holds(
+    open_store: Callable[[], StateStore], tiny: tuple[Path, Path], seed: int
+) -> None:
+    """SQLite keeps each session's head in memory (its only writer): after debits, releases
+    and snapshots it must equal what a reopened store reads back from the database."""
+    store = open_store()
+    manager = _manager(store, seed)
+    _create(manager, tiny, threshold=0.0, max_updates=3, after_halt="synthetic")
+    heads = [store.head("s")]  # read (and, on SQLite, remembered) before any answer
+    for spec in SPECS[:10]:  # updates (debits, snapshots), then synthetic answers
+        manager.get("s").ask(CMQuery.from_dict(spec), token_id=None)
+        heads.append(store.head("s"))
+    store.close()
+    reopened = open_store()
+    assert reopened.head("s") == heads[-1]
+    assert heads[-1].releases == 10 and heads[-1].debits > heads[0].debits
+    assert heads[-1].snapshot_version > heads[0].snapshot_version
+    assert all(a.releases + 1 == b.releases for a, b in itertools.pairwise(heads))
+    reopened.close()
 
 
 def test_a_version_1_state_directory_is_migrated_in_place(
@@ -213,6 +235,30 @@ def test_two_processes_share_one_postgresql_store(
         pass
     one.close()
     two.close()
+
+
+def test_a_postgresql_session_lock_carries_every_statement_made_under_it(
+    pg_database: str,
+) -> None:
+    """Found in the crash run (a killed process's lock fell while its last commit, on
+    another connection, was still in flight; the next holder wrote the same log position):
+    under a session lock, this thread's statements run on the lock holder's backend, so the
+    lock can only fall after them. Elsewhere, and after the lock, the pool serves."""
+    from pmwcm.service.postgres_store import PostgresStore
+
+    store = PostgresStore(pg_database)
+    holder = (  # the test's own database: the only advisory lock in it is the session's
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    with store.session_lock("s", timeout=5):
+        (mine,) = store._query("SELECT pg_backend_pid()")[0]
+        assert store._query(holder) == [(mine,)]
+        store.mark_orphans("s", [0])  # a transaction: the same backend, the lock still held
+        assert store._query("SELECT pg_backend_pid()")[0] == (mine,)
+    assert store._query(holder) == []
+    assert store.orphans("s") == {0}
+    store.close()
 
 
 def test_the_postgresql_url_is_never_shown(postgres_url: str) -> None:

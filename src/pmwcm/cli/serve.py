@@ -235,7 +235,7 @@ def serve_command(
         str | None,
         typer.Option("--store", metavar="URL", envvar="PMWCM_STORE", help=_STORE_HELP),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", metavar="N", help=_WORKERS_HELP)] = 4,
+    workers: Annotated[int, typer.Option("--workers", metavar="N", help=_WORKERS_HELP)] = 8,
     request_deadline: Annotated[
         float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
     ] = 30.0,

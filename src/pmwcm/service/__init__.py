@@ -1,7 +1,8 @@
 """The durable, authenticated HTTP query service (``pmwcm serve``).
 
 Layers, inner to outer: :mod:`~pmwcm.service.store` (the persistent state
-behind a small interface, with its append-only answer log) and its backends
+behind a small interface, with its append-only answer log), the SQL its backends
+share (:mod:`~pmwcm.service.sql_store`) and the backends
 :mod:`~pmwcm.service.sqlite_store` (SQLite in WAL mode, the default) and
 :mod:`~pmwcm.service.postgres_store` (PostgreSQL, shared by several processes),
 :mod:`~pmwcm.service.build` (a session's engine, built the

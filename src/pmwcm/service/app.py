@@ -102,7 +102,7 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
-from pmwcm.service.auth import Principal, authenticate, new_token
+from pmwcm.service.auth import Principal, authenticate, new_token, verify
 from pmwcm.service.build import session_config
 from pmwcm.service.connections import Connections
 from pmwcm.service.guard import BodyGuard, clean_errors, invalid_body, safe
@@ -209,13 +209,19 @@ def _token_out(record: TokenRecord) -> dict[str, Any]:
     }
 
 
-def _principal(
+async def _principal(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     if creds is None:
         raise _fail(401, "Send 'Authorization: Bearer <token>'.")
-    who = authenticate(request.app.state.store, creds.credentials)
+    store: StateStore = request.app.state.store
+    presented = creds.credentials
+    record = store.cached_token(presented.partition(".")[0])
+    if record is not None:  # in memory: checked in the event loop, no thread
+        who = verify(record, presented)
+    else:
+        who = await anyio.to_thread.run_sync(authenticate, store, presented)
     if who is None:
         raise _fail(401, "Unknown or revoked token.")
     return who
@@ -271,6 +277,19 @@ def _live(
         raise _fail(404, f"No session named {name!r}.") from None
 
 
+async def _live_async(
+    request: Request, name: str, who: Principal, *, analyst_only: bool = False
+) -> LiveSession:
+    """:func:`_live` from the event loop: a session already live is found without a thread."""
+    _authorize(name, who, analyst_only=analyst_only)
+    live = _sessions(request).loaded(name)
+    if live is not None:
+        return live
+    return await anyio.to_thread.run_sync(
+        lambda: _live(request, name, who, analyst_only=analyst_only)
+    )
+
+
 @health_routes.get("/health", tags=["meta"])
 async def health() -> dict[str, str]:
     """Liveness probe (no token needed; answered in the event loop, never queued)."""
@@ -296,7 +315,7 @@ def me(who: Caller) -> dict[str, Any]:
 )
 async def session_status(request: Request, name: SessionName, who: Caller) -> Any:
     """The session's budget and progress (curator, or an analyst of this session)."""
-    session = await anyio.to_thread.run_sync(lambda: _live(request, name, who))
+    session = await _live_async(request, name, who)
     return await _runner(request).run(request, name, lambda _, wait: session.status(wait=wait))
 
 
@@ -333,7 +352,7 @@ async def ask(
     except PmwcmError as err:
         return _refusal(err)
     idempotency = None if idempotency_key is None else Idempotency.of(idempotency_key, spec)
-    session = await anyio.to_thread.run_sync(lambda: _live(request, name, who, analyst_only=True))
+    session = await _live_async(request, name, who, analyst_only=True)
     if idempotency is not None:  # a retry need not queue behind the session's work
         kept = await anyio.to_thread.run_sync(
             lambda: session.store.kept_response(name, who.token_id, idempotency.key)

@@ -70,6 +70,15 @@ def authenticate(store: StateStore, presented: str) -> Principal | None:
     """The principal behind ``presented``, or ``None`` if it is malformed, unknown or revoked."""
     token_id, _, secret = presented.partition(".")
     record = store.get_token(token_id) if token_id and secret else None
+    return verify(record, presented)
+
+
+def verify(record: TokenRecord | None, presented: str) -> Principal | None:
+    """The principal behind ``presented`` if ``record`` is its live token, else ``None``
+    (the digest is compared in constant time, against a dummy when there is no record)."""
+    token_id, _, secret = presented.partition(".")
+    if record is not None and record.token_id != token_id:
+        record = None
     expected = record.digest if record is not None else _DUMMY_DIGEST
     matches = hmac.compare_digest(_digest(secret), expected)
     if record is None or not matches or record.revoked is not None:

@@ -426,6 +426,10 @@ class SessionManager:
         self.store.add_session(record, debits, snapshot)
         return record
 
+    def loaded(self, name: str) -> LiveSession | None:
+        """The live session called ``name`` if one is already made (no I/O), else ``None``."""
+        return self._live.get(name)
+
     def get(self, name: str) -> LiveSession:
         """The live session called ``name``.
 

@@ -145,6 +145,12 @@ class StateStore(ABC):
     def get_token(self, token_id: str) -> TokenRecord | None:
         """The token with this id, or ``None``."""
 
+    def cached_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id if the store has it in memory (no I/O), else ``None``
+        (then ask :meth:`get_token`). The default keeps nothing: a store that other
+        processes share cannot know of a revocation made elsewhere."""
+        return None
+
     @abstractmethod
     def list_tokens(self, *, session: str | None = None) -> list[TokenRecord]:
         """All tokens, or those scoped to ``session``, oldest first."""
