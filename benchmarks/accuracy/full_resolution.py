@@ -392,19 +392,26 @@ def _targets(rows: list[dict]) -> str:
     k = max(r["k"] for r in sel)
     by = {m: [r for r in sel if r["method"] == m and r["k"] == k] for m in ORDER}
 
-    def avg(m: str, s: str) -> float:
-        return float(np.mean([r[s] for r in by[m]])) if by[m] else float("nan")
+    # AIM is compared on the seeds both methods ran (the same streams and, seed for
+    # seed, the same split of the noise between the two): a mean over different
+    # seed sets would mix the noise of releases with the gap between methods.
+    paired = sorted({r["seed"] for r in by["pmw"]} & {r["seed"] for r in by["aim-ar"]})
+
+    def avg(m: str, s: str, seeds: list[int] | None = None) -> float:
+        vals = [r[s] for r in by[m] if seeds is None or r["seed"] in seeds]
+        return float(np.mean(vals)) if vals else float("nan")
 
     lines = [
         f"Full-resolution Adult, eps = 1, random workload, k = {k} (the issue asks 10,000):",
         "",
     ]
-    if by["pmw"] and by["aim-ar"]:
+    if paired:
         for s in ("mean", "max"):
-            ok = avg("pmw", s) <= avg("aim-ar", s)
+            ok = avg("pmw", s, paired) <= avg("aim-ar", s, paired)
             lines.append(
-                f"- {s} excess risk at or below AIM-ar's: pmwcm {avg('pmw', s):.3g} vs AIM-ar "
-                f"{avg('aim-ar', s):.3g}: **{'met' if ok else 'not met'}**"
+                f"- {s} excess risk at or below AIM-ar's (seeds {paired}): pmwcm "
+                f"{avg('pmw', s, paired):.3g} vs AIM-ar {avg('aim-ar', s, paired):.3g}: "
+                f"**{'met' if ok else 'not met'}**"
             )
         ok = avg("pmw", "setup") < avg("aim-ar", "setup")
         lines.append(
@@ -413,6 +420,12 @@ def _targets(rows: list[dict]) -> str:
         )
     else:
         lines.append("- AIM-ar was not run at this k: the AIM targets are not evaluated.")
+    pmw_seeds = sorted(r["seed"] for r in by["pmw"])
+    if len(pmw_seeds) > len(paired):
+        lines.append(
+            f"- pmwcm over all its seeds {pmw_seeds}: mean {avg('pmw', 'mean'):.3g}, "
+            f"max {avg('pmw', 'max'):.3g}"
+        )
     if by["pmw"] and by["composition"]:
         ratio = avg("composition", "mean") / avg("pmw", "mean")
         lines.append(
