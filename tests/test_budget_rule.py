@@ -21,7 +21,7 @@ from pmwcm.engine.budget_rule import (
     plan_for_budget,
     updates_for_budget,
 )
-from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.practical import PMWConfig, build_engine, split_fits
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.accounting import PLDAccountant, calibrate_gaussian_multiplier
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -163,3 +163,14 @@ def test_the_planned_engine_spends_exactly_its_budget_with_the_prior_at_its_shar
         ]
     )
     assert accountant.epsilon(whole, delta=1e-6) <= 1.0 + 1e-6
+
+
+def test_a_split_the_accountant_cannot_fit_falls_back_to_the_fixed_one() -> None:
+    # epsilon = 1e-3: the PLD's discretisation leaves a 95% prior no room for the rest.
+    tiny = PMWConfig(epsilon=1e-3, delta=1e-6)
+    assert plan_for_budget(1e-3, 500, 2).prior_fraction == PRIOR_SHARE_SMALL
+    assert not split_fits(replace(tiny, prior_fraction=0.95, sv_fraction=0.025))
+    resolved = tiny.resolved_for(500, 2)
+    assert (resolved.prior_fraction, resolved.sv_fraction, resolved.max_updates) == (0.4, 0.3, 10)
+    ordinary = PMWConfig(epsilon=1.0, delta=1e-6).resolved_for(500, 2)
+    assert ordinary.prior_fraction == PRIOR_SHARE_SMALL and split_fits(ordinary)

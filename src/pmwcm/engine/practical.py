@@ -69,6 +69,7 @@ each rule comes from.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -108,7 +109,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_parameter,
 )
 from pmwcm.mechanisms.accounting.events import check_budget
-from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
@@ -292,7 +293,11 @@ class PMWConfig:
         }
         if self.max_updates == INFORMED_UPDATES:
             changes["max_updates"] = plan.max_updates
-        return replace(self, **changes)  # type: ignore[arg-type]
+        ruled = replace(self, **changes)  # type: ignore[arg-type]
+        # At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
+        # discretisation can leave a 95% prior no room for the rest: keep the
+        # fixed split there, which the CLI's pre-flight checks (public values only).
+        return ruled if split_fits(ruled) else replace(self, budget_rule="fixed")
 
     def with_updates_for(self, n: int) -> PMWConfig:
         """This config with ``T`` by :func:`~pmwcm.engine.budget_rule.updates_for_budget`
@@ -342,6 +347,56 @@ class PMWConfig:
             sweeps=self.sweeps,
             step_rule=self.step_rule,
         )
+
+
+def split_fits(config: PMWConfig) -> bool:
+    """Whether ``config``'s paid marginal prior and sparse vector, calibrated to their
+    shares, compose to at most ``epsilon (1 - oracle / 2)``, leaving the oracle calls
+    at least half their share (public: the config alone, no data)."""
+    return _split_fits(
+        config.epsilon,
+        config.delta,
+        config.prior_fraction,
+        config.sv_fraction,
+        config.max_updates,
+        config.sparse_vector,
+        config.accountant,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _split_fits(
+    epsilon: float,
+    delta: float,
+    prior_fraction: float,
+    sv_fraction: float,
+    max_updates: int,
+    sparse_vector: SparseVectorName,
+    accountant_name: AccountantName,
+) -> bool:
+    """:func:`split_fits` on the public numbers it reads (memoised: a PLD calibration)."""
+    config = PMWConfig(
+        epsilon=epsilon,
+        delta=delta,
+        prior_fraction=prior_fraction,
+        sv_fraction=sv_fraction,
+        max_updates=max_updates,
+        sparse_vector=sparse_vector,
+        accountant=accountant_name,
+        budget_rule="fixed",
+    )
+    accountant = make_accountant(accountant_name)
+    eps_p, delta_p = config.split.prior_budget(epsilon, delta)
+    try:
+        multiplier = calibrate_gaussian_multiplier(
+            fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
+        )
+    except ValueError:
+        return False
+    # The sparse vector only stores its noise source; this one is never drawn from.
+    sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
+    fixed = dp_accounting.ComposedDpEvent([measurement_event(multiplier), sv.privacy_event()])
+    return accountant.epsilon(fixed, delta=delta) <= epsilon * (1.0 - config.split.oracle / 2.0)
 
 
 def check_prior_backend(prior: str, choice: BackendChoice) -> None:
