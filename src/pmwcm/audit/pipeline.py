@@ -6,8 +6,9 @@ prior, the Lyu-Su-Li sparse vector and ``T`` noisy-gradient-descent oracle calls
 (their shares and ``T`` by the budget rule, :mod:`pmwcm.engine.budget_rule`: at
 the pair's ``n = 4,000`` and ``d = 4`` about 75% / 12% / 12% and ``T = 2``; the
 oracle's level calibrated by the PLD accountant), learning rate 4, two
-post-processing sweeps, ``after_halt = "refuse"`` -- built afresh for every trial with ``NumpyNoise`` drawing from the
-audit's generator, then asked a fixed stream of CM queries. Nothing is
+post-processing sweeps, ``after_halt = "refuse"`` -- built afresh for every
+trial with ``NumpyNoise`` drawing from the audit's generator, then asked a
+fixed stream of CM queries. Nothing is
 modelled: every trial is one run of the library's code. The claim is the
 config's ``(epsilon, delta)``, the guarantee :func:`build_engine` states for the
 whole interaction.
