@@ -105,12 +105,12 @@ def tuning_table() -> str:
     return table()
 
 
-def small_n_table() -> str:
+def small_n_table(name: str = "small_n.jsonl") -> str:
     """pmw against model-marginal AIM at both units, averaged over seeds (small_n.py)."""
     sys.path.insert(0, str(HERE))
     from small_n import report
 
-    return report(RESULTS / "small_n.jsonl")
+    return report(RESULTS / name)
 
 
 def verdicts() -> list[str]:
@@ -149,6 +149,13 @@ def verdicts() -> list[str]:
             )
         elif pmw:
             out.append(f"- small n, k = {k:,}: no AIM run finished; no verdict (see below).")
+        replace_one = [r for r in small if r["method"] == "aim-model" and r["k"] == k]
+        if pmw and replace_one:
+            out.append(
+                f"  At OpenDP's replace-one unit (pmwcm's), model-marginal AIM scores "
+                f"{_avg(replace_one, 'mean'):.3g} / {_avg(replace_one, 'max'):.3g} "
+                f"({len(replace_one)} seeds)."
+            )
     return out
 
 
@@ -229,6 +236,19 @@ def section() -> str:
         "replaced by a 3-way parity (`workloads.parity_records`), which no pair prior sees.",
         "",
         tuning_table() if (RESULTS / "small_n_tuning.jsonl").exists() else "Not measured.",
+        "",
+        "### Where the rule changes a default at n = 39,073: eps = 0.1 and 0.5",
+        "",
+        "The rule reads `eps n`, so on the whole Adult train split (binary schema) it",
+        "moves the split at eps = 0.5 (`s = 1,448`: prior 0.66, `T = 3`) and eps = 0.1",
+        "(`s = 290`: prior 0.95, `T = 1`); at eps >= 1 it is the old split. k = 1,000",
+        "random logistic queries, streams 1000 + s: `small_n.py --rows 39073 --epsilon",
+        "0.1 --k 1000 --methods pmw pmw-fixed-split --results",
+        "benchmarks/accuracy/results/small_n_epsilons.jsonl` (and `--epsilon 0.5`).",
+        "",
+        small_n_table("small_n_epsilons.jsonl")
+        if (RESULTS / "small_n_epsilons.jsonl").exists()
+        else "Not measured.",
         "",
     ]
     return "\n".join(parts)

@@ -132,10 +132,10 @@ def aim_model(data: PrivateData, *, unit: str, seed: int) -> PrivateData:
     return PrivateData(domain=data.domain, n=data.n, histogram=DenseHistogram(data.domain, table))
 
 
-def answerer(method: str, data: PrivateData, seed: int):
-    """The method's answer function for one cell."""
+def answerer(method: str, data: PrivateData, seed: int, epsilon: float = EPSILON):
+    """The method's answer function for one cell (AIM: at ``EPSILON`` only)."""
     if method in ("pmw", "pmw-fixed-split"):
-        config = PMWConfig(epsilon=EPSILON, delta=DELTA, after_halt="synthetic")
+        config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic")
         if method == "pmw-fixed-split":
             config = replace(config, budget_rule="fixed")
         engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
@@ -145,15 +145,17 @@ def answerer(method: str, data: PrivateData, seed: int):
     return None, synthetic.answer
 
 
-def run_cell(method: str, data: PrivateData, ev: Evaluator, *, k: int, seed: int) -> dict:
+def run_cell(
+    method: str, data: PrivateData, ev: Evaluator, *, k: int, seed: int, epsilon: float = EPSILON
+) -> dict:
     """One (method, seed) cell: the summary of its excess risks."""
     queries = random_queries(
         data.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
     )
     start = time.perf_counter()
-    engine, answer = answerer(method, data, seed)
+    engine, answer = answerer(method, data, seed, epsilon)
     errors = [ev.excess_risk(q, answer(q)) for q in queries]
-    row = {"method": method, "epsilon": EPSILON, "k": k, "seed": seed, "n": data.n}
+    row = {"method": method, "epsilon": epsilon, "k": k, "seed": seed, "n": data.n}
     row.update(summary(errors), seconds=time.perf_counter() - start)
     if engine is not None:
         row["oracle_calls"] = len(engine.updates)
@@ -237,13 +239,22 @@ def tuning_table() -> str:
 def report(path: Path = RESULTS) -> str:
     """Mean / max per method over seeds, from the results file."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-    lines = ["| method | k | seeds | mean | max | worst seed's max |", "| --- " * 6 + "|"]
-    for method in METHODS:
-        for k in sorted({r["k"] for r in rows}):
-            got = [r for r in rows if r["method"] == method and r["k"] == k]
+    lines = [
+        "| n | eps | method | k | seeds | mean | max | worst seed's max |",
+        "| --- " * 8 + "|",
+    ]
+    cells = sorted({(r["n"], r["epsilon"], r["k"]) for r in rows})
+    for n, epsilon, k in cells:
+        for method in METHODS:
+            got = [
+                r
+                for r in rows
+                if (r["method"], r["n"], r["epsilon"], r["k"]) == (method, n, epsilon, k)
+            ]
             if got:
                 lines.append(
-                    f"| {method} | {k:,} | {len(got)} | {np.mean([r['mean'] for r in got]):.3g} "
+                    f"| {n:,} | {epsilon:g} | {method} | {k:,} | {len(got)} "
+                    f"| {np.mean([r['mean'] for r in got]):.3g} "
                     f"| {np.mean([r['max'] for r in got]):.3g} "
                     f"| {max(r['max'] for r in got):.3g} |"
                 )
@@ -258,6 +269,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=2000)
     parser.add_argument("--prepare-aim", type=int, nargs="*", default=None, metavar="SEED")
     parser.add_argument("--unit", choices=("addremove", "replace"), default="addremove")
+    parser.add_argument("--epsilon", type=float, default=EPSILON)
+    parser.add_argument(
+        "--rows", type=int, default=ROWS, help="the first ROWS train records (39,073: all)"
+    )
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--tune", action="store_true", help="the budget rule's tuning grid")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -269,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         print(report(args.results))
         return
-    data, test = private_table()
+    data, test = private_table(rows=args.rows)
     if args.prepare_aim is not None:
         for seed in args.prepare_aim:
             aim_model(data, unit=args.unit, seed=seed)
@@ -278,15 +293,17 @@ def main(argv: list[str] | None = None) -> None:
     done = set()
     if args.results.exists():
         done = {
-            (r["method"], r["k"], r["seed"])
+            (r["method"], r["k"], r["seed"], r["epsilon"], r["n"])
             for r in map(json.loads, args.results.read_text().splitlines())
         }
     seeds = args.seed_list if args.seed_list is not None else range(args.seeds)
     for seed in seeds:
         for method in args.methods:
-            if (method, args.k, seed) in done:
+            if (method, args.k, seed, args.epsilon, data.n) in done:
                 continue
-            row = run_cell(method, data, ev, k=args.k, seed=seed)
+            if method.startswith("aim") and (args.epsilon, data.n) != (EPSILON, ROWS):
+                raise SystemExit("AIM runs only at the small-n cell (epsilon 1, 10,000 rows).")
+            row = run_cell(method, data, ev, k=args.k, seed=seed, epsilon=args.epsilon)
             print(json.dumps(row), flush=True)
             args.results.parent.mkdir(parents=True, exist_ok=True)
             with args.results.open("a") as fh:
