@@ -154,7 +154,7 @@ def verdicts() -> list[str]:
             out.append(
                 f"  At OpenDP's replace-one unit (pmwcm's), model-marginal AIM scores "
                 f"{_avg(replace_one, 'mean'):.3g} / {_avg(replace_one, 'max'):.3g} "
-                f"({len(replace_one)} seeds)."
+                f"({len(replace_one)} seed{'s' if len(replace_one) > 1 else ''})."
             )
     return out
 
