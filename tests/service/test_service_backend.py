@@ -84,8 +84,11 @@ def test_a_support_session_restarts_identically(tmp_path: Path, seed: int) -> No
         schema_path=str(WIDE_SCHEMA),
         epsilon=1.0,
         delta=1e-6,
-        parameters={"backend": "support", "support_size": 2000, "threshold": 0.5},
-    )
+        # The fixed split's T = 10: at this n the budget rule gives T = 1, and the
+        # low threshold would halt the stream after its first update.
+        parameters={"backend": "support", "support_size": 2000, "threshold": 0.5,
+                    "budget_rule": "fixed"},
+    )  # fmt: skip
     store = SQLiteStore(tmp_path / "state")
     manager = SessionManager(store, noise_factory=lambda: NumpyNoise(seed=seed))
     manager.create("s", config)

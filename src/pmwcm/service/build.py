@@ -219,7 +219,9 @@ def _parts(config: Mapping[str, Any]) -> tuple[PrivateData, PMWConfig, Path | No
         private = PrivateData.from_records(dataset.domain, dataset.records)
     else:  # a Parquet file, read in place by DuckDB (pmwcm.data.sources)
         private = PrivateData.of(_read("data_path", lambda: open_source(data_path, schema)))
-    pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
+    # A session stored before the budget rule existed keeps the fixed split it ran with.
+    parameters = {"budget_rule": "fixed", **config["parameters"]}
+    pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **parameters)
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)
 
