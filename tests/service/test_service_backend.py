@@ -117,3 +117,20 @@ def test_a_support_session_restarts_identically(tmp_path: Path, seed: int) -> No
     assert all(a.repeated for a in again)
     assert [a.value.tolist() for a in again] == [a.value.tolist() for a in first]
     store.close()
+
+
+def test_a_session_stored_before_the_budget_rule_keeps_the_fixed_split() -> None:
+    from pmwcm.service.build import _parts
+
+    config = session_config(
+        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
+        parameters={},
+    )  # fmt: skip
+    assert config["parameters"]["budget_rule"] == "signal"  # new sessions store the rule
+    _, pmw, _ = _parts(config)
+    assert pmw.budget_rule == "signal"
+    old = dict(config, parameters={
+        k: v for k, v in config["parameters"].items() if k != "budget_rule"
+    })  # fmt: skip
+    _, pmw, _ = _parts(old)
+    assert pmw.budget_rule == "fixed" and pmw.resolved_for(10**4, 20) == pmw
