@@ -65,7 +65,9 @@ def test_the_audited_pipeline_is_the_shipped_default(cases: dict[str, AuditCase]
     engine = m.build(case.dataset0, m.config, NumpyNoise(seed=0))
     assert isinstance(engine.sparse_vector, LyuSuLiSparse)
     assert isinstance(engine.oracle, BudgetTunedGradientDescent)
-    assert engine.settings.max_updates == 10 and engine.settings.sweeps == 2
+    # T and the split follow the budget rule at the pair's public n and d.
+    resolved = m.config.resolved_for(case.dataset0.n, len(case.dataset0.domain))
+    assert engine.settings.max_updates == resolved.max_updates and engine.settings.sweeps == 2
     assert engine.settings.after_halt == "refuse"
     assert [e.label for e in engine.ledger.entries] == ["prior: noisy 2-way marginals"]
 

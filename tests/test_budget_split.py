@@ -102,7 +102,8 @@ def test_spend_never_exceeds_the_budget(
     toy_data: PrivateData, seed: int, overrides: dict[str, Any]
 ) -> None:
     kwargs: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-6, "max_updates": 5, **overrides}
-    config = PMWConfig(**kwargs)
+    # The split build_engine uses: the budget rule's for the default marginal prior.
+    config = PMWConfig(**kwargs).resolved_for(toy_data.n, len(toy_data.domain))
     engine = build_engine(toy_data, config, noise=NumpyNoise(seed=seed))
     spent = _full_spend(engine, config)
     assert spent <= config.epsilon

@@ -26,14 +26,17 @@ def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) 
     return _sample(release, domain, len(records), method)
 
 
-def model_table(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:
+def model_table(
+    method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int | None = 16
+) -> np.ndarray:
     """The fitted model's full table (normalised, shape ``domain.shape``): no sampling.
 
     Every query is then answered on the model's own marginals, the strongest
     honest use of the release (mbi 1.1.0's sampler is biased when the selected
     cliques are not chordal). Only for universes small enough to hold densely.
+    ``rounds=None`` is AIM's own default (``16 d``).
     """
-    release = _release(method, domain, records, rho=rho)
+    release = _release(method, domain, records, rho=rho, rounds=rounds)
     full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
     # The model's axes hold the keys in the release's order, plus a null slot (mbi
     # attributes unknown values to it): pick each attribute's codes 0..size-1.
@@ -45,7 +48,9 @@ def model_table(method: str, domain: Domain, records: np.ndarray, *, rho: float)
     return table / table.sum()
 
 
-def _release(method: str, domain: Domain, records: np.ndarray, *, rho: float):
+def _release(
+    method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int | None = 16
+):
     """OpenDP's contingency-table release by MST or AIM at ``rho`` (add/remove)."""
     import opendp.prelude as dp
     import polars as pl
@@ -63,7 +68,7 @@ def _release(method: str, domain: Domain, records: np.ndarray, *, rho: float):
             privacy_loss=dp.loss_of(rho=rho * (1 - slack)),
             split_evenly_over=1,
         )
-        algorithm = dp.mbi.AIM(rounds=16) if method == "aim" else dp.mbi.MST()
+        algorithm = dp.mbi.AIM(rounds=rounds) if method == "aim" else dp.mbi.MST()
         try:
             release = context.query().contingency_table(keys=keys, algorithm=algorithm).release()
             break

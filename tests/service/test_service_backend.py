@@ -84,8 +84,11 @@ def test_a_support_session_restarts_identically(tmp_path: Path, seed: int) -> No
         schema_path=str(WIDE_SCHEMA),
         epsilon=1.0,
         delta=1e-6,
-        parameters={"backend": "support", "support_size": 2000, "threshold": 0.5},
-    )
+        # The fixed split's T = 10: at this n the budget rule gives T = 1, and the
+        # low threshold would halt the stream after its first update.
+        parameters={"backend": "support", "support_size": 2000, "threshold": 0.5,
+                    "budget_rule": "fixed"},
+    )  # fmt: skip
     store = SQLiteStore(tmp_path / "state")
     manager = SessionManager(store, noise_factory=lambda: NumpyNoise(seed=seed))
     manager.create("s", config)
@@ -114,3 +117,20 @@ def test_a_support_session_restarts_identically(tmp_path: Path, seed: int) -> No
     assert all(a.repeated for a in again)
     assert [a.value.tolist() for a in again] == [a.value.tolist() for a in first]
     store.close()
+
+
+def test_a_session_stored_before_the_budget_rule_keeps_the_fixed_split() -> None:
+    from pmwcm.service.build import _parts
+
+    config = session_config(
+        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
+        parameters={},
+    )  # fmt: skip
+    assert config["parameters"]["budget_rule"] == "signal"  # new sessions store the rule
+    _, pmw, _ = _parts(config, None, creating=True)
+    assert pmw.budget_rule == "signal"
+    old = dict(config, parameters={
+        k: v for k, v in config["parameters"].items() if k != "budget_rule"
+    })  # fmt: skip
+    _, pmw, _ = _parts(old, None, creating=False)
+    assert pmw.budget_rule == "fixed" and pmw.resolved_for(10**4, 20) == pmw

@@ -1,9 +1,53 @@
-"""How many updates ``T`` an informed engine makes, from ``(epsilon, n)`` (issue 15 item 2).
+"""Budget rules from public values: the split and ``T`` by ``(epsilon, n, d)`` (issue 15 item 2).
 
-**Opt-in** (:meth:`pmwcm.engine.practical.PMWConfig.with_updates_for`); the
-default stays ``T = 10``. Below ``epsilon n ~ 40,000`` it lowers ``T``, and no
-benchmark has yet measured that change, so it is not the default; above, it
-keeps 10 for the reason below.
+**The default: the split by the prior's signal** (:func:`plan_for_budget`, applied
+by :func:`pmwcm.engine.practical.build_engine` unless ``budget_rule="fixed"``).
+The default prior measures all ``K = d (d - 1) / 2`` pairs of the ``d``
+attributes with one Gaussian mechanism of L2 sensitivity ``sqrt(2K) / n``, so
+its noise per cell, in units of the noise multiplier, is ``sqrt(2K) / n``; the
+noise multiplier itself scales like ``1 / (p epsilon)`` for a prior share ``p``.
+The rule reads that as one public number, the prior's *signal*::
+
+    s = epsilon n / sqrt(d (d - 1))          (= epsilon n / sqrt(2K))
+
+and sets the prior's share ``p``, the sparse vector's ``(1 - p) / 2`` (the
+oracle calls get the other half of the rest) and ``T``, linearly in ``log s``
+between three anchors (:data:`ANCHORS`), flat beyond the ends:
+
+* ``s <= 740`` (Adult's 14 attributes at ``epsilon n = 10,000``): **prior 95%,
+  sparse vector 2.5%, oracle calls 2.5%, ``T = 1``**. There the old split sent
+  0-2 of 2,000 queries to the oracle and left a quarter of the budget unspent,
+  while its pair marginals, measured at 40%, were too noisy: every answer came
+  from the prior, so the prior gets (almost) everything;
+* ``s = 1,480`` (``epsilon n = 20,000`` at ``d = 14``): **prior 65%, 17.5% each,
+  ``T = 3``**, from where a few strong updates can fix what no pair prior sees
+  (the parity world below);
+* ``s >= 2,200`` (``epsilon n ~ 30,000`` at ``d = 14``): the old fixed split,
+  **prior 40%, sparse vector 30%, oracle calls 30%, ``T = 10``** (chosen on the
+  public Adult file at ``n = 48,842``, docs/design.md section 6). Full-resolution
+  Adult (``n = 39,073``, ``d = 14``: ``s = 2,896``) and TV16 (``n = 51,680``,
+  ``d = 17``: ``s = 3,134``) at ``epsilon = 1`` are above it, so unchanged: this
+  end was not re-measured at full resolution, so it stays as it was.
+
+Where it came from (``benchmarks/accuracy/small_n.py --tune``; the table is in
+docs/design.md section 9 and docs/results.md): the bundled (public) Adult file,
+binary schema, train records from 10,000 on -- disjoint from the small-n
+benchmark table, the first 10,000 -- with the seed-0 stream, which no benchmark
+uses (seeds 1000+), 1,000 queries at ``epsilon = 1``, two noise seeds per cell.
+On random logistic streams the larger prior share won at every ``n`` tried
+(10,000 to 100,000); on the parity world (the label a 3-way parity) 95% /
+``T = 1`` never fixed the parity, 65% / ``T = 3`` did on one seed of two at
+``n = 20,000`` and on both at 29,000, and at ``n = 10,000`` no split did. The
+anchors are written in ``s`` so that a schema with more pairs (more prior noise
+per pair) reaches the prior-heavy end sooner. ``delta`` does not enter: it
+changes the prior's and the oracle's noise alike. Only the shares change: each
+part keeps its guarantee, and the PLD calibration still composes them to exactly
+``(epsilon, delta)``.
+
+**``T`` by ``(epsilon, n)`` alone** (:func:`updates_for_budget`, opt-in through
+:meth:`pmwcm.engine.practical.PMWConfig.with_updates_for`, kept for callers that
+fix the split themselves): below ``epsilon n ~ 40,000`` it lowers ``T``; above,
+it keeps 10 for the reason below.
 
 The sparse vector's threshold, in excess-risk units, is ``b ln(k / T) Delta``
 with ``b = 2 T / eps_sv_queries`` (Lyu-Su-Li) and ``Delta ~ 2 S / n``: it grows
@@ -27,14 +71,15 @@ mean excess risk went from 3.7e-5 (``T = 10``) to 1.9e-3
 (``benchmarks/accuracy/results/rerun_regimes_T50.jsonl``). ``MAX_UPDATES``
 is therefore the old default. Every input is public (``n`` as in the paper).
 
-The split itself (prior 40%, sparse vector 30%, oracle calls 30%) stays the
-fixed rule of :mod:`pmwcm.engine.practical`; the oracle's configuration
-follows its per-call budget (:mod:`pmwcm.mechanisms.oracles.tuning`).
+The oracle's configuration follows its per-call budget
+(:mod:`pmwcm.mechanisms.oracles.tuning`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 
 #: ``epsilon n`` per update, and the bounds on ``T`` (module docstring).
 EPS_N_PER_UPDATE = 4_000.0
@@ -55,3 +100,106 @@ def updates_for_budget(epsilon: float, n: int) -> int:
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n must be a positive integer, got n={n!r}.")
     return int(min(MAX_UPDATES, max(MIN_UPDATES, round(epsilon * n / EPS_N_PER_UPDATE))))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Anchor:
+    """One measured point of the rule: at signal ``signal``, the prior's share and ``T``."""
+
+    signal: float
+    prior_fraction: float
+    max_updates: int
+
+
+#: The rule's anchors, by increasing signal (module docstring): the small-n end, the
+#: middle (from where one strong update can still fix what the prior cannot see),
+#: and the old fixed split. Between anchors ``p`` and ``T`` are linear in ``log s``.
+ANCHORS: tuple[Anchor, ...] = (
+    Anchor(signal=740.0, prior_fraction=0.95, max_updates=1),
+    Anchor(signal=1_480.0, prior_fraction=0.65, max_updates=3),
+    Anchor(signal=2_200.0, prior_fraction=0.4, max_updates=10),
+)
+SIGNAL_SMALL = ANCHORS[0].signal
+SIGNAL_LARGE = ANCHORS[-1].signal
+PRIOR_SHARE_SMALL = ANCHORS[0].prior_fraction
+UPDATES_SMALL = ANCHORS[0].max_updates
+#: The sparse vector's share at and beyond the last anchor (the oracle calls get 0.3).
+LARGE_SV_SHARE = 0.3
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetPlan:
+    """The shares of ``(epsilon, delta)`` and ``T`` that :func:`plan_for_budget` chose.
+
+    Attributes:
+        prior_fraction: the paid prior's share.
+        sv_fraction: the sparse vector's share (the oracle calls get the rest).
+        max_updates: ``T``.
+        signal: the prior's signal ``s`` the plan was read from.
+    """
+
+    prior_fraction: float
+    sv_fraction: float
+    max_updates: int
+    signal: float
+
+
+def prior_signal(epsilon: float, n: int, attributes: int) -> float:
+    """``s = epsilon n / sqrt(d (d - 1))``: the pair prior's signal over its noise, up to
+    the noise multiplier's constant (public; module docstring).
+
+    >>> round(prior_signal(1.0, 10_000, 14)), round(prior_signal(1.0, 39_073, 14))
+    (741, 2896)
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
+    if not (isinstance(n, int) and n >= 1):
+        raise ValueError(f"n must be a positive integer, got n={n!r}.")
+    if not (isinstance(attributes, int) and attributes >= 1):
+        raise ValueError(f"attributes must be a positive integer, got attributes={attributes!r}.")
+    # One attribute has no pair; its prior measures nothing finer than itself.
+    return epsilon * n / math.sqrt(max(2, attributes * (attributes - 1)))
+
+
+def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
+    """The split and ``T`` for a paid marginal prior at ``(epsilon, n)`` on ``d`` attributes.
+
+    Piecewise linear in ``log s`` through :data:`ANCHORS`, flat beyond the first and
+    the last (module docstring); the sparse vector gets half of what the prior
+    leaves. Every input is public.
+
+    >>> plan = plan_for_budget(1.0, 39_073, 14)  # full-resolution Adult: the old split
+    >>> plan.prior_fraction, plan.sv_fraction, plan.max_updates
+    (0.4, 0.3, 10)
+    >>> plan = plan_for_budget(1.0, 5_000, 14)
+    >>> plan.prior_fraction, plan.sv_fraction, plan.max_updates
+    (0.95, 0.025, 1)
+    >>> plan = plan_for_budget(1.0, 20_000, 14)
+    >>> round(plan.prior_fraction, 2), plan.max_updates
+    (0.65, 3)
+    """
+    signal = prior_signal(epsilon, n, attributes)
+    last = ANCHORS[-1]
+    if signal >= last.signal:  # the old fixed split, exactly
+        return BudgetPlan(
+            prior_fraction=last.prior_fraction,
+            sv_fraction=LARGE_SV_SHARE,
+            max_updates=last.max_updates,
+            signal=signal,
+        )
+    low, high = ANCHORS[0], ANCHORS[1]
+    for left, right in itertools.pairwise(ANCHORS):
+        if signal < right.signal:
+            low, high = left, right
+            break
+    t = math.log(signal / low.signal) / math.log(high.signal / low.signal)
+    t = min(1.0, max(0.0, t))
+    # Rounded to 1e-6 so that an anchor's shares are its round numbers exactly.
+    prior = round(low.prior_fraction + t * (high.prior_fraction - low.prior_fraction), 6)
+    updates = round(low.max_updates + t * (high.max_updates - low.max_updates))
+    return BudgetPlan(
+        prior_fraction=prior,
+        sv_fraction=round((1.0 - prior) / 2.0, 6),
+        max_updates=int(updates),
+        signal=signal,
+    )

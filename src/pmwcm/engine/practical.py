@@ -33,21 +33,30 @@ Defaults (fixed constants, so they never look at the user's private data):
   probability ``<= T / (2k)`` (a Laplace tail), so noise alone spends at most
   about half of the ``T`` updates over the stream.
 
-The budget split with a paid prior (the default ``prior="marginals"``) is a
-fixed rule, the same for every dataset: **prior 40%, sparse vector 30%, oracle
-calls 30%** of ``epsilon`` (and the prior 40% of ``delta``), with ``T = 10``
-(issue 15's ``(epsilon, n)`` rule, :mod:`pmwcm.engine.budget_rule`, is opt-in
-through :meth:`PMWConfig.with_updates_for`)
-and ``k = 10,000`` in the threshold rule. The reasoning: the prior answers
+The budget split with the default paid prior (``prior="marginals"``) follows the
+prior's *signal* ``s = epsilon n / sqrt(d (d - 1))`` (``budget_rule="signal"``,
+:func:`~pmwcm.engine.budget_rule.plan_for_budget`; every input public): at
+``s >= 2,200`` (full-resolution Adult and TV16 at ``epsilon = 1``) the old fixed
+rule, **prior 40%, sparse vector 30%, oracle calls 30%** of ``epsilon`` (and the
+prior 40% of ``delta``), with ``T = 10``; at small ``s`` (a table of ``10^4`` rows)
+the prior gets 95%, the sparse vector and the oracle calls 2.5% each, and
+``T = 1``, because there every answer came from the prior and its pair
+marginals were too noisy at 40%. ``budget_rule="fixed"`` keeps the shares as
+given (:meth:`PMWConfig.resolved_for`). ``k = 10,000`` in the threshold rule.
+The reasoning for the old rule at large ``s``: the prior answers
 every query's low-order structure at once, so it gets the largest share; the
 sparse vector must check every query of a long stream, so its share does not
 shrink with ``T``; the oracle calls only fix what the prior misses, so there
 are few of them (``T = 10`` instead of 50) and each gets ``0.3 / T`` of the
 budget in PLD terms. The three shares were compared on the public Adult file
 with the seed-0 stream only (docs/design.md section 6); no benchmark stream (seeds
-1000+) was used to choose them. ``docs/results.md`` reports where the rule
+1000+) was used to choose them, nor the small-``s`` end (docs/design.md
+section 9). ``docs/results.md`` reports where the rule
 serves well and where it does not (e.g. ``epsilon = 0.1``, where each oracle
 call is so noisy that the updates hurt and MST wins).
+(Issue 15's ``(epsilon, n)`` rule for ``T`` alone,
+:func:`~pmwcm.engine.budget_rule.updates_for_budget`, stays opt-in through
+:meth:`PMWConfig.with_updates_for`.)
 
 Since issue 15 each update moves by the calibrated step
 (:mod:`pmwcm.engine.step_size`: the released answer shrunk towards the
@@ -60,6 +69,7 @@ each rule comes from.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -67,7 +77,7 @@ from typing import Literal, get_args
 
 import dp_accounting
 
-from pmwcm.engine.budget_rule import updates_for_budget
+from pmwcm.engine.budget_rule import plan_for_budget, updates_for_budget
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
@@ -99,7 +109,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_parameter,
 )
 from pmwcm.mechanisms.accounting.events import check_budget
-from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
 from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
@@ -109,9 +119,16 @@ from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, Spars
 SparseVectorName = Literal["lyu_su_li", "dwork_roth"]
 AccountantName = Literal["pld", "zcdp"]
 PriorName = Literal["marginals", "uniform", "aim", "mst", "public"]
+BudgetRuleName = Literal["signal", "fixed"]
 SPARSE_VECTORS: tuple[SparseVectorName, ...] = get_args(SparseVectorName)
 ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
 PRIORS: tuple[PriorName, ...] = get_args(PriorName)
+BUDGET_RULES: tuple[BudgetRuleName, ...] = get_args(BudgetRuleName)
+#: The fixed shares (the split below ``SIGNAL_LARGE`` when ``budget_rule="fixed"``).
+FIXED_PRIOR_FRACTION = 0.4
+FIXED_SV_FRACTION = 0.3
+#: ``T`` for an informed start when ``max_updates`` is left at 0.
+INFORMED_UPDATES = 10
 #: The priors measured from the private data and paid from the budget.
 PAID_PRIORS: tuple[PriorName, ...] = ("marginals", "aim", "mst")
 
@@ -142,7 +159,9 @@ class PMWConfig:
             :func:`build_engine` as ``prior=``; free: see
             :func:`pmwcm.mechanisms.priors.marginals.public_prior`) or ``"uniform"``
             (the paper's start).
-        prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets.
+        prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets
+            (with ``sv_fraction`` and ``max_updates`` at their defaults, the
+            marginal prior's shares and ``T`` follow ``budget_rule``).
         sensitivity_factor: 2 (docs/design.md) or 3 (the paper) in ``c S / n + tau``.
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
@@ -173,12 +192,13 @@ class PMWConfig:
     delta: float
     max_updates: int = 0
     sparse_vector: SparseVectorName = "lyu_su_li"
-    sv_fraction: float = 0.3
+    sv_fraction: float = FIXED_SV_FRACTION
     learning_rate: float | None = 4.0
     threshold: float | None = None
     expected_queries: int = 0
     prior: PriorName = "marginals"
-    prior_fraction: float = 0.4
+    prior_fraction: float = FIXED_PRIOR_FRACTION
+    budget_rule: BudgetRuleName = "signal"
     sensitivity_factor: float = 2.0
     solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
     after_halt: AfterHalt = "refuse"
@@ -193,11 +213,15 @@ class PMWConfig:
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
+        if self.budget_rule not in BUDGET_RULES:
+            raise ValueError(
+                f"budget_rule must be one of {BUDGET_RULES}, got budget_rule={self.budget_rule!r}."
+            )
         paid = self.prior in PAID_PRIORS
         # An informed start (paid or public) leaves the updates only what it misses.
         informed = self.prior != "uniform"
         if self.max_updates == 0:
-            object.__setattr__(self, "max_updates", 10 if informed else 50)
+            object.__setattr__(self, "max_updates", INFORMED_UPDATES if informed else 50)
         if self.expected_queries == 0:
             object.__setattr__(self, "expected_queries", 10_000 if informed else 1000)
         if paid and not 0 < self.prior_fraction < 1 - self.sv_fraction:
@@ -240,6 +264,40 @@ class PMWConfig:
                 "support_size must be a non-negative integer, "
                 f"got support_size={self.support_size!r}."
             )
+
+    def resolved_for(self, n: int, attributes: int) -> PMWConfig:
+        """This config with the budget rule applied for ``n`` records on ``attributes``
+        attributes (public; :func:`~pmwcm.engine.budget_rule.plan_for_budget`).
+
+        The rule (``budget_rule="signal"``, the default) sets the shares and ``T`` of
+        the default marginal prior when they hold their default values (shares
+        ``0.4`` / ``0.3``, ``T`` = 0 or the 10 it stands for; the values are what is
+        compared, so a config copied with :func:`dataclasses.replace` keeps the
+        rule). Any other prior, ``budget_rule="fixed"``, or shares set otherwise
+        keep the config as given. :func:`build_engine` calls this with the data's
+        ``n`` and ``d``.
+        """
+        if self.budget_rule == "fixed" or self.prior != "marginals":
+            return self
+        shares = (self.prior_fraction, self.sv_fraction) == (
+            FIXED_PRIOR_FRACTION,
+            FIXED_SV_FRACTION,
+        )
+        if not shares:
+            return self
+        plan = plan_for_budget(self.epsilon, n, attributes)
+        changes: dict[str, object] = {
+            "prior_fraction": plan.prior_fraction,
+            "sv_fraction": plan.sv_fraction,
+            "budget_rule": "fixed",  # resolved: applying it again changes nothing
+        }
+        if self.max_updates == INFORMED_UPDATES:
+            changes["max_updates"] = plan.max_updates
+        ruled = replace(self, **changes)  # type: ignore[arg-type]
+        # At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
+        # discretisation can leave a 95% prior no room for the rest: keep the
+        # fixed split there, which the CLI's pre-flight checks (public values only).
+        return ruled if split_fits(ruled) else replace(self, budget_rule="fixed")
 
     def with_updates_for(self, n: int) -> PMWConfig:
         """This config with ``T`` by :func:`~pmwcm.engine.budget_rule.updates_for_budget`
@@ -289,6 +347,56 @@ class PMWConfig:
             sweeps=self.sweeps,
             step_rule=self.step_rule,
         )
+
+
+def split_fits(config: PMWConfig) -> bool:
+    """Whether ``config``'s paid marginal prior and sparse vector, calibrated to their
+    shares, compose to at most ``epsilon (1 - oracle / 2)``, leaving the oracle calls
+    at least half their share (public: the config alone, no data)."""
+    return _split_fits(
+        config.epsilon,
+        config.delta,
+        config.prior_fraction,
+        config.sv_fraction,
+        config.max_updates,
+        config.sparse_vector,
+        config.accountant,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _split_fits(
+    epsilon: float,
+    delta: float,
+    prior_fraction: float,
+    sv_fraction: float,
+    max_updates: int,
+    sparse_vector: SparseVectorName,
+    accountant_name: AccountantName,
+) -> bool:
+    """:func:`split_fits` on the public numbers it reads (memoised: a PLD calibration)."""
+    config = PMWConfig(
+        epsilon=epsilon,
+        delta=delta,
+        prior_fraction=prior_fraction,
+        sv_fraction=sv_fraction,
+        max_updates=max_updates,
+        sparse_vector=sparse_vector,
+        accountant=accountant_name,
+        budget_rule="fixed",
+    )
+    accountant = make_accountant(accountant_name)
+    eps_p, delta_p = config.split.prior_budget(epsilon, delta)
+    try:
+        multiplier = calibrate_gaussian_multiplier(
+            fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
+        )
+    except ValueError:
+        return False
+    # The sparse vector only stores its noise source; this one is never drawn from.
+    sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
+    fixed = dp_accounting.ComposedDpEvent([measurement_event(multiplier), sv.privacy_event()])
+    return accountant.epsilon(fixed, delta=delta) <= epsilon * (1.0 - config.split.oracle / 2.0)
 
 
 def check_prior_backend(prior: str, choice: BackendChoice) -> None:
@@ -487,6 +595,8 @@ def build_engine(
             "prior='public' needs the public histogram as build_engine(..., prior=...); "
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
+    # The budget rule reads only public values (n, the schema's d, epsilon).
+    config = config.resolved_for(data.n, len(data.domain))
     backend = config.backend_choice(data.domain, data.n)
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]

@@ -220,7 +220,9 @@ def _parts(
             )
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
     private = open_private(config, schema, connections=connections, creating=creating)
-    pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
+    # A session stored before the budget rule existed keeps the fixed split it ran with.
+    parameters = {"budget_rule": "fixed", **config["parameters"]}
+    pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **parameters)
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)
 

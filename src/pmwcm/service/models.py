@@ -126,6 +126,12 @@ class SessionParameters(_Request):
     expected_queries: int = Field(default=_DEFAULTS["expected_queries"], ge=0, le=10**9)
     prior: Literal["marginals", "uniform", "aim", "mst", "public"] = _DEFAULTS["prior"]
     prior_fraction: float = Field(default=_DEFAULTS["prior_fraction"], gt=0, lt=1)
+    budget_rule: Literal["signal", "fixed"] = Field(
+        default=_DEFAULTS["budget_rule"],
+        description="'signal' (the default: the marginal prior's share, the sparse "
+        "vector's and T follow epsilon n / sqrt(d (d - 1)); pmwcm.engine.budget_rule) "
+        "or 'fixed' (prior_fraction, sv_fraction and max_updates as given).",
+    )
     sensitivity_factor: float = Field(default=_DEFAULTS["sensitivity_factor"], ge=2, le=100)
     solver_tol: float = Field(default=_DEFAULTS["solver_tol"], gt=0, le=1)
     after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
