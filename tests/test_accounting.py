@@ -400,9 +400,11 @@ print(time.perf_counter() - start, peak)
 
 
 @pytest.mark.parametrize("eps", [1e3, 1e6])
-def test_pld_memory_and_time_are_bounded_at_any_epsilon(eps: float) -> None:
+def test_pld_memory_is_bounded_at_any_epsilon(eps: float) -> None:
     """The grid spacing grows with the losses' range, so the grid never outgrows ~1e5 points
-    (eps 1,000 once took 2.3 GB; eps 10,000 a MemoryError), and stays an upper bound."""
+    (eps 1,000 once took 2.3 GB and 99 s; eps 10,000 a MemoryError), and stays an upper
+    bound. The grid's size bounds the time too; time itself is not asserted (a loaded CI
+    machine is no clock), only the memory the grid takes."""
     import subprocess
     import sys
 
@@ -411,8 +413,8 @@ def test_pld_memory_and_time_are_bounded_at_any_epsilon(eps: float) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    seconds, peak = map(float, out.stdout.split())
-    assert seconds < 5.0 and peak < 200 * 2**20, (seconds, peak)
+    peak = float(out.stdout.split()[1])
+    assert peak < 200 * 2**20, peak
 
 
 def test_pld_grid_keeps_the_interval_at_typical_budgets_and_stays_an_upper_bound() -> None:
