@@ -475,8 +475,8 @@ def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[s
     """Streams the valid queries through online PMW; per-line errors for refusals.
 
     The file is known in advance, so the engine is told the queries to come
-    (:meth:`~pmwcm.engine.online.OnlinePMW.expect`): the data side of the next
-    large-clique query runs while the current one is answered.
+    (:meth:`~pmwcm.engine.online.OnlinePMW.expect`): the data sides of the next
+    large-clique queries run while the current one is answered.
     """
     engine.expect(item.query for item in lines if item.query is not None)
     return _answer_each(lines, engine.answer, engine.noise.name, engine.domain)

@@ -11,7 +11,7 @@ while the main thread solves the hypothesis.
 **Ahead of time.** When the caller knows the next queries (a batch: ``pmwcm
 run``'s query file, a benchmark's stream), :meth:`DataSide.expect` takes them
 and the data side of the next :data:`LOOKAHEAD` large-clique queries starts
-before they are asked, on a second worker. The data side of a query depends on
+before they are asked, on more workers. The data side of a query depends on
 the query and the data only, never on the hypothesis or on earlier answers, so
 a result computed ahead is the one the round would compute; it is used by the
 round of the same query and released by nothing else. Work done for a query
@@ -39,8 +39,10 @@ from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = ["LOOKAHEAD", "DataSide", "DataSolve"]
 
-#: How many announced queries' data sides may run ahead of the current one.
-LOOKAHEAD = 1
+#: How many announced queries' data sides may run ahead of the current one: two
+#: keep both cores busy on full-resolution Adult (95.7 answers/s with one ahead,
+#: 105.9 with two; benchmarks/support_scale.py).
+LOOKAHEAD = 2
 #: How far past the current query :meth:`DataSide.expect`'s queue is scanned for
 #: queries worth starting ahead (small cliques are solved inline, not ahead).
 SCAN_WINDOW = 8

@@ -578,8 +578,8 @@ class OnlinePMW:
     def expect(self, queries: Iterable[CMQuery]) -> None:
         """Announces the CM queries about to be answered, in order (a batch).
 
-        The real-data solve of the next large-clique query then starts while the
-        current one is answered, on a second worker thread. It changes when that
+        The real-data solves of the next large-clique queries then start while the
+        current one is answered, on more worker threads. It changes when that
         work is done, never what is computed or released
         (:mod:`pmwcm.engine.data_side`). Answering a query that was not announced
         next ends the announcement.
