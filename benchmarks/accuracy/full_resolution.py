@@ -551,20 +551,21 @@ machine is 2 cores shared with other engineers' test runs (load average 6-8
 during these runs), so every time is inflated and noisy, alike for all methods.
 
 **What was run and what was not.** The issue's grid (k = 10,000, eps in {0.5,
-1, 4}, >= 3 seeds, every method on both tables) did not fit the session's
-~2 hours on this machine: one AIM release on full-resolution Adult took
-1,565 s (26 min, 6.1 GB peak RSS) at its add/remove unit and 646 s (5.5 GB) at
-the matched unit, so AIM has one release per unit (seed 0) and was not run on
-TV16 or at other epsilons, and k is 2,000 on Adult (1,000 on TV16 and at the
-other epsilons). The tables below say exactly which cells exist (`seeds`
-column); anything not in a table was not run. MST fails on TV16 at both units:
-OpenDP 0.16's MST asks its adaptive compositor for one float ulp more than is
-left ("insufficient budget for query: 0.000873445151111648 >
-0.0008734451511116478" at the add/remove unit), for every rho slack
-(1e-7 to 1e-3), `measure_split` (0.85, 0.9 ± 1e-6) and `num_selections` (8, 16)
-tried, so TV16 has no MST (nor AIM) rows; the failed cells are listed last.
-The target lines below are therefore evaluated at k = 2,000, not at the
-issue's k = 10,000.
+1, 4}, >= 3 seeds, every method on both tables) does not fit a session on this
+machine: one AIM release on full-resolution Adult takes 26-65 min and 5.9-6.1 GB
+at its add/remove unit (1,565-3,920 s, depending on the machine's load) and
+11 min at the matched unit. What exists at k = 10,000, eps = 1, random workload:
+on Adult, pmwcm, composition and AIM-ar with 3 seeds each (0, 1, 2: the same
+streams and seeds for every method), matched AIM and both MSTs with seed 0;
+on TV16, pmwcm with 3 seeds and composition with seed 0. At eps = 0.5 and 4,
+and on the stepwise workload, k is 1,000 (or the stepwise stream's length)
+with the seeds the tables show. The tables below say exactly which cells exist
+(`seeds` column); anything not in a table was not run. MST fails on TV16 at
+both units: OpenDP 0.16's MST asks its adaptive compositor for one float ulp
+more than is left ("insufficient budget for query: 0.000873445151111648 >
+0.0008734451511116478" at the add/remove unit), for every rho slack (1e-7 to
+1e-3), `measure_split` (0.85, 0.9 ± 1e-6) and `num_selections` (8, 16) tried,
+so TV16 has no MST rows; the failed cells are listed last.
 
 **Memory.** pmwcm's peak RSS is 0.7-1.0 GB at k = 2,000 on Adult with the
 256-entry LRU clique caches of commit caf8cba; before them (the first runs of
@@ -606,57 +607,56 @@ eps 0.5, 1, 4, both tables, every method; many hours on 2 cores, mostly AIM).
 
 READING = """
 **Reading.** At k = 10,000 on full-resolution Adult (eps = 1, random
-workload, one seed: the stream and noise of seed 0), the merged round-2 code
-(the support size chosen from n, `M = 2^16`; issue 15's calibrated update and
-budget-tuned oracle) is below AIM at AIM's own add/remove unit on both the mean
-(1.88e-4 against 2.09e-4) and the max (8.1e-4 against 1.12e-3), 2.9x below AIM
-at the matched replace-one unit on the mean, 8-9x below MST at either unit, and
-100x below composition with the same tuned oracle (1.88e-2). One seed: the
-noise of one prior release moves the mean by about 15% (k = 2,000, 3 seeds, on
-earlier code: 2.75e-4 +- 0.36e-4), so the margin over AIM-ar (10% on the mean)
-is within one release's spread, while the max's (28%) is not. The same stream
-on the code before the merge (`M = 2^16`, fixed step, untuned oracle) gave
-3.57e-4 / 4.1e-3: its max was the one oracle answer; the tuned oracle and the
-calibrated step are what brought it under AIM-ar. At k = 2,000 (3 seeds, older
-code, `M = 2^18`) pmwcm was 163x below composition, 5.4-5.7x below MST and 2.9x
-below matched AIM, but 1.3x above AIM-ar on the mean and 2.9x on the max.
-With exact 2-way marginals the same prior reaches 4.1e-5 on the first 1,000
-queries of this stream (`M = 2^16` and `2^18` alike): the remaining error is
-the release's noise, not the support. On the adaptive stepwise
-workload pmwcm is below AIM-ar on both (mean 2.0e-4 against 3.9e-4, max
-1.1e-3 against 4.2e-3): the stepwise cliques grow to 5 features, beyond what
-AIM measured. pmwcm's prior fit (18 ± 5 s on the busy machine) is 30x faster
-than matched AIM (592 s) and 90x faster than AIM-ar (1,565 s): that target is
-met. At eps = 0.5 and 4 (k = 1,000) pmwcm is 65x and 31x below composition on
-mean, and below MST (one MST run per unit). On TV16 pmwcm is 24x below
-composition on mean (random) and 7x (stepwise); no AIM/MST comparison exists
-there (MST fails, see above; AIM was not run). On the 14-binary schema the
-support backend (M = 2^18 records on 2^14 cells) is within noise of the dense
-backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3 seeds) at 6x
-the wall time (35 s against 6 s, mostly the prior fit on the support). Against
-M (k = 500, 3 seeds): 2^14 is 2x worse on mean (5.3e-4); 2^16 and 2^18 are
-level (2.6e-4, 2.5e-4) and have the same maxima, while 2^18 costs 4x the
-set-up and 1.7x the memory of 2^16.
+workload), over seeds 0-2, pmwcm's default (the weighted support of
+`M = 2^16` records, issue 15's calibrated update and budget-tuned oracle, the
+compiled kernels) is below AIM at AIM's own add/remove unit on every seed,
+mean and max: seed by seed 1.89e-4 / 8.1e-4 against 2.09e-4 / 1.12e-3,
+2.38e-4 / 1.25e-3 against 2.92e-4 / 2.51e-3, and 2.99e-4 / 1.37e-3 against
+7.99e-4 / 2.49e-3 (averages 2.42e-4 / 1.14e-3 against 4.33e-4 / 2.04e-3). It is
+77x below composition with the same tuned oracle (1.87e-2 over the same three
+seeds) and, on seed 0 (the only seed they ran), 2.9x below AIM at the matched
+replace-one unit and 8-9x below MST at either unit on the mean. The spread across seeds is the prior
+release's noise: with exact 2-way marginals the same prior reaches 4.1e-5 on the
+first 1,000 queries of this stream (`M = 2^16` and `2^18` alike). On the
+adaptive stepwise workload pmwcm is below AIM-ar on both (mean 2.0e-4 against
+3.9e-4, max 1.1e-3 against 4.2e-3): the stepwise cliques grow to 5 features,
+beyond what AIM measured. pmwcm's prior fit (13-35 s on the busy machine) is
+45-180x faster than AIM-ar's synthesis (1,561-3,887 s). At eps = 0.5 and 4 (k = 1,000) pmwcm is
+65x and 31x below composition on mean, and below MST (one MST run per unit).
+On TV16 (k = 10,000, 3 seeds) pmwcm has mean 4.4e-4 and max 1.66e-3, and on
+seed 0 it is 34x below composition on the mean (3.87e-4 against 1.32e-2); AIM was not run there (its synthesis on TV16
+ran past 35 minutes in the last session and past this one's time) and MST
+fails (see above), so TV16 has no AIM/MST comparison. On the 14-binary schema
+the support backend (M = 2^18 records on 2^14 cells) is within noise of the
+dense backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3
+seeds) at 6x the wall time (35 s against 6 s, mostly the prior fit on the
+support). Against M (k = 500, 3 seeds): 2^14 is 2x worse on mean (5.3e-4);
+2^16 and 2^18 are level (2.6e-4, 2.5e-4) and have the same maxima, while 2^18
+costs 4x the set-up and 1.7x the memory of 2^16.
 
-**Which code each row ran on.** The src tree changed under the benchmark
-(prior-fit and cache commits landed while it ran). The pmwcm rows at eps = 1 on
-Adult (both workloads) and the support-size rows were rerun on commit d4d91d6
-(13:27-13:35 UTC), replacing rows from older code (then: mean 4.7e-4 on the
-random workload, same max); the TV16 and eps = 0.5 / 4 pmwcm rows ran on
-a1337db-5248ed7, before the rerun, and may be slightly pessimistic. Each row
-stores its `head` and `finished` time.
+**Which code each row ran on.** Each row stores its `head` and `finished`
+time. The pmwcm rows at k = 10,000 (both tables) ran on the compiled kernels
+(commits a8d2f67-57c35a2); rerun there, seed 0 on Adult moved from 1.88e-4 /
+8.07e-4 (older code) to 1.89e-4 / 8.07e-4. The AIM, MST and composition rows ran
+on the code of their `head` (the baselines did not change in between). The
+rows at k = 1,000-2,000, eps = 0.5 / 4 and the stepwise rows ran on earlier
+round-2 code and may be slightly pessimistic for pmwcm.
 
 **Query rate.** `benchmarks/support_scale.py --table adult-full --sizes 65536
-262144 --k 1000` on the 2-core machine, quiet (load 1.1-1.2): 47.9 answers per
-second at the default `M = 2^16` and 38.4 at `2^18` (997 of 1,000 below
-threshold), against 17-30 on one core before this round. The target of 100 is
-not met: a below-threshold answer still pays a certified Newton solve on the
-support's occupied cells (about 11,000 on average at `2^16`) and the
-fixed-budget FISTA on the data's, whose iteration count privacy fixes; the
-second now runs on the other core. MST on TV16 fails inside OpenDP 0.16 for
-any budget tried (its noisy-max step gets a scale whose privacy map is two
-ulps over the step's share, `binary_search_chain`); this is OpenDP's, not
-the harness's, and a dyadic total budget does not avoid it.
+262144 --k 1000` on the 2-core machine, quiet (load 1.4-2.1, the background
+benchmark paused): at the default `M = 2^16`, 81.7-86.9 answers per second for
+queries asked one at a time and 95.7 with one announced query's data side
+started ahead, 105.9 with two (the default; `OnlinePMW.expect`, which `pmwcm
+run` uses for its query file); at `M = 2^18`, 66.0 and 70.0. Before this
+session: 47.9 and 38.4 one at a time. Per answer the process spends 14-15 ms of
+CPU at `2^16`: about 10 on the data side (its fixed FISTA, about 6.5 ns per row
+and iteration in the compiled loop) and 4.5-5 on the main thread (the
+hypothesis's table, the problem on its cells and the certified Newton solve).
+One at a time the data side, on its own core, is the limit; with the stream
+known, the next queries' data sides fill the second core. On the 54-attribute
+loans table (`|X| = 10^40`) at `M = 10^6` the peak RSS is 1.3 GB (target 2 GB),
+the prior fit took 1,951 s on the loaded machine, and 16.8 answers per second
+(`--table loans --sizes 1000000 --k 200`).
 """
 
 
