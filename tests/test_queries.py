@@ -540,3 +540,12 @@ def test_specs_without_interactions_serialise_as_before() -> None:
     plain = CMQuery(loss="logistic", target="y", features=("b1",))
     assert "interactions" not in plain.to_dict()
     assert CMQuery.from_dict({**plain.to_dict(), "interactions": []}) == plain
+
+
+@pytest.mark.parametrize("radius", [5e-324, 1e-300, 9.99e-7])
+def test_a_radius_too_small_for_float64_is_refused_from_the_spec(radius: float) -> None:
+    """Schemathesis sent radius 5e-324: the solve's gap (a fraction of S / n, S ~ R)
+    underflowed to 0 inside the engine and the service answered 500."""
+    with pytest.raises(QueryError, match="radius must be at least 1e-06"):
+        CMQuery(loss="hinge", target="y", features=(), radius=radius)
+    assert CMQuery(loss="hinge", target="y", features=(), radius=1e-6).radius == 1e-6

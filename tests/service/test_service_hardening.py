@@ -91,6 +91,20 @@ def test_a_query_with_a_non_finite_number_anywhere_is_a_short_422(
     _short_4xx(response, echo=_echo(bad))
 
 
+@pytest.mark.parametrize("radius", ["5e-324", "1e-310"])
+def test_a_radius_near_zero_is_a_short_4xx_and_spends_nothing(
+    session: tuple[Service, str], radius: str
+) -> None:
+    """Schemathesis found it: a hinge query with radius 5e-324 answered 500."""
+    service, analyst = session
+    ledger = service.client.get("/v1/sessions/s/ledger", headers=service.auth()).json()
+    spec = {"loss": "hinge", "target": "a", "features": [], "radius": f"@RAW:{radius}@"}
+    response = _post_raw(service, "/v1/sessions/s/queries", _raw(spec), analyst)
+    assert 400 <= response.status_code < 500, response.text[:300]
+    assert "radius" in response.text
+    assert service.client.get("/v1/sessions/s/ledger", headers=service.auth()).json() == ledger
+
+
 @pytest.mark.parametrize("bad", BAD_NUMBERS)
 @pytest.mark.parametrize(
     "where",

@@ -53,6 +53,11 @@ from pmwcm.kernels.losses import LOSSES, GLMLoss, make_loss, resolved_loss_param
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 
 ENCODINGS = ("auto", "onehot", "ordinal")
+#: The smallest radius a query may ask for. The fixed-budget solve's gap is a
+#: fraction of ``S / n`` with ``S = 2 R G B``, so a radius near float64's
+#: smallest numbers makes it underflow to zero (a radius of 5e-324 once reached
+#: the engine and failed there instead of being refused from the spec).
+MIN_RADIUS = 1e-6
 
 
 class QueryError(InvalidQuery, ValueError):
@@ -98,8 +103,12 @@ class CMQuery:
             raise QueryError(
                 f"radius must be a positive finite number, got radius={self.radius!r}."
             )
-        if self.radius <= 0:
-            raise QueryError(f"radius must be positive, got radius={self.radius}.")
+        if self.radius < MIN_RADIUS:
+            raise QueryError(
+                f"radius must be at least {MIN_RADIUS:g}, got radius={self.radius}: the "
+                "real-data solve's accuracy is a fraction of S / n with S proportional to "
+                "the radius, and below this it leaves float64's range."
+            )
         if not (isinstance(self.l2, int | float) and math.isfinite(self.l2) and self.l2 >= 0):
             raise QueryError(f"l2 must be a non-negative finite number, got l2={self.l2!r}.")
         if len(set(self.features)) != len(self.features):
