@@ -40,8 +40,8 @@ from pmwcm.mechanisms.private_data import PrivateData
 __all__ = ["LOOKAHEAD", "DataSide", "DataSolve"]
 
 #: How many announced queries' data sides may run ahead of the current one: two
-#: keep both cores busy on full-resolution Adult (95.7 answers/s with one ahead,
-#: 105.9 with two; benchmarks/support_scale.py).
+#: keep both cores busier on full-resolution Adult (95.7 answers/s with one ahead,
+#: 92-106 over three runs with two; benchmarks/support_scale.py).
 LOOKAHEAD = 2
 #: How far past the current query :meth:`DataSide.expect`'s queue is scanned for
 #: queries worth starting ahead (small cliques are solved inline, not ahead).
