@@ -624,9 +624,10 @@ beyond what AIM measured. pmwcm's prior fit (13-35 s on the busy machine) is
 45-180x faster than AIM-ar's synthesis (1,561-3,887 s). At eps = 0.5 and 4 (k = 1,000) pmwcm is
 65x and 31x below composition on mean, and below MST (one MST run per unit).
 On TV16 (k = 10,000, 3 seeds) pmwcm has mean 4.4e-4 and max 1.66e-3, and on
-seed 0 it is 34x below composition on the mean (3.87e-4 against 1.32e-2); AIM was not run there (its synthesis on TV16
-ran past 35 minutes in the last session and past this one's time) and MST
-fails (see above), so TV16 has no AIM/MST comparison. On the 14-binary schema
+seed 0 it is 34x below composition on the mean (3.87e-4 against 1.32e-2).
+AIM on TV16 has not finished (its synthesis ran past 35 minutes in the last
+session and past this one's time) and MST fails (see above), so TV16 has no
+AIM/MST comparison. On the 14-binary schema
 the support backend (M = 2^18 records on 2^14 cells) is within noise of the
 dense backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3
 seeds) at 6x the wall time (35 s against 6 s, mostly the prior fit on the
