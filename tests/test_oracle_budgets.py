@@ -36,7 +36,7 @@ from scipy.optimize import minimize as scipy_minimize
 from conftest import counting, degenerate_weights
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.problem import FloatArray
-from pmwcm.kernels.queries import CMQuery, GLMProblem
+from pmwcm.kernels.queries import MIN_RADIUS, CMQuery, GLMProblem, QueryError
 from pmwcm.kernels.solvers import minimize
 from pmwcm.mechanisms.noise import NumpyNoise, OpenDPNoise
 from pmwcm.mechanisms.oracles import (
@@ -140,6 +140,10 @@ def test_extreme_public_constants_are_refused_up_front_or_answered(name: str, lo
     """
     oracle = oracle_for(name)
     for radius, l2, n, level in EXTREMES:
+        if radius < MIN_RADIUS:  # refused by the spec itself, before any oracle sees it
+            with pytest.raises(QueryError, match="radius must be at least"):
+                compiled(loss, ("a", "c"), radius, l2)
+            continue
         problem = compiled(loss, ("a", "c"), radius, l2)
         try:
             oracle.check(problem)
