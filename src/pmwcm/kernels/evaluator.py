@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import expit
 
 from pmwcm.kernels.compiled import (
     LOGISTIC,
@@ -39,7 +38,6 @@ from pmwcm.kernels.compiled import (
     loss_kind,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
-from pmwcm.kernels.losses import Huber, Logistic, Squared
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -75,50 +73,17 @@ class _DenseGLMEvaluator(Evaluator):
         self._matrix = problem.design.matrix
         self._transpose = self._matrix.T
         self._labels = problem.labels
-        self._neg_labels = -problem.labels
         self._l2 = problem.l2
         cells, dim = self._matrix.shape
         self._z = np.empty(cells)
         self._cell = np.empty(cells)
         self._gradient = np.empty(dim)
         self._regulariser = np.empty(dim)
-        self._derivative = self._derivative_function(problem)
-        self._value = self._value_function(problem)
-
-    def _derivative_function(self, problem: GLMProblem) -> Callable[[FloatArray], FloatArray]:
-        """``f'(z, y)`` into ``self._cell``, the loss's own operations in order."""
-        loss, out, labels, neg = problem.loss, self._cell, self._labels, self._neg_labels
-        if type(loss) is Logistic:  # -y * expit(-y * z)
-
-            def logistic(z: FloatArray) -> FloatArray:
-                np.multiply(neg, z, out=out)
-                expit(out, out=out)
-                return np.multiply(neg, out, out=out)
-
-            return logistic
-        if type(loss) is Squared:  # z - y
-            return lambda z: np.subtract(z, labels, out=out)
-        if type(loss) is Huber:  # clip(z - y, -delta, delta)
-            delta = loss.delta
-
-            def huber(z: FloatArray) -> FloatArray:
-                np.subtract(z, labels, out=out)
-                return np.clip(out, -delta, delta, out=out)
-
-            return huber
-        return lambda z: loss.derivative(z, labels)
-
-    def _value_function(self, problem: GLMProblem) -> Callable[[FloatArray], FloatArray]:
-        """``f(z, y)`` into ``self._cell``, the loss's own operations in order."""
-        loss, out, labels, neg = problem.loss, self._cell, self._labels, self._neg_labels
-        if type(loss) is Logistic:  # logaddexp(0, -y * z)
-
-            def logistic(z: FloatArray) -> FloatArray:
-                np.multiply(neg, z, out=out)
-                return np.logaddexp(0.0, out, out=out)
-
-            return logistic
-        return lambda z: loss.value(z, labels)
+        # Only losses without a compiled kernel come here (logistic, squared and
+        # Huber take CompiledGLMEvaluator), so the loss's own vectorised methods.
+        loss, labels = problem.loss, self._labels
+        self._derivative: Callable[[FloatArray], FloatArray] = lambda z: loss.derivative(z, labels)
+        self._value: Callable[[FloatArray], FloatArray] = lambda z: loss.value(z, labels)
 
     def objective(self, theta: FloatArray) -> float:
         np.dot(self._matrix, theta, out=self._z)
