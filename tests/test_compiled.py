@@ -31,13 +31,22 @@ DOMAIN = Domain.from_sizes({"a": 5, "b": 30, "c": 7, "d": 40, "y": 2, "r": 9})
 LOSSES = {"logistic": "y", "squared": "r", "huber": "r"}
 
 
+WIDE = ("a", "b", "c", "d")  # 84,000 cells with the target: the vectorised exp
+NARROW = ("a", "c")  # 70 cells with the target: the fused loop
+
+
 def _problem(
-    loss: str, l2: float, *, design: str = "block", rng: np.random.Generator
+    loss: str,
+    l2: float,
+    *,
+    design: str = "block",
+    rng: np.random.Generator,
+    features: tuple[str, ...] = WIDE,
 ) -> GLMProblem:
     """The query on random occupied cells of its clique, with the ``design`` asked for:
     ``"block"``, ``"dense"`` (the matrix with its block entries, as
     :func:`~pmwcm.kernels.design.design_for` builds it) or ``"matrix"`` (a bare matrix)."""
-    query = CMQuery(loss=loss, target=LOSSES[loss], features=("a", "b", "c", "d"), l2=l2)
+    query = CMQuery(loss=loss, target=LOSSES[loss], features=features, l2=l2)
     compiled = query.compile(DOMAIN, cells=np.zeros((0, 5), dtype=np.int64))
     sizes = compiled.sizes
     cells = np.unique(np.stack([rng.integers(0, s, 3000) for s in sizes], axis=1), axis=0)
@@ -85,10 +94,14 @@ def _python_fista(problem: GLMProblem, weights: np.ndarray, iterations: int) -> 
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
-@pytest.mark.parametrize("rows", [40, 4 * VECTOR_EXP_MIN_ROWS], ids=["fused", "vector-exp"])
-def test_compiled_fixed_fista_follows_the_python_loop(loss: str, rows: int, seed: int) -> None:
+@pytest.mark.parametrize(
+    ("features", "rows"), [(NARROW, 40), (WIDE, 40), (WIDE, 4000)], ids=["narrow", "wide", "rows"]
+)
+def test_compiled_fixed_fista_follows_the_python_loop(
+    loss: str, features: tuple[str, ...], rows: int, seed: int
+) -> None:
     rng = np.random.default_rng(seed)
-    problem = _problem(loss, 0.0, rng=rng)
+    problem = _problem(loss, 0.0, rng=rng, features=features)
     keep = rng.permutation(problem.design.rows)[: min(rows, problem.design.rows)]
     assert isinstance(problem.design, BlockDesign)
     columns, values = problem.design.row_major
@@ -105,6 +118,33 @@ def test_compiled_fixed_fista_follows_the_python_loop(loss: str, rows: int, seed
     expected = _python_fista(problem, weights, plan.iterations)
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
     assert np.linalg.norm(got) <= problem.radius * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("rows", [1, 40, 4 * VECTOR_EXP_MIN_ROWS])
+def test_the_solve_form_follows_the_clique_never_the_rows_a_table_holds(
+    rows: int, seed: int
+) -> None:
+    """On the private data a sparse clique table holds the data's occupied cells:
+    the form of the real-data solve must not depend on how many there are."""
+    rng = np.random.default_rng(seed)
+    forms = {}
+    for name, features in (("wide", WIDE), ("narrow", NARROW)):
+        problem = _problem("logistic", 0.0, rng=rng, features=features)
+        assert isinstance(problem.design, BlockDesign)
+        keep = np.arange(min(rows, problem.design.rows))
+        columns, values = problem.design.row_major
+        problem = dataclasses.replace(
+            problem,
+            design=design_for(columns[keep].T, values[keep].T, problem.dim, blocks=True),
+            labels=problem.labels[keep],
+        )
+        fast = evaluator(problem, np.full(len(keep), 1.0 / len(keep)))
+        assert isinstance(fast, CompiledGLMEvaluator)
+        forms[name] = fast.vector_exp
+    assert forms == {"wide": True, "narrow": False}
+    wide_squared = _problem("squared", 0.0, rng=rng)
+    squared = evaluator(wide_squared, np.full(wide_squared.design.rows, 1.0))
+    assert isinstance(squared, CompiledGLMEvaluator) and not squared.vector_exp
 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))

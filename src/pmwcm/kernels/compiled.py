@@ -56,9 +56,11 @@ __all__ = [
 ]
 
 LOGISTIC, SQUARED, HUBER = 0, 1, 2
-#: From this many rows the logistic fixed-budget FISTA takes its exponentials with
-#: NumPy's vectorised ``exp`` (:func:`fixed_fista_signed_logistic`): below it, the
-#: three calls per iteration cost more than the scalar ``exp`` they save.
+#: From a clique of this many cells the logistic fixed-budget FISTA takes its
+#: exponentials with NumPy's vectorised ``exp`` (:func:`fixed_fista_signed_logistic`):
+#: below it, the three calls per iteration cost more than the scalar ``exp`` they
+#: save. It is compared with the clique's size, never with the rows a table holds
+#: (see :class:`~pmwcm.kernels.evaluator.CompiledGLMEvaluator`).
 VECTOR_EXP_MIN_ROWS = 1024
 #: The losses compiled here, by type: their kind code.
 LOSS_KINDS: dict[type[GLMLoss], int] = {Logistic: LOGISTIC, Squared: SQUARED, Huber: HUBER}

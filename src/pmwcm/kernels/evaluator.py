@@ -23,6 +23,7 @@ The returned arrays are buffers reused by the next call: consume them first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -105,6 +106,16 @@ class CompiledGLMEvaluator(Evaluator):
     Equal to the reference path up to rounding (about ``1e-16`` relative), not
     bit for bit. The design is read as its row-major entries, so a dense design
     and a block design take the same kernels.
+
+    The form of the fixed-budget FISTA (:attr:`vector_exp`) is chosen from the
+    query's public shape only, never from the table it is given: on the private
+    data a sparse clique table holds the data's occupied cells, and a choice by
+    their count would branch on the data. Logistic labels are ``+-1`` by
+    construction when the target has two values (``CMQuery._features`` scales
+    codes onto ``[-1, 1]``), and a clique of at least
+    :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells takes the
+    vectorised ``exp`` whatever number of them a table holds; every sparse
+    clique (more than ``2^12`` cells) is such a clique.
     """
 
     def __init__(self, problem: GLMProblem, weights: FloatArray, kind: tuple[int, float]) -> None:
@@ -115,6 +126,13 @@ class CompiledGLMEvaluator(Evaluator):
         self._l2 = float(problem.l2)
         self._kind, self._param = kind
         self._gradient = np.empty(problem.design.dim)
+        #: Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above).
+        self.vector_exp = (
+            self._kind == LOGISTIC
+            and len(problem.sizes) > 0
+            and problem.sizes[-1] == 2
+            and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
+        )
 
     def objective(self, theta: FloatArray) -> float:
         return float(
@@ -139,12 +157,7 @@ class CompiledGLMEvaluator(Evaluator):
 
     def fixed_fista(self, *, radius: float, step: float, iterations: int) -> FloatArray:
         """The fixed-budget FISTA of :mod:`pmwcm.kernels.fixed_budget`, compiled."""
-        rows = self._columns.shape[0]
-        if (
-            self._kind == LOGISTIC
-            and rows >= VECTOR_EXP_MIN_ROWS
-            and bool(np.all(np.abs(self._labels) == 1.0))
-        ):
+        if self.vector_exp:
             return fixed_fista_signed_logistic(
                 self._columns, self._values, self._labels, self.weights, self.problem.dim,
                 self._l2, radius, step, iterations,
