@@ -46,7 +46,8 @@ def _problem(
     """The query on random occupied cells of its clique, with the ``design`` asked for:
     ``"block"``, ``"dense"`` (the matrix with its block entries, as
     :func:`~pmwcm.kernels.design.design_for` builds it) or ``"matrix"`` (a bare matrix)."""
-    query = CMQuery(loss=loss, target=LOSSES[loss], features=features, l2=l2)
+    encodings = {"d": "ordinal"} if "d" in features else {}  # a one-column block
+    query = CMQuery(loss=loss, target=LOSSES[loss], features=features, l2=l2, encodings=encodings)
     compiled = query.compile(DOMAIN, cells=np.zeros((0, 5), dtype=np.int64))
     sizes = compiled.sizes
     cells = np.unique(np.stack([rng.integers(0, s, 3000) for s in sizes], axis=1), axis=0)
@@ -95,19 +96,24 @@ def _python_fista(problem: GLMProblem, weights: np.ndarray, iterations: int) -> 
 
 @pytest.mark.parametrize("loss", sorted(LOSSES))
 @pytest.mark.parametrize(
-    ("features", "rows"), [(NARROW, 40), (WIDE, 40), (WIDE, 4000)], ids=["narrow", "wide", "rows"]
+    ("features", "rows", "widths"),
+    [(NARROW, 40, True), (WIDE, 40, True), (WIDE, 4000, True), (WIDE, 4000, False)],
+    ids=["narrow", "wide", "rows", "widths-unknown"],
 )
 def test_compiled_fixed_fista_follows_the_python_loop(
-    loss: str, features: tuple[str, ...], rows: int, seed: int
+    loss: str, features: tuple[str, ...], rows: int, widths: bool, seed: int
 ) -> None:
+    """Both forms, and the vectorised one with its one-column blocks summed as dot
+    products (widths known, ordinal features and the intercept) or scattered."""
     rng = np.random.default_rng(seed)
     problem = _problem(loss, 0.0, rng=rng, features=features)
     keep = rng.permutation(problem.design.rows)[: min(rows, problem.design.rows)]
     assert isinstance(problem.design, BlockDesign)
     columns, values = problem.design.row_major
+    block_widths = problem.design.block_widths if widths else ()
     problem = dataclasses.replace(
         problem,
-        design=design_for(columns[keep].T, values[keep].T, problem.dim),
+        design=design_for(columns[keep].T, values[keep].T, problem.dim, block_widths=block_widths),
         labels=problem.labels[keep],
         radius=3.0,
     )
@@ -142,6 +148,17 @@ def test_the_solve_form_follows_the_clique_never_the_rows_a_table_holds(
         assert isinstance(fast, CompiledGLMEvaluator)
         forms[name] = fast.vector_exp
     assert forms == {"wide": True, "narrow": False}
+    # One-column blocks come from the encodings, not from the rows: a table whose
+    # rows all share one value of a one-hot feature still scatters that block.
+    problem = _problem("logistic", 0.0, rng=rng)
+    assert isinstance(problem.design, BlockDesign)
+    cells = np.zeros((3, 5), dtype=np.int64)
+    cells[:, 3] = np.arange(3)  # a, b and c at value 0 on every row; d varies
+    one_value = problem.on_cells(cells)
+    assert isinstance(one_value.design, BlockDesign)
+    _, _, fixed = one_value.design.block_major
+    # Blocks a, b, c one-hot; d ordinal (column 5 + 30 + 7 = 42); the intercept last.
+    assert fixed.tolist() == [-1, -1, -1, 42, 43]
     wide_squared = _problem("squared", 0.0, rng=rng)
     squared = evaluator(wide_squared, np.full(wide_squared.design.rows, 1.0))
     assert isinstance(squared, CompiledGLMEvaluator) and not squared.vector_exp

@@ -543,7 +543,6 @@ class OnlinePMW:
         if released is not None:
             return self._record(released.value, released.source, repeated=True)
         round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
-        hyp_marginal = self.hypothesis.clique_table(round_.clique)
         if self.halted:
             if self.settings.after_halt == "refuse":
                 raise EngineHalted(
@@ -551,16 +550,19 @@ class OnlinePMW:
                     "were used, so no further query can be answered with an accuracy check. "
                     "Use after_halt='synthetic' to answer from the final hypothesis."
                 )
+            hyp_marginal = self.hypothesis.clique_table(round_.clique)
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
         if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
             # The real-data side (its counts, then the fixed-work solve, independent
             # of the answer) runs on a worker thread, or already ran ahead, while the
-            # hypothesis is solved (pmwcm.engine.data_side).
+            # hypothesis's marginal and answer are computed (pmwcm.engine.data_side).
             pending = self._data_side.start(key, round_)
+            hyp_marginal = self.hypothesis.clique_table(round_.clique)
             hyp_answer = round_.hypothesis_answer(hyp_marginal)
             data_marginal, error_of = pending.result()
             error = error_of(hyp_answer)
         else:
+            hyp_marginal = self.hypothesis.clique_table(round_.clique)
             data_marginal = self._data_side.table(round_.clique)
             hyp_answer = round_.hypothesis_answer(hyp_marginal)
             error = round_.error(data_marginal, hyp_answer)

@@ -79,11 +79,13 @@ class DenseDesign(Design):
 
     ``entries``, when the matrix was built from blocks (:func:`design_for`), are
     the block form's ``(columns, values)``, block-major: the compiled kernels
-    read a row's ``B`` entries instead of its ``d`` columns.
+    read a row's ``B`` entries instead of its ``d`` columns; ``block_widths``
+    are then the blocks' widths (``()``: not known).
     """
 
     matrix: FloatArray
     entries: tuple[NDArray[np.int64], FloatArray] | None = None
+    block_widths: tuple[int, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -118,6 +120,17 @@ class DenseDesign(Design):
         columns = np.ascontiguousarray(np.broadcast_to(np.arange(dim, dtype=np.int64), (rows, dim)))
         return columns, np.ascontiguousarray(self.matrix, dtype=np.float64)
 
+    @cached_property
+    def block_major(self) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
+        """:attr:`BlockDesign.block_major`; a bare matrix is ``d`` blocks of one column."""
+        if self.entries is not None:
+            columns, values = self.entries
+            return _block_major(columns, values, self.block_widths)
+        rows, dim = self.matrix.shape
+        fixed = np.arange(dim, dtype=np.int64)
+        columns = np.ascontiguousarray(np.broadcast_to(fixed[:, None], (dim, rows)))
+        return columns, np.ascontiguousarray(self.matrix.T, dtype=np.float64), fixed
+
 
 @dataclass(frozen=True, eq=False)
 class BlockDesign(Design):
@@ -125,12 +138,14 @@ class BlockDesign(Design):
 
     Stored block-major (``(B, cells)``), so each product is ``B`` contiguous
     vector operations. The blocks occupy disjoint column ranges, so no two
-    entries of a row share a column.
+    entries of a row share a column. ``block_widths``, when given, are the
+    widths of those ranges in order (from the query's encodings: public).
     """
 
     columns: NDArray[np.int64]
     values: FloatArray
     width: int
+    block_widths: tuple[int, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -153,6 +168,17 @@ class BlockDesign(Design):
     def row_major(self) -> tuple[NDArray[np.int64], FloatArray]:
         """``(columns, values)`` transposed to row-major ``(cells, B)`` (compiled kernels)."""
         return np.ascontiguousarray(self.columns.T), np.ascontiguousarray(self.values.T)
+
+    @cached_property
+    def block_major(self) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
+        """``(columns, values, fixed)`` for the compiled kernels: the entries, block-major,
+        and each block's single column (a block of width one), or ``-1``.
+
+        ``fixed`` comes from :attr:`block_widths` (the query's public encodings),
+        never from the columns a table holds: a one-hot block whose rows happen to
+        share a value is still scattered.
+        """
+        return _block_major(self.columns, self.values, self.block_widths)
 
     def matvec(self, theta: FloatArray) -> FloatArray:
         return np.asarray(self._sparse @ theta, dtype=np.float64)
@@ -207,18 +233,41 @@ class BlockDesign(Design):
         return out
 
 
+def _block_major(
+    columns: NDArray[np.int64], values: FloatArray, widths: tuple[int, ...]
+) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
+    """``(columns, values, fixed)``: see :attr:`BlockDesign.block_major`."""
+    if len(widths) == columns.shape[0]:
+        starts = np.concatenate([[0], np.cumsum(widths[:-1])]).astype(np.int64)
+        fixed = np.where(np.asarray(widths) == 1, starts, -1).astype(np.int64)
+    else:
+        fixed = np.full(columns.shape[0], -1, dtype=np.int64)
+    return np.ascontiguousarray(columns), np.ascontiguousarray(values, dtype=np.float64), fixed
+
+
 def design_for(
-    columns: NDArray[np.int64], values: FloatArray, width: int, *, blocks: bool = False
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    width: int,
+    *,
+    blocks: bool = False,
+    block_widths: tuple[int, ...] = (),
 ) -> Design:
     """The block form for a wide, sparse design, or whenever ``blocks``; else the dense matrix.
 
-    ``columns`` and ``values`` are block-major, shape ``(B, cells)``. A problem
-    on a sparse table's occupied cells asks for ``blocks``: the compiled kernels
-    read either form, and only the dense one costs a ``(cells, d)`` matrix.
+    ``columns`` and ``values`` are block-major, shape ``(B, cells)``; ``block_widths``
+    the blocks' column ranges in order, when known. A problem on a sparse table's
+    occupied cells asks for ``blocks``: the compiled kernels read either form,
+    and only the dense one costs a ``(cells, d)`` matrix.
     """
     block = BlockDesign(
-        columns=np.ascontiguousarray(columns), values=np.ascontiguousarray(values), width=width
+        columns=np.ascontiguousarray(columns),
+        values=np.ascontiguousarray(values),
+        width=width,
+        block_widths=block_widths,
     )
     if blocks or (width >= BLOCK_MIN_WIDTH and 4 * columns.shape[0] <= width):
         return block
-    return DenseDesign(block.dense(), entries=(block.columns, block.values))
+    return DenseDesign(
+        block.dense(), entries=(block.columns, block.values), block_widths=block_widths
+    )

@@ -158,8 +158,11 @@ class CompiledGLMEvaluator(Evaluator):
     def fixed_fista(self, *, radius: float, step: float, iterations: int) -> FloatArray:
         """The fixed-budget FISTA of :mod:`pmwcm.kernels.fixed_budget`, compiled."""
         if self.vector_exp:
+            assert isinstance(self.problem, GLMProblem)
+            assert isinstance(self.problem.design, BlockDesign | DenseDesign)
+            columns, values, fixed = self.problem.design.block_major
             return fixed_fista_signed_logistic(
-                self._columns, self._values, self._labels, self.weights, self.problem.dim,
+                columns, values, fixed, self._labels, self.weights, self.problem.dim,
                 self._l2, radius, step, iterations,
             )  # fmt: skip
         return fixed_fista(

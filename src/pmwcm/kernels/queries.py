@@ -302,7 +302,13 @@ class CMQuery:
         offsets = np.cumsum([0] + [width for _, _, width in blocks])
         columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
         values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-        design = design_for(columns.astype(np.int64), values, int(offsets[-1]), blocks=block_form)
+        design = design_for(
+            columns.astype(np.int64),
+            values,
+            int(offsets[-1]),
+            blocks=block_form,
+            block_widths=tuple(int(width) for _, _, width in blocks),
+        )
         return design, _scaled(cells[:, -1], sub.sizes[-1])
 
 
