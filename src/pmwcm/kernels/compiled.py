@@ -188,11 +188,17 @@ def glm_hessian(
             ca, va = columns[r, a], c * values[r, a]
             out[ca, ca] += va * values[r, a]
             # Two blocks never share a column (design.BlockDesign), so each pair
-            # of a row's entries is one off-diagonal entry and its mirror.
+            # of a row's entries is one off-diagonal entry: added once, at
+            # (earlier block's column, later block's column), and mirrored below.
             for b in range(a + 1, blocks):
-                cb, product = columns[r, b], va * values[r, b]
-                out[ca, cb] += product
-                out[cb, ca] += product
+                out[ca, columns[r, b]] += va * values[r, b]
+    # The Hessian is this plus its transpose off the diagonal (a pair landed on
+    # one side only: (i, j) with i < j when blocks are in column order).
+    for i in range(dim):
+        for j in range(i + 1, dim):
+            total = out[i, j] + out[j, i]
+            out[i, j] = total
+            out[j, i] = total
     return out
 
 
