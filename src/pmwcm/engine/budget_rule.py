@@ -203,3 +203,47 @@ def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
         max_updates=int(updates),
         signal=signal,
     )
+
+
+#: The composition signal from which an announced stream is answered by composition
+#: (module docstring, "Composition mode"; fitted by ``benchmarks/accuracy/large_n.py``).
+COMPOSITION_SIGNAL = 5_000.0
+
+
+def composition_zcdp(epsilon: float, delta: float) -> float:
+    """``rho*``: the largest ``rho`` with ``rho + 2 sqrt(rho ln(1/delta)) <= epsilon``
+    (Bun and Steinke 2016, Prop. 1.3), so ``rho*``-zCDP implies ``(epsilon, delta)``-DP.
+
+    >>> round(composition_zcdp(1.0, 1e-6), 5)
+    0.01747
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
+    log_inv = math.log(1.0 / delta)
+    return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+
+
+def composition_signal(epsilon: float, delta: float, n: int, queries: int) -> float:
+    """``c = n sqrt(2 rho* / k)``: ``n`` over the zCDP estimate ``sqrt(k / (2 rho*))`` of
+    the noise multiplier each of ``k`` composed Gaussian oracle calls gets (public).
+
+    >>> round(composition_signal(1.0, 1e-6, 10**6, 1000))
+    5911
+    """
+    if not (isinstance(n, int) and n >= 1):
+        raise ValueError(f"n must be a positive integer, got n={n!r}.")
+    if not (isinstance(queries, int) and queries >= 1):
+        raise ValueError(f"queries must be a positive integer, got queries={queries!r}.")
+    return n * math.sqrt(2.0 * composition_zcdp(epsilon, delta) / queries)
+
+
+def prefers_composition(epsilon: float, delta: float, n: int, queries: int) -> bool:
+    """Whether ``k`` announced queries are better answered by ``k`` composed oracle calls
+    than by the hybrid: ``composition_signal >= COMPOSITION_SIGNAL`` (module docstring).
+
+    >>> prefers_composition(1.0, 1e-6, 39_073, 1000), prefers_composition(1.0, 1e-6, 10**7, 1000)
+    (False, True)
+    """
+    return composition_signal(epsilon, delta, n, queries) >= COMPOSITION_SIGNAL
