@@ -65,6 +65,11 @@ that makes it optimal on the hypothesis), and the default oracle is noisy
 gradient descent configured by its per-call budget
 (:mod:`pmwcm.mechanisms.oracles.tuning`). docs/design.md section 9 has where
 each rule comes from.
+
+A caller who announces ``k`` (``announced_queries``) lets the budget rule answer
+the stream in composition mode where ``k`` composed oracle calls beat the
+hybrid (large ``n`` for the ``k``; :func:`~pmwcm.engine.budget_rule.prefers_composition`,
+:mod:`pmwcm.engine.composition_mode`); unannounced, the engine is always the hybrid.
 """
 
 from __future__ import annotations
