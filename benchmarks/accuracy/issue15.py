@@ -230,7 +230,7 @@ LARGE_N_READING = (
     "repeated query is answered again for free, so the parity streams, 369-401",
     "distinct queries in 1,000, make that many calls, and the random ones 963-980).",
     "That meets the target there on both regimes, and removes the hybrid's parity",
-    "maxima (3.6e-3 at n = 10^6, about 60x composition's). The cost is in the random",
+    "maxima (3.6e-3 at n = 10^6, about 65x composition's). The cost is in the random",
     "(scaling-n) regime at n = 10^6, where the hybrid's mean (8.3e-6) had been lower",
     "than composition's (1.3e-5): the rule cannot tell that world from the parity one",
     "(their public values are the same) and gives that mean up for the parity",
