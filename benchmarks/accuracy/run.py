@@ -17,6 +17,13 @@ classification accuracy on the 20% test split.
 
 Query streams use seeds 1000+s; seed 0 (used to choose pmwcm's defaults) is
 never evaluated here.
+
+pmwcm is told each stream's length up front, as composition is (``announced_queries``:
+the random experiment's one long stream, the adaptive analyst's rounds, each regime's
+``k``), so its budget rule may answer the stream in composition mode where that is
+more accurate (issue 15; :func:`pmwcm.engine.budget_rule.prefers_composition`); each
+pmw row records ``announced_queries``. ``--no-announce`` reproduces the rows from
+before (nothing announced: always the hybrid).
 """
 
 from __future__ import annotations
@@ -47,6 +54,14 @@ RESULTS = Path(__file__).parent / "results" / "results.jsonl"
 KS = (10, 100, 1000, 10_000)
 EPSILONS = (0.1, 0.5, 1.0, 4.0)
 DELTA = 1e-6
+#: Whether pmwcm's methods are told each stream's length (``--no-announce``: not).
+ANNOUNCE = True
+PMW_METHODS = ("pmw", "pmw-dense", "pmw-support")
+
+
+def announced(method: str, k: int) -> dict[str, object] | None:
+    """The :class:`PMWConfig` options that announce a stream of ``k`` queries to ``method``."""
+    return {"announced_queries": k} if ANNOUNCE and method in PMW_METHODS else None
 
 
 class Evaluator:
@@ -101,7 +116,10 @@ def save(row: dict[str, object]) -> None:
 
 def run_stream(method, ev, queries, *, epsilon, k, seed, prefixes, base):
     """Answers ``queries`` online on ``ev.train``; one row per prefix length in ``prefixes``."""
-    answerer, setup = build(method, ev.train, epsilon=epsilon, delta=DELTA, k=k, seed=seed)
+    options = announced(method, len(queries))
+    answerer, setup = build(
+        method, ev.train, epsilon=epsilon, delta=DELTA, k=k, seed=seed, options=options
+    )
     start = time.perf_counter()
     errors, accs, calls = [], [], []
     for q in queries:
@@ -114,6 +132,8 @@ def run_stream(method, ev, queries, *, epsilon, k, seed, prefixes, base):
     for p in prefixes:
         row = dict(base, method=method, epsilon=epsilon, k=p, seed=seed, n=ev.train.n)
         row.update(summary(errors[:p]), oracle_calls=calls[p - 1], seconds=seconds, setup=setup)
+        if options:
+            row.update(options)
         if accs:
             row["test_accuracy"] = float(np.mean(accs[:p]))
         row["key"] = key_of(row)
@@ -170,7 +190,10 @@ def adaptive_experiment(ev, methods, epsilons, seeds, done, max_features=4):
                 if key_of(row) in done:
                     continue
                 print(f"adaptive {method} eps={eps} seed={seed}", flush=True)
-                answerer, setup = build(method, ev.train, epsilon=eps, delta=DELTA, k=k, seed=seed)
+                options = announced(method, k)
+                answerer, setup = build(
+                    method, ev.train, epsilon=eps, delta=DELTA, k=k, seed=seed, options=options
+                )
                 start, errors, picks = time.perf_counter(), [], {}
                 for target in targets:
                     analyst = StepwiseAnalyst(ev.domain, target, max_features=max_features)
@@ -186,6 +209,7 @@ def adaptive_experiment(ev, methods, epsilons, seeds, done, max_features=4):
                     setup=setup,
                     selected=picks,
                     queries=len(errors),
+                    **(options or {}),
                 )
                 row["key"] = key_of(row)
                 save(row)
@@ -281,10 +305,16 @@ def main(argv: Iterable[str] | None = None) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="one seed, eps=1, k<=1000, no AIM")
     parser.add_argument(
+        "--no-announce",
+        action="store_true",
+        help="do not tell pmwcm the stream's length (the rows from before issue 15's mode rule)",
+    )
+    parser.add_argument(
         "--results", type=Path, default=None, help="write (and resume) this JSONL file instead"
     )
     args = parser.parse_args(list(argv) if argv is not None else None)
-    global RESULTS
+    global RESULTS, ANNOUNCE
+    ANNOUNCE = not args.no_announce
     if args.results is not None:
         RESULTS = args.results
     if args.quick:

@@ -73,6 +73,59 @@ is therefore the old default. Every input is public (``n`` as in the paper).
 
 The oracle's configuration follows its per-call budget
 (:mod:`pmwcm.mechanisms.oracles.tuning`).
+
+**Composition mode at large n** (:func:`prefers_composition`, applied by
+:meth:`pmwcm.engine.practical.PMWConfig.resolved_for` when the caller announces
+``k``; :mod:`pmwcm.engine.composition_mode`). Why the hybrid loses at large ``n``:
+an answer the sparse vector lets through is only certified to within its
+threshold, which falls like ``1 / (epsilon n)``, and in practice its error is
+whatever the prior and the few updates leave (measured flat in ``n``: the
+parity world's mean stays near 3e-5 from ``n = 2 10^5`` to ``4 10^6``), while
+``k`` composed oracle calls at ``(epsilon, delta) / k`` have excess risk falling
+like ``k / (epsilon n)^2``. No choice of ``T`` or threshold changes those
+rates, so past some ``n`` the announced stream is better answered by ``k``
+oracle calls alone. The rule reads one public number, composition's *signal*::
+
+    c = n sqrt(2 rho* / k),   rho* = (sqrt(ln(1/delta) + epsilon) - sqrt(ln(1/delta)))^2
+
+(``n`` over the zCDP estimate ``sqrt(k / (2 rho*))`` of each call's noise
+multiplier; Bun and Steinke 2016, Prop. 1.3), and answers in composition mode
+where ``c >= COMPOSITION_SIGNAL = 1,450``. Writing it in ``c`` makes the
+crossover of a flat hybrid error with composition's ``1 / c^2`` one number for
+every ``k``, ``epsilon`` and ``delta``: on the tuning worlds below the random
+world's means cross at ``c ~ 7,500-9,000`` for ``k`` 100 and 1,000 and
+``epsilon`` 1 and 4 alike. In the parity world the hybrid's mean and max are
+already worse than composition's at the smallest ``c`` tried (591): on two of
+its three streams the hybrid leaves the parity unfixed until ``n ~ 5 10^5``
+(mean ~1.6e-3, max ~1.2e-2), and its maxima stay at the threshold (3e-3 to
+7e-3 on a ``k = 1,000`` stream) while composition's fall with ``n``.
+``|clique|`` does not enter (the query's dimension scales both sides alike),
+nor ``T`` (the hybrid's error there is not its threshold).
+
+Where ``COMPOSITION_SIGNAL`` came from (``benchmarks/accuracy/large_n.py
+--tune``; the table is in docs/results.md, issue 15): worlds no benchmark
+evaluates, the Adult train records from 10,000 on resampled to ``n`` (seed 11;
+run.py's populations resample the whole train split with seed 7), random
+logistic and parity worlds, ``epsilon`` 1 and 4, ``k`` 100 and 1,000, ``n`` from
+3 10^4 to 4 10^6, streams 0, 1 and 2 (benchmark streams are 1000+; stream 0
+with three noise seeds). For each candidate cut the script scores the issue's own target on every
+cell, ``max(mean / best mean / 1.5, max / best max / 2)`` of the mode the cut
+picks against the better of hybrid and composition, and keeps the cut whose
+worst cell scores least (the parity world's maxima, which the hybrid keeps at
+its threshold, pull it down; the random world's means, where the hybrid's
+prior is good, push it up); ``COMPOSITION_SIGNAL`` is the geometric middle of
+the interval of cuts that tie, ``(1,182, 1,773]``, rounded: 1,450. Its worst
+cell still scores 6.6 (the parity world at ``c = 1,127``, just below the cut,
+where the hybrid's max is 13x composition's; just above it, the random world at
+``c = 1,773``, where composition's mean is 9.7x the hybrid's, scores 6.4):
+below ``c ~ 8,000`` neither mode meets the
+target on both worlds, and the cut splits the loss. With stream 0 alone the
+same fit gave ``(1,773, 2,254]``: the parity world's failures depend on the
+stream, so the cut is known to within that factor. At ``epsilon = 1``,
+``delta = 1e-6`` it switches a ``k = 1,000`` stream from ``n ~ 245,000`` on and
+a ``k = 100`` stream from ``n ~ 78,000`` on. Every input is public (``n`` as in
+the paper; ``k`` because the caller announced it), the decision is made before
+the data is read, and either mode spends exactly ``(epsilon, delta)``.
 """
 
 from __future__ import annotations
@@ -203,3 +256,47 @@ def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
         max_updates=int(updates),
         signal=signal,
     )
+
+
+#: The composition signal from which an announced stream is answered by composition
+#: (module docstring, "Composition mode"; fitted by ``benchmarks/accuracy/large_n.py``).
+COMPOSITION_SIGNAL = 1_450.0
+
+
+def composition_zcdp(epsilon: float, delta: float) -> float:
+    """``rho*``: the largest ``rho`` with ``rho + 2 sqrt(rho ln(1/delta)) <= epsilon``
+    (Bun and Steinke 2016, Prop. 1.3), so ``rho*``-zCDP implies ``(epsilon, delta)``-DP.
+
+    >>> round(composition_zcdp(1.0, 1e-6), 5)
+    0.01747
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
+    log_inv = math.log(1.0 / delta)
+    return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+
+
+def composition_signal(epsilon: float, delta: float, n: int, queries: int) -> float:
+    """``c = n sqrt(2 rho* / k)``: ``n`` over the zCDP estimate ``sqrt(k / (2 rho*))`` of
+    the noise multiplier each of ``k`` composed Gaussian oracle calls gets (public).
+
+    >>> round(composition_signal(1.0, 1e-6, 10**6, 1000))
+    5911
+    """
+    if not (isinstance(n, int) and n >= 1):
+        raise ValueError(f"n must be a positive integer, got n={n!r}.")
+    if not (isinstance(queries, int) and queries >= 1):
+        raise ValueError(f"queries must be a positive integer, got queries={queries!r}.")
+    return n * math.sqrt(2.0 * composition_zcdp(epsilon, delta) / queries)
+
+
+def prefers_composition(epsilon: float, delta: float, n: int, queries: int) -> bool:
+    """Whether ``k`` announced queries are better answered by ``k`` composed oracle calls
+    than by the hybrid: ``composition_signal >= COMPOSITION_SIGNAL`` (module docstring).
+
+    >>> prefers_composition(1.0, 1e-6, 39_073, 1000), prefers_composition(1.0, 1e-6, 10**7, 1000)
+    (False, True)
+    """
+    return composition_signal(epsilon, delta, n, queries) >= COMPOSITION_SIGNAL

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.data_side import DataSide
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings, StepRule
@@ -552,6 +553,8 @@ class OnlinePMW:
                 )
             hyp_marginal = self.hypothesis.clique_table(round_.clique)
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
+        if isinstance(self.sparse_vector, EveryQueryToOracle):
+            return self._oracle_round(query, round_, key, hyp_marginal)
         if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
             # The real-data side (its counts, then the fixed-work solve, independent
             # of the answer) runs on a worker thread, or already ran ahead, while the
@@ -577,6 +580,18 @@ class OnlinePMW:
         self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
 
+    def _oracle_round(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str, hyp_marginal: Any
+    ) -> Answer:
+        """A round in composition mode (:mod:`pmwcm.engine.composition_mode`): the query
+        goes to the oracle unconditionally, so the data's error is never computed."""
+        data_marginal = self._data_side.table(round_.clique)
+        hyp_answer = round_.hypothesis_answer(hyp_marginal)
+        self.sparse_vector.above(0.0, threshold=0.0)  # counts the call; reads nothing
+        private = self.private_answer(round_, data_marginal)
+        self._update(query, round_, hyp_marginal, hyp_answer, private)
+        return self._release(key, private, "oracle")
+
     def expect(self, queries: Iterable[CMQuery]) -> None:
         """Announces the CM queries about to be answered, in order (a batch).
 
@@ -598,6 +613,8 @@ class OnlinePMW:
         """An announced query's round, if its data side should start ahead (public inputs)."""
         if self.halted or query_key(query, self.domain) in self.released:
             return None
+        if isinstance(self.sparse_vector, EveryQueryToOracle):
+            return None  # composition mode never solves on the data ahead
         try:
             round_ = self.cm_round(query)
             round_.privacy_event(self.oracle_noise_level)

@@ -65,6 +65,11 @@ that makes it optimal on the hypothesis), and the default oracle is noisy
 gradient descent configured by its per-call budget
 (:mod:`pmwcm.mechanisms.oracles.tuning`). docs/design.md section 9 has where
 each rule comes from.
+
+A caller who announces ``k`` (``announced_queries``) lets the budget rule answer
+the stream in composition mode where ``k`` composed oracle calls beat the
+hybrid (large ``n`` for the ``k``; :func:`~pmwcm.engine.budget_rule.prefers_composition`,
+:mod:`pmwcm.engine.composition_mode`); unannounced, the engine is always the hybrid.
 """
 
 from __future__ import annotations
@@ -77,7 +82,8 @@ from typing import Literal, get_args
 
 import dp_accounting
 
-from pmwcm.engine.budget_rule import plan_for_budget, updates_for_budget
+from pmwcm.engine.budget_rule import plan_for_budget, prefers_composition, updates_for_budget
+from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
@@ -120,10 +126,12 @@ SparseVectorName = Literal["lyu_su_li", "dwork_roth"]
 AccountantName = Literal["pld", "zcdp"]
 PriorName = Literal["marginals", "uniform", "aim", "mst", "public"]
 BudgetRuleName = Literal["signal", "fixed"]
+ModeName = Literal["auto", "hybrid", "composition"]
 SPARSE_VECTORS: tuple[SparseVectorName, ...] = get_args(SparseVectorName)
 ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
 PRIORS: tuple[PriorName, ...] = get_args(PriorName)
 BUDGET_RULES: tuple[BudgetRuleName, ...] = get_args(BudgetRuleName)
+MODES: tuple[ModeName, ...] = get_args(ModeName)
 #: The fixed shares (the split below ``SIGNAL_LARGE`` when ``budget_rule="fixed"``).
 FIXED_PRIOR_FRACTION = 0.4
 FIXED_SV_FRACTION = 0.3
@@ -179,6 +187,15 @@ class PMWConfig:
             ``"support"`` (:func:`~pmwcm.kernels.backend.choose_backend`).
         hypothesis_memory: bytes the hypothesis may take.
         support_size: ``M`` for the support backend; 0 for the default.
+        announced_queries: ``k``, announced up front (public): at most ``k`` queries
+            will be asked. ``None`` (default): not announced.
+        mode: ``"auto"`` (default: with ``announced_queries``, composition mode where
+            :func:`~pmwcm.engine.budget_rule.prefers_composition` says ``k`` composed
+            oracle calls are more accurate than the hybrid; the hybrid otherwise),
+            ``"hybrid"`` (never composition mode) or ``"composition"`` (always; needs
+            ``announced_queries``). Composition mode: no paid prior, no sparse vector,
+            ``T = k`` oracle calls at the whole budget
+            (:mod:`pmwcm.engine.composition_mode`).
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
     :data:`PriorName`, :data:`AccountantName` and
@@ -209,10 +226,27 @@ class PMWConfig:
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
     support_size: int = 0
+    announced_queries: int | None = None
+    mode: ModeName = "auto"
 
     def __post_init__(self) -> None:
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got mode={self.mode!r}.")
+        if self.announced_queries is not None and not (
+            isinstance(self.announced_queries, int)
+            and not isinstance(self.announced_queries, bool)
+            and self.announced_queries >= 1
+        ):
+            raise ValueError(
+                "announced_queries must be a positive integer or None, "
+                f"got announced_queries={self.announced_queries!r}."
+            )
+        if self.mode == "composition" and self.announced_queries is None:
+            raise ValueError(
+                "mode='composition' answers k announced queries: give announced_queries."
+            )
         if self.budget_rule not in BUDGET_RULES:
             raise ValueError(
                 f"budget_rule must be one of {BUDGET_RULES}, got budget_rule={self.budget_rule!r}."
@@ -267,7 +301,46 @@ class PMWConfig:
 
     def resolved_for(self, n: int, attributes: int) -> PMWConfig:
         """This config with the budget rule applied for ``n`` records on ``attributes``
-        attributes (public; :func:`~pmwcm.engine.budget_rule.plan_for_budget`).
+        attributes (public; :func:`~pmwcm.engine.budget_rule.plan_for_budget`), or its
+        composition mode (:meth:`composition_config`) where :attr:`mode` asks for it.
+
+        ``mode="auto"`` with ``announced_queries`` set: composition mode iff
+        :func:`~pmwcm.engine.budget_rule.prefers_composition` of ``(epsilon, delta,
+        n, k)``; otherwise, and in ``mode="hybrid"``, the hybrid below, exactly as
+        if nothing had been announced.
+        """
+        if self.mode == "composition":
+            return self.composition_config()
+        if (
+            self.mode == "auto"
+            and self.announced_queries is not None
+            and prefers_composition(self.epsilon, self.delta, n, self.announced_queries)
+        ):
+            return self.composition_config()
+        return self._hybrid_for(n, attributes)
+
+    def composition_config(self) -> PMWConfig:
+        """This config in composition mode (:mod:`pmwcm.engine.composition_mode`): no paid
+        prior (a public prior stays the start), ``T = k``, no sweeps, the paper's
+        fixed step for the (free) updates that serve ``after_halt="synthetic"``.
+
+        Raises:
+            ValueError: ``announced_queries`` is not set.
+        """
+        if self.announced_queries is None:
+            raise ValueError("composition mode needs announced_queries (k).")
+        return replace(
+            self,
+            mode="composition",
+            prior="uniform" if self.prior in PAID_PRIORS else self.prior,
+            max_updates=self.announced_queries,
+            sweeps=0,
+            step_rule="fixed",
+            budget_rule="fixed",
+        )
+
+    def _hybrid_for(self, n: int, attributes: int) -> PMWConfig:
+        """The hybrid's budget rule (:meth:`resolved_for`).
 
         The rule (``budget_rule="signal"``, the default) sets the shares and ``T`` of
         the default marginal prior when they hold their default values (shares
@@ -611,7 +684,12 @@ def build_engine(
     elif prior is None and config.prior in ("aim", "mst"):
         prior, prior_events = _paid_synthetic_prior(data, config, ledger=ledger)
         fixed_events += prior_events
-    sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
+    sv: SparseVector
+    if config.mode == "composition":
+        # Every query to the oracle: the stand-in reads nothing and costs nothing.
+        sv, noise_scale = EveryQueryToOracle(cutoff=config.max_updates), 0.0
+    else:
+        sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
     fixed = dp_accounting.ComposedDpEvent([*fixed_events, sv.privacy_event()])
     if kind == "cm":
         event_for: Callable[[float], dp_accounting.DpEvent] = config.oracle.privacy_event

@@ -163,6 +163,21 @@ class SessionParameters(_Request):
         f"least {MIN_SUPPORT_SIZE} and at most {MAX_SUPPORT_SIZE}.",
     )
 
+    announced_queries: int | None = Field(
+        default=_DEFAULTS["announced_queries"],
+        ge=1,
+        le=10**9,
+        description="k, the most queries the session will be asked (public); null: not "
+        "announced. With mode 'auto' the budget rule may then answer every query by the "
+        "oracle (composition mode; pmwcm.engine.budget_rule.prefers_composition).",
+    )
+    mode: Literal["auto", "hybrid", "composition"] = Field(
+        default=_DEFAULTS["mode"],
+        description="'auto' (the default: composition mode where the rule prefers it for "
+        "the announced k), 'hybrid' (never) or 'composition' (always; needs "
+        "announced_queries).",
+    )
+
     @field_validator("support_size")
     @classmethod
     def _support_size(cls, value: int) -> int:
