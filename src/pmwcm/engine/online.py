@@ -554,7 +554,7 @@ class OnlinePMW:
             hyp_marginal = self.hypothesis.clique_table(round_.clique)
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
         if isinstance(self.sparse_vector, EveryQueryToOracle):
-            return self._oracle_round(query, round_, key, hyp_marginal)
+            return self._oracle_round(query, round_, key)
         if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
             # The real-data side (its counts, then the fixed-work solve, independent
             # of the answer) runs on a worker thread, or already ran ahead, while the
@@ -580,11 +580,10 @@ class OnlinePMW:
         self._update(query, round_, hyp_marginal, hyp_answer, private)
         return self._release(key, private, "oracle")
 
-    def _oracle_round(
-        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str, hyp_marginal: Any
-    ) -> Answer:
+    def _oracle_round(self, query: CMQuery | LinearQuery, round_: QueryRound, key: str) -> Answer:
         """A round in composition mode (:mod:`pmwcm.engine.composition_mode`): the query
         goes to the oracle unconditionally, so the data's error is never computed."""
+        hyp_marginal = self.hypothesis.clique_table(round_.clique)
         data_marginal = self._data_side.table(round_.clique)
         hyp_answer = round_.hypothesis_answer(hyp_marginal)
         self.sparse_vector.above(0.0, threshold=0.0)  # counts the call; reads nothing
