@@ -19,10 +19,12 @@ repeated "seeds" are independent runs.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pmwcm.kernels.domain import Domain
+if TYPE_CHECKING:  # only names and sizes are read: device_synthesis.py runs without pmwcm
+    from pmwcm.kernels.domain import Domain
 
 
 def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:
