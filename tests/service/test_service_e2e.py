@@ -104,6 +104,7 @@ def test_real_server_adaptive_analyst_ledger_and_restart(
         with Client(url, curator) as admin:
             analyst = admin.issue_token("default", label="e2e")
             history: list[list[float]] = []
+            answers = []
             with Client(url, analyst) as client:
                 for step in range(10):
                     spec = next_query(history, step)
@@ -111,7 +112,8 @@ def test_real_server_adaptive_analyst_ledger_and_restart(
                     key = json.dumps(spec, sort_keys=True)
                     assert seen.setdefault(key, answer.theta) == answer.theta
                     history.append(list(answer.theta))
-                last = answer
+                    answers.append(answer)
+                last = answers[-1]
             ledger = admin.ledger("default")
             log_ = admin.answers("default")
         assert ledger["epsilon_spent"] == last.epsilon_spent <= 1.0
