@@ -48,8 +48,11 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.errors import Refused
+from pmwcm.kernels.compiled import fixed_ellipsoid, loss_kind
+from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
+from pmwcm.kernels.queries import GLMProblem
 
 __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
 
@@ -227,6 +230,27 @@ def _fista(
 
 
 def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
+    """The ellipsoid method: one compiled call for a compiled catalogue loss
+    (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`, the same loop; equal to
+    :func:`_ellipsoid_reference` up to rounding, ``tests/test_fast_paths.py``), else
+    the NumPy loop. The choice reads the problem's type only, never the weights."""
+    if isinstance(evaluator(problem, weights), CompiledGLMEvaluator):
+        # evaluator() compiles exactly these: a catalogue GLM loss on a dense or block design.
+        assert isinstance(problem, GLMProblem)
+        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        kind = loss_kind(problem.loss)
+        assert kind is not None
+        columns, values = problem.design.row_major
+        return fixed_ellipsoid(
+            columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64), weights,
+            problem.dim, float(problem.l2), kind[0], kind[1], float(problem.radius), iterations,
+        )  # fmt: skip
+    return _ellipsoid_reference(problem, weights, iterations)
+
+
+def _ellipsoid_reference(
+    problem: ConvexProblem, weights: FloatArray, iterations: int
+) -> FloatArray:
     """Central-cut ellipsoid method on the ball; returns the best feasible centre.
 
     The ellipsoid is ``{c + B v : ||v|| <= 1}``, starting as the ball (``B = R I``).
