@@ -5,7 +5,9 @@
   to rounding: the objective values of the two returned points agree to ``1e-4``
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
-  the planned gap of the minimum (a certified Newton solve to ``1e-12``).
+  the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* the sparse vector's query noise, drawn in blocks from OpenDP, is used in the
+  order drawn, each draw once (the bit is exactly the comparison with it).
 
 No timing here: ``benchmarks/throughput.py`` measures the speed.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from conftest import RecordingNoise
 
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import (
@@ -26,6 +30,8 @@ from pmwcm.kernels.fixed_budget import (
 )
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import minimize
+from pmwcm.mechanisms.noise import OpenDPNoise
+from pmwcm.mechanisms.sparse_vector import QUERY_NOISE_BLOCK, DworkRothSparse, LyuSuLiSparse
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "d": 2, "y": 2, "z": 4})
 N = 48_842
@@ -73,3 +79,50 @@ def test_the_engine_solve_takes_the_compiled_ellipsoid_for_a_compiled_loss(seed:
     np.testing.assert_array_equal(
         fixed_budget_minimize(problem, weights, plan), _ellipsoid(problem, weights, plan.iterations)
     )
+
+
+class _RecordedOpenDP(OpenDPNoise):
+    """The production source, recording every Laplace draw it hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: list[tuple[float, list[float]]] = []
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        out = super().laplace(scale, size)
+        self.draws.append((scale, out.tolist()))
+        return out
+
+
+@pytest.mark.parametrize("kind", ["lyu_su_li", "dwork_roth"])
+def test_sparse_vector_uses_each_block_drawn_query_noise_once_in_order(kind: str) -> None:
+    """With OpenDP the query noises come QUERY_NOISE_BLOCK per call, and query i's bit is
+    exactly ``value_i + nu_i >= threshold + rho`` with nu_i the i-th noise drawn: none
+    skipped, none used twice; a seeded source still draws one per query."""
+    noise = _RecordedOpenDP()
+    sv: LyuSuLiSparse | DworkRothSparse
+    if kind == "lyu_su_li":
+        sv = LyuSuLiSparse.from_total(50.0, 10_000, noise=noise)
+    else:
+        sv = DworkRothSparse(epsilon_per_run=50.0, cutoff=10_000, noise=noise)
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.0, 3.0 * sv.query_scale, 3 * QUERY_NOISE_BLOCK + 5)
+    bits = [sv.above(float(v), threshold=0.25) for v in values]
+    rho_scale, query_scale = sv.threshold_scale, sv.query_scale
+    assert rho_scale != query_scale
+    nus = [x for scale, block in noise.draws if scale == query_scale for x in block]
+    blocks = [len(block) for scale, block in noise.draws if scale == query_scale]
+    assert blocks == [QUERY_NOISE_BLOCK] * 4
+    rhos = iter(block[0] for scale, block in noise.draws if scale == rho_scale)
+    rho = next(rhos)
+    for value, nu, bit in zip(values, nus, bits, strict=False):
+        assert bit == (value + nu >= 0.25 + rho)
+        if bit and kind == "dwork_roth":
+            rho = next(rhos)  # a fresh run after each positive
+    assert 0 < sum(bits) < len(bits)
+
+    seeded = RecordingNoise(seed=0)
+    sv = LyuSuLiSparse.from_total(1.0, 10, noise=seeded)
+    for v in values[:5]:
+        sv.above(float(v), threshold=1e9)
+    assert [d.size for d in seeded.calls] == [1] * 6
