@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from conftest import RecordingNoise
-
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import (
     _ellipsoid,
