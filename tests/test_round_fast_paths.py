@@ -6,6 +6,7 @@
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
   the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* a dense histogram's cached marginals are the planned passes' bit for bit;
 * the sparse vector's query noise, drawn in blocks from OpenDP, is used in the
   order drawn, each draw once (the bit is exactly the comparison with it).
 
@@ -27,6 +28,7 @@ from pmwcm.kernels.fixed_budget import (
     oscillation_bound,
     plan_solve,
 )
+from pmwcm.kernels.histogram import DenseHistogram, _planned_marginal
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import minimize
 from pmwcm.mechanisms.noise import OpenDPNoise
@@ -125,3 +127,29 @@ def test_sparse_vector_uses_each_block_drawn_query_noise_once_in_order(kind: str
     for v in values[:5]:
         sv.above(float(v), threshold=1e9)
     assert [d.size for d in seeded.calls] == [1] * 6
+
+
+def test_cached_hypothesis_marginals_are_the_planned_ones_bit_for_bit(seed: int) -> None:
+    """A marginal served from the histogram's cache (any clique order, after reweights,
+    normalisation and copies) is exactly what the planned passes return for the
+    current values, and never an array a caller can change the cache through."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({f"x{i}": int(s) for i, s in enumerate(rng.integers(1, 4, 9))})
+    histogram = DenseHistogram(domain, rng.gamma(1.0, 1.0, domain.shape))
+    names = domain.names
+    for step in range(60):
+        k = int(rng.integers(0, 5))
+        attrs = [names[int(i)] for i in rng.permutation(len(names))[:k]]
+        got = histogram.marginal(attrs)
+        expected = _planned_marginal(histogram.to_array(), domain.axes(attrs))
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+        got[...] = -1.0  # a caller's copy
+        np.testing.assert_array_equal(histogram.marginal(attrs), expected)
+        if step % 7 == 3:
+            factor = rng.normal(0.0, 0.3, tuple(domain.size_of(a) for a in attrs))
+            histogram.reweight(attrs, factor)
+        elif step % 11 == 5:
+            histogram = histogram.copy()
+        elif step % 13 == 6:
+            histogram.normalize()

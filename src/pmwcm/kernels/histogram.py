@@ -344,6 +344,50 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     np.multiply(view, wide, out=view)
 
 
+class _MarginalCache:
+    """Marginals of one array of values, by clique, while the values stay as they are.
+
+    Kept in sorted-axis order: the planned passes (:class:`_MarginalPlan`) depend on
+    the set of kept axes only, so a clique in any order is the cached table
+    transposed, bit for bit what :func:`_planned_marginal` returns for it. Only
+    tables of at most :data:`CACHED_MARGINAL_CELLS` cells are kept, at most
+    :data:`CACHED_MARGINAL_TOTAL` cells in all (then the cache starts again). The
+    owner clears it whenever it changes its values in place.
+    """
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[int, ...], FloatArray] = {}
+        self._cells = 0
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._cells = 0
+
+    def marginal(self, values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+        key = tuple(sorted(axes))
+        table = self._tables.get(key)
+        if table is None:
+            table = _planned_marginal(values, key)
+            if table.size <= CACHED_MARGINAL_CELLS:
+                if self._cells + table.size > CACHED_MARGINAL_TOTAL:
+                    self.clear()
+                table.flags.writeable = False
+                self._tables[key] = table
+                self._cells += table.size
+            elif key == axes:
+                return table
+        if key == axes:
+            return table.copy()
+        # As _planned_marginal transposes (a 0-d table never gets here: key == axes).
+        # A copy, also when the transpose is already contiguous (size-1 axes).
+        return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
+
+
+#: The largest marginal a :class:`_MarginalCache` keeps (cells), and the most it keeps in all.
+CACHED_MARGINAL_CELLS = 4096
+CACHED_MARGINAL_TOTAL = 2**20
+
+
 class DenseHistogram:
     """A dense float64 histogram: one cell per element of the universe.
 
@@ -364,6 +408,7 @@ class DenseHistogram:
         self.domain = domain
         self._values = values / total
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
+        self._marginals = _MarginalCache()
 
     @classmethod
     def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
@@ -379,6 +424,7 @@ class DenseHistogram:
         if abs(float(exact.sum()) - 1.0) > 1e-9:
             raise ValueError(f"values must sum to one, got {float(exact.sum())}.")
         histogram._values = exact
+        histogram._marginals.clear()
         return histogram
 
     @classmethod
@@ -415,7 +461,13 @@ class DenseHistogram:
         return axes
 
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
-        return _planned_marginal(self._values, self._axes(attrs))
+        """The marginal on ``attrs`` (axes in ``attrs`` order; a fresh array).
+
+        Small marginals are kept per clique until the values change
+        (:class:`_MarginalCache`): below-threshold rounds leave the hypothesis as it
+        is and ask for the same cliques again.
+        """
+        return self._marginals.marginal(self._values, self._axes(attrs))
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -457,6 +509,7 @@ class DenseHistogram:
         # a constant. Cells without mass may hold any factor: capped, it cannot overflow.
         top = float(exponent[support].max()) if support.any() else 0.0
         head = max(0.0, top - MAX_LOG_SCALE)
+        self._marginals.clear()  # the values change in place below
         scale_by_clique(self._values, axes, np.exp(np.minimum(exponent - head, MAX_LOG_SCALE)))
         if head > 0.0:
             self._values *= math.exp(head)
@@ -478,6 +531,7 @@ class DenseHistogram:
 
     def normalize(self) -> None:
         """Re-normalises to total mass one (removes accumulated rounding)."""
+        self._marginals.clear()
         self._values /= self._values.sum()
 
     def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -501,4 +555,5 @@ class DenseHistogram:
         copied.domain = self.domain
         copied._axes_cache = self._axes_cache  # same domain: shared
         copied._values = self._values / float(self._values.sum())
+        copied._marginals = _MarginalCache()  # other values: nothing carries over
         return copied
