@@ -6,7 +6,10 @@
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
   the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* a dense compile's feature bound, read off its first cell, is the corner's;
 * a dense histogram's cached marginals are the planned passes' bit for bit;
+* :func:`~pmwcm.kernels.threads.blas_threads` skips its set-and-restore only
+  when every BLAS already runs at most the threads asked for;
 * the sparse vector's query noise, drawn in blocks from OpenDP, is used in the
   order drawn, each draw once (the bit is exactly the comparison with it).
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from conftest import RecordingNoise
 from pmwcm.kernels.domain import Domain
@@ -31,6 +35,7 @@ from pmwcm.kernels.fixed_budget import (
 from pmwcm.kernels.histogram import DenseHistogram, _planned_marginal
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import minimize
+from pmwcm.kernels.threads import blas_threads
 from pmwcm.mechanisms.noise import OpenDPNoise
 from pmwcm.mechanisms.sparse_vector import QUERY_NOISE_BLOCK, DworkRothSparse, LyuSuLiSparse
 
@@ -153,3 +158,50 @@ def test_cached_hypothesis_marginals_are_the_planned_ones_bit_for_bit(seed: int)
             histogram = histogram.copy()
         elif step % 13 == 6:
             histogram.normalize()
+
+
+def test_compile_takes_the_corner_bound_from_its_own_first_cell(seed: int) -> None:
+    """A dense compile reads ``B`` off its first (all-zero) cell instead of compiling the
+    corner again: the same ``B``, design and labels, bit for bit, for every encoding,
+    interactions and intercept choice."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({"a": 2, "b": 3, "c": 5, "d": 1, "e": 4, "y": 2, "z": 6})
+    features = ["a", "b", "c", "d", "e"]
+    for _ in range(40):
+        chosen = tuple(str(f) for f in rng.permutation(features)[: int(rng.integers(1, 5))])
+        encodings = {f: str(rng.choice(["onehot", "ordinal", "auto"])) for f in chosen}
+        interactions = (chosen[:2],) if len(chosen) >= 2 and rng.random() < 0.5 else ()
+        loss, target = ("logistic", "y") if rng.random() < 0.5 else ("squared", "z")
+        query = CMQuery(
+            loss=loss,
+            target=target,
+            features=chosen,
+            encodings=encodings,
+            interactions=interactions,
+            intercept=bool(rng.random() < 0.7),
+        )
+        problem = query.compile(domain)
+        sub = domain.project(query.clique)
+        corner, _ = query._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+        assert problem.feature_bound == float(corner.row_norms()[0])
+        cells = np.indices(sub.shape).reshape(len(sub), -1).T
+        design, labels = query._features(sub, cells)
+        np.testing.assert_array_equal(problem.design.dense(), design.dense())
+        assert type(problem.design) is type(design)
+        np.testing.assert_array_equal(problem.labels, labels)
+
+
+def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited() -> None:
+    """The shortcut (nothing to set when every BLAS is already that low) is exact:
+    inside the block no BLAS runs more threads than asked, and after it each has
+    its own count back."""
+
+    def counts() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    for outer in (1, 2, 3):
+        with threadpool_limits(limits=outer, user_api="blas"):
+            for inner in (1, 2):
+                with blas_threads(inner):
+                    assert counts() == {min(outer, inner)}
+                assert counts() == {outer}

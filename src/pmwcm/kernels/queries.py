@@ -255,12 +255,19 @@ class CMQuery:
                 f"The {self.loss} loss needs a binary target, but {self.target!r} has "
                 f"{t_size} values."
             )
-        if cells is None:
-            cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
-        design, labels = self._features(sub, cells)
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
-        corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+        if cells is None:
+            cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
+            # The first cell in C order is the all-zero one: its entries are the
+            # corner's, so the corner's design is built from them (not compiled again).
+            columns, values, width = self._entries(sub, cells)
+            design = design_for(columns, values, width)
+            corner = design_for(columns[:, :1], values[:, :1], width)
+            labels = _scaled(cells[:, -1], sub.sizes[-1])
+        else:
+            design, labels = self._features(sub, cells)
+            corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
         bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
@@ -283,6 +290,14 @@ class CMQuery:
         blocks in order: the features, the interactions, the intercept; all
         divided by ``sqrt(blocks)`` so that ``||phi|| <= 1``.
         """
+        columns, values, width = self._entries(sub, cells)
+        design = design_for(columns, values, width, blocks=block_form)
+        return design, _scaled(cells[:, -1], sub.sizes[-1])
+
+    def _entries(
+        self, sub: Domain, cells: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], FloatArray, int]:
+        """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, and width."""
         blocks = [
             _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
             for i, a in enumerate(self.features)
@@ -302,8 +317,7 @@ class CMQuery:
         offsets = np.cumsum([0] + [width for _, _, width in blocks])
         columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
         values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-        design = design_for(columns.astype(np.int64), values, int(offsets[-1]), blocks=block_form)
-        return design, _scaled(cells[:, -1], sub.sizes[-1])
+        return columns.astype(np.int64), values, int(offsets[-1])
 
 
 def _is_number(value: object) -> bool:
