@@ -6,6 +6,8 @@
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
   the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* the real-data FISTA of a small logistic table (signed form, compiled
+  exponentials) is the scalar compiled loop up to rounding (1e-12);
 * a dense compile's feature bound, read off its first cell, is the corner's;
 * a dense histogram's cached marginals are the planned passes' bit for bit;
 * :func:`~pmwcm.kernels.threads.blas_threads` skips its set-and-restore only
@@ -23,8 +25,11 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from conftest import RecordingNoise
+from pmwcm.kernels.compiled import LOGISTIC, fixed_fista, fixed_fista_signed_logistic_scalar
+from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import (
+    FixedSolve,
     _ellipsoid,
     _ellipsoid_iterations,
     _ellipsoid_reference,
@@ -205,3 +210,42 @@ def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited()
                 with blas_threads(inner):
                     assert counts() == {min(outer, inner)}
                 assert counts() == {outer}
+
+
+@pytest.mark.parametrize("features", [("a",), ("a", "b"), ("a", "c", "d"), ("b", "c", "d", "z")])
+def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
+    features: tuple[str, ...], seed: int
+) -> None:
+    """The all-compiled signed logistic FISTA, which the real-data solve now takes on
+    small tables, is the scalar compiled loop up to rounding (1e-12), intercept and
+    ridge or not, on degenerate weights too."""
+    rng = np.random.default_rng(seed)
+    for l2, intercept in ((0.0, True), (0.3, False)):
+        problem = CMQuery(
+            loss="logistic", target="y", features=features, l2=l2, intercept=intercept
+        ).compile(DOMAIN)
+        plan = plan_solve(problem, gap=0.2 * problem.scale / N, max_iterations=100_000)
+        fista = FixedSolve(
+            method="fista",
+            iterations=300,
+            gap=plan.gap,
+            smoothness=float(problem.smoothness or 0.0) + l2,
+        )
+        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        columns, values = problem.design.row_major
+        for weights in (
+            rng.dirichlet(np.full(problem.design.rows, 0.3)),
+            np.eye(problem.design.rows)[0],
+        ):
+            fast = fixed_budget_minimize(problem, weights, fista)
+            assert fista.smoothness is not None
+            reference = fixed_fista(
+                columns, values, problem.labels, weights, problem.dim, l2, LOGISTIC, 0.0,
+                problem.radius, 1.0 / fista.smoothness, fista.iterations,
+            )  # fmt: skip
+            np.testing.assert_allclose(fast, reference, rtol=1e-12, atol=1e-13)
+            scalar = fixed_fista_signed_logistic_scalar(
+                columns, values, problem.labels, weights, problem.dim, l2,
+                problem.radius, 1.0 / fista.smoothness, fista.iterations,
+            )  # fmt: skip
+            np.testing.assert_array_equal(fast, scalar)

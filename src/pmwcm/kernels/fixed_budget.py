@@ -48,7 +48,12 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.errors import Refused
-from pmwcm.kernels.compiled import fixed_ellipsoid, loss_kind
+from pmwcm.kernels.compiled import (
+    LOGISTIC,
+    fixed_ellipsoid,
+    fixed_fista_signed_logistic_scalar,
+    loss_kind,
+)
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
@@ -210,6 +215,16 @@ def _fista(
     radius, step = problem.radius, 1.0 / smoothness
     fast = evaluator(problem, weights)
     if isinstance(fast, CompiledGLMEvaluator):  # the same loop, compiled: one call
+        if not fast.vector_exp and _signed_logistic(problem):
+            # A small table of a +-1-label logistic query (public shape only, as
+            # vector_exp): the signed form with its exponentials compiled too.
+            assert isinstance(problem, GLMProblem)
+            assert isinstance(problem.design, BlockDesign | DenseDesign)
+            columns, values = problem.design.row_major
+            return fixed_fista_signed_logistic_scalar(
+                columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64),
+                weights, problem.dim, float(problem.l2), radius, step, iterations,
+            )  # fmt: skip
         return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
     gradient = fast.gradient
     theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)
@@ -227,6 +242,17 @@ def _fista(
         np.add(nxt, y, out=y)
         spare, theta, momentum = theta, nxt, following
     return theta
+
+
+def _signed_logistic(problem: ConvexProblem) -> bool:
+    """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
+    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``)."""
+    return (
+        isinstance(problem, GLMProblem)
+        and loss_kind(problem.loss) == (LOGISTIC, 0.0)
+        and len(problem.sizes) > 0
+        and problem.sizes[-1] == 2
+    )
 
 
 def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:

@@ -194,7 +194,7 @@ def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[in
     return runs
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=8192)
 def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPlan:
     """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again).
 
