@@ -258,17 +258,11 @@ class CMQuery:
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
         if cells is None:
-            cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
-            # The first cell in C order is the all-zero one: its entries are the
-            # corner's, so the corner's design is built from them (not compiled again).
-            columns, values, width = self._entries(sub, cells)
-            design = design_for(columns, values, width)
-            corner = design_for(columns[:, :1], values[:, :1], width)
-            labels = _scaled(cells[:, -1], sub.sizes[-1])
+            design, labels, bound = _dense_layout(self._layout(sub))
         else:
             design, labels = self._features(sub, cells)
             corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
-        bound = float(corner.row_norms()[0])
+            bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
             clique=self.clique,
@@ -298,26 +292,77 @@ class CMQuery:
         self, sub: Domain, cells: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], FloatArray, int]:
         """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, and width."""
-        blocks = [
-            _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
-            for i, a in enumerate(self.features)
-        ]
+        return _layout_entries(self._layout(sub), cells)
+
+    def _layout(self, sub: Domain) -> _Layout:
+        """What the design reads of this query on the clique domain ``sub``."""
         position = {a: i for i, a in enumerate(self.features)}
-        for group in self.interactions:
-            column, value, width = blocks[position[group[0]]]
-            for name in group[1:]:
-                other_column, other_value, other_width = blocks[position[name]]
-                # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
-                column = column * other_width + other_column
-                value = value * other_value
-                width = width * other_width
-            blocks.append((column, value, width))
-        if self.intercept:
-            blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
-        offsets = np.cumsum([0] + [width for _, _, width in blocks])
-        columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
-        values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-        return columns.astype(np.int64), values, int(offsets[-1])
+        return _Layout(
+            sizes=sub.sizes,
+            encodings=tuple(self.encodings.get(a, "auto") for a in self.features),
+            interactions=tuple(tuple(position[a] for a in group) for group in self.interactions),
+            intercept=self.intercept,
+        )
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Everything a query's design depends on: the clique's sizes (features, then the
+    target), each feature's encoding, the interactions as feature positions, and
+    whether there is an intercept. Attribute names do not enter: on Adult's binary
+    schema every query with ``k`` features and the same options has the same design."""
+
+    sizes: tuple[int, ...]
+    encodings: tuple[str, ...]
+    interactions: tuple[tuple[int, ...], ...]
+    intercept: bool
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_layout(layout: _Layout) -> tuple[Design, FloatArray, float]:
+    """The design and labels on every cell of the clique (C order), and ``B``.
+
+    Cached by layout: compiling a query is then mostly a dictionary look-up. The
+    arrays are shared by every problem of that layout, which only read them.
+    ``B`` is the norm of the first cell's row: in C order it is the all-zero cell,
+    where every block's norm is largest (:meth:`CMQuery.compile`), and its design
+    is built from the same entries a one-cell compile of that cell computes.
+    """
+    sizes = layout.sizes
+    cells = np.indices(sizes).reshape(len(sizes), -1).T  # (cells, |C|), C order
+    columns, values, width = _layout_entries(layout, cells)
+    corner = design_for(columns[:, :1], values[:, :1], width)
+    return (
+        design_for(columns, values, width),
+        _scaled(cells[:, -1], sizes[-1]),
+        float(corner.row_norms()[0]),
+    )
+
+
+def _layout_entries(
+    layout: _Layout, cells: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], FloatArray, int]:
+    """Block-major ``(columns, values)``, shape ``(B, cells)``, and the width (see
+    :meth:`CMQuery._features`)."""
+    blocks = [
+        _encode(cells[:, i], layout.sizes[i], encoding)
+        for i, encoding in enumerate(layout.encodings)
+    ]
+    for group in layout.interactions:
+        column, value, width = blocks[group[0]]
+        for index in group[1:]:
+            other_column, other_value, other_width = blocks[index]
+            # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
+            column = column * other_width + other_column
+            value = value * other_value
+            width = width * other_width
+        blocks.append((column, value, width))
+    if layout.intercept:
+        blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
+    offsets = np.cumsum([0] + [width for _, _, width in blocks])
+    columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
+    values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
+    return columns.astype(np.int64), values, int(offsets[-1])
 
 
 def _is_number(value: object) -> bool:
