@@ -198,11 +198,26 @@ def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[in
 def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPlan:
     """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again).
 
+    The passes depend on the set of kept axes only (:func:`_passes`, cached by that
+    set), so a clique in another order costs a look-up and its final transpose.
+    """
+    kept_sorted = tuple(sorted(axes))
+    return _MarginalPlan(
+        steps=_passes(shape, kept_sorted),
+        kept_shape=tuple(shape[a] for a in kept_sorted),
+        order=tuple(kept_sorted.index(a) for a in axes),
+        out_shape=tuple(shape[a] for a in axes),
+    )
+
+
+@functools.lru_cache(maxsize=8192)
+def _passes(shape: tuple[int, ...], kept_sorted: tuple[int, ...]) -> tuple[_Step, ...]:
+    """The passes that sum every axis not in ``kept_sorted`` out of ``shape``.
+
     Greedy: the next pass is the cheapest per cell, ties going to the run that
     shrinks the table most; the costly methods thus run last, on small tables.
     """
-    kept = frozenset(axes)
-    kept_sorted = sorted(kept)
+    kept = frozenset(kept_sorted)
     runs = _merged(shape, kept)
     steps: list[_Step] = []
     while any(not keep for _, keep in runs):
@@ -227,12 +242,7 @@ def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPl
             else:
                 rest.append(run)
         runs = rest
-    return _MarginalPlan(
-        steps=tuple(steps),
-        kept_shape=tuple(shape[a] for a in kept_sorted),
-        order=tuple(kept_sorted.index(a) for a in axes),
-        out_shape=tuple(shape[a] for a in axes),
-    )
+    return tuple(steps)
 
 
 def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
