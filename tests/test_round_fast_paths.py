@@ -13,6 +13,7 @@
 * the real-data FISTA of a small logistic table (signed form, compiled
   exponentials) is the scalar compiled loop up to rounding (1e-12);
 * a dense compile's feature bound, read off its first cell, is the corner's;
+* a query's canonical form and key are memoised per domain, never stale;
 * a dense histogram's cached marginals are the planned passes' bit for bit;
 * :func:`~pmwcm.kernels.threads.blas_threads` skips its set-and-restore only
   when every BLAS already runs at most the threads asked for;
@@ -23,6 +24,8 @@ No timing here: ``benchmarks/throughput.py`` measures the speed.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -319,3 +322,25 @@ def test_compiled_newton_is_the_numpy_newton_up_to_rounding(loss: str, seed: int
                 np.testing.assert_allclose(fast[0], slow[0], rtol=1e-9, atol=1e-9)
             solution = minimize(problem, weights, tol=1e-8, max_iter=1000)
             np.testing.assert_array_equal(solution.theta, fast[0])
+
+
+def test_canonical_form_and_key_are_memoised_per_domain_and_follow_the_encodings() -> None:
+    """The memo answers only for the same domain and the same encodings: a changed
+    encodings dict or another domain gets its own canonical form and key."""
+    domain = Domain.from_sizes({"a": 2, "c": 3, "y": 2})
+    other = Domain.from_sizes({"a": 2, "c": 4, "y": 2})
+    query = CMQuery(loss="logistic", target="y", features=("a", "c"), encodings={"c": "onehot"})
+    first = query.canonical(domain)
+    assert query.canonical(domain) is first
+    key = query.canonical_json(domain)
+    assert key == json.dumps(first.to_dict(), sort_keys=True)
+    assert query.canonical(other) is not first
+    assert query.canonical(other) == CMQuery.from_dict(query.to_dict()).canonical(other)
+    encodings = query.encodings
+    assert isinstance(encodings, dict)
+    encodings["c"] = "ordinal"  # a frozen query's dict can still be changed
+    assert query.canonical(domain).encodings == {"c": "ordinal"}
+    assert query.canonical_json(domain) != key
+    assert query == CMQuery(
+        loss="logistic", target="y", features=("a", "c"), encodings={"c": "ordinal"}
+    )

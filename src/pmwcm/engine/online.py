@@ -31,7 +31,6 @@ constants in :mod:`pmwcm.engine.theory`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -85,7 +84,7 @@ def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
     """
     if isinstance(query, LinearQuery):
         return query.key()
-    return "cm:" + json.dumps(query.canonical(domain).to_dict(), sort_keys=True)
+    return "cm:" + query.canonical_json(domain)
 
 
 class EngineHalted(Halted, RuntimeError):

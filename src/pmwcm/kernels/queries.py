@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -215,13 +216,16 @@ class CMQuery:
         >>> a.canonical(d) == b.canonical(d)
         True
         """
+        memo = self.__dict__.get("_canonical")
+        if memo is not None and memo[0] is domain and memo[1] == self._mutable_part():
+            return memo[2]  # this query's, on this very domain
         self._check_attributes(domain)
         encodings = {}
         for name in self.features:
             if domain.size_of(name) > 2:
                 chosen = self.encodings.get(name, "auto")
                 encodings[name] = "onehot" if chosen == "auto" else chosen
-        return CMQuery(
+        canonical = CMQuery(
             loss=self.loss,
             target=self.target,
             features=self.features,
@@ -232,6 +236,25 @@ class CMQuery:
             encodings=encodings,
             interactions=self.interactions,
         )
+        # Memoised on the instance, outside the dataclass fields (so equality, repr
+        # and the spec are untouched): the engine, the command line and the
+        # coefficient names each ask for it, several times per query.
+        object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
+        return canonical
+
+    def _mutable_part(self) -> tuple[tuple[str, str], ...]:
+        """The one field a frozen query can still change (its ``encodings`` dict)."""
+        return tuple(self.encodings.items())
+
+    def canonical_json(self, domain: Domain) -> str:
+        """:meth:`canonical` as sorted-key JSON (the engine's query key), memoised likewise."""
+        canonical = self.canonical(domain)
+        memo = self.__dict__.get("_canonical_json")
+        if memo is not None and memo[0] is canonical:
+            return str(memo[1])
+        text = json.dumps(canonical.to_dict(), sort_keys=True)
+        object.__setattr__(self, "_canonical_json", (canonical, text))
+        return text
 
     def compile(self, domain: Domain, *, cells: NDArray[np.int64] | None = None) -> GLMProblem:
         """The query as a :class:`GLMProblem` on its clique's marginal table.
