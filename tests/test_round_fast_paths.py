@@ -10,8 +10,9 @@
   takes the NumPy loop's steps, to rounding: same iterations and outcome, same
   value to 1e-12 and point to 1e-9 (where the minimiser is unique); its
   trust-region step likewise, hard case included;
-* the real-data FISTA of a small logistic table (signed form, compiled
-  exponentials) is the scalar compiled loop up to rounding (1e-12);
+* the real-data FISTA of a small logistic table (one exp per label pair on a
+  dense table, else the signed form) is the scalar compiled loop up to
+  rounding (1e-12);
 * a dense compile's feature bound, read off its first cell, is the corner's;
 * a query's canonical form and key are memoised per domain, never stale;
 * a dense histogram's cached marginals are the planned passes' bit for bit;
@@ -36,7 +37,9 @@ from pmwcm.kernels.compiled import (
     LOGISTIC,
     ball_quadratic_min,
     fixed_fista,
+    fixed_fista_paired_logistic,
     fixed_fista_signed_logistic_scalar,
+    paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
@@ -267,7 +270,21 @@ def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
                 columns, values, problem.labels, weights, problem.dim, l2,
                 problem.radius, 1.0 / fista.smoothness, fista.iterations,
             )  # fmt: skip
-            np.testing.assert_array_equal(fast, scalar)
+            np.testing.assert_allclose(scalar, reference, rtol=1e-12, atol=1e-13)
+            paired = fixed_fista_paired_logistic(
+                columns, values, weights, problem.dim, l2,
+                problem.radius, 1.0 / fista.smoothness, fista.iterations,
+            )  # fmt: skip
+            assert paired_logistic_rows(columns, values, problem.labels)
+            np.testing.assert_array_equal(fast, paired)
+    # A design whose rows do not pair up is never read as pairs.
+    assert isinstance(problem.design, DenseDesign)
+    columns, values = problem.design.row_major
+    assert not paired_logistic_rows(columns[1:], values[1:], problem.labels[1:])
+    assert not paired_logistic_rows(columns, values, -problem.labels)
+    swapped = values.copy()
+    swapped[1, 0] = -swapped[1, 0]
+    assert not paired_logistic_rows(columns, swapped, problem.labels)
 
 
 def test_compiled_trust_region_step_is_the_numpy_one_up_to_rounding(seed: int) -> None:

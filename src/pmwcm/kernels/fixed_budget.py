@@ -51,8 +51,10 @@ from pmwcm.errors import Refused
 from pmwcm.kernels.compiled import (
     LOGISTIC,
     fixed_ellipsoid,
+    fixed_fista_paired_logistic,
     fixed_fista_signed_logistic_scalar,
     loss_kind,
+    paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
@@ -221,9 +223,22 @@ def _fista(
             assert isinstance(problem, GLMProblem)
             assert isinstance(problem.design, BlockDesign | DenseDesign)
             columns, values = problem.design.row_major
+            labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+            if isinstance(problem.design, DenseDesign) and paired_logistic_rows(
+                columns, values, labels
+            ):
+                # Every cell of the clique in C order (a dense table's problem): the
+                # rows pair up as (x, -1), (x, +1); one exp per pair. Decided from the
+                # compiled design and labels, never from the weights; a sparse table's
+                # problem (its occupied cells, so the data's) is a block design and
+                # never asks (and its clique is large: vector_exp above).
+                return fixed_fista_paired_logistic(
+                    columns, values, weights, problem.dim, float(problem.l2), radius, step,
+                    iterations,
+                )  # fmt: skip
             return fixed_fista_signed_logistic_scalar(
-                columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64),
-                weights, problem.dim, float(problem.l2), radius, step, iterations,
+                columns, values, labels, weights, problem.dim, float(problem.l2), radius, step,
+                iterations,
             )  # fmt: skip
         return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
     gradient = fast.gradient
