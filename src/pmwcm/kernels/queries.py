@@ -271,8 +271,8 @@ class CMQuery:
         """
         self._check_attributes(domain)
         loss = make_loss(self.loss, self.loss_param)
-        sub = domain.project(self.clique)
-        t_size = sub.sizes[-1]
+        sizes = tuple(domain.size_of(name) for name in self.clique)
+        t_size = sizes[-1]
         if loss.label_kind == "binary" and t_size != 2:
             raise QueryError(
                 f"The {self.loss} loss needs a binary target, but {self.target!r} has "
@@ -281,15 +281,16 @@ class CMQuery:
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
         if cells is None:
-            design, labels, bound = _dense_layout(self._layout(sub))
+            design, labels, bound = _dense_layout(self._layout(sizes))
         else:
+            sub = domain.project(self.clique)
             design, labels = self._features(sub, cells)
             corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
             bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
             clique=self.clique,
-            sizes=sub.sizes,
+            sizes=sizes,
             loss=loss,
             design=design,
             labels=labels,
@@ -315,13 +316,13 @@ class CMQuery:
         self, sub: Domain, cells: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], FloatArray, int]:
         """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, and width."""
-        return _layout_entries(self._layout(sub), cells)
+        return _layout_entries(self._layout(sub.sizes), cells)
 
-    def _layout(self, sub: Domain) -> _Layout:
-        """What the design reads of this query on the clique domain ``sub``."""
+    def _layout(self, sizes: tuple[int, ...]) -> _Layout:
+        """What the design reads of this query on a clique of ``sizes`` (features, target)."""
         position = {a: i for i, a in enumerate(self.features)}
         return _Layout(
-            sizes=sub.sizes,
+            sizes=sizes,
             encodings=tuple(self.encodings.get(a, "auto") for a in self.features),
             interactions=tuple(tuple(position[a] for a in group) for group in self.interactions),
             intercept=self.intercept,
