@@ -53,7 +53,12 @@ from pmwcm.kernels.fixed_budget import (
     oscillation_bound,
     plan_solve,
 )
-from pmwcm.kernels.histogram import DenseHistogram, _planned_marginal
+from pmwcm.kernels.histogram import (
+    CACHED_MARGINAL_CELLS,
+    DenseHistogram,
+    _MarginalCache,
+    _planned_marginal,
+)
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import (
     _ball_quadratic_min,
@@ -361,3 +366,15 @@ def test_canonical_form_and_key_are_memoised_per_domain_and_follow_the_encodings
     assert query == CMQuery(
         loss="logistic", target="y", features=("a", "c"), encodings={"c": "ordinal"}
     )
+
+
+def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
+    """Past its budget the cache drops its oldest tables; what it serves stays exact."""
+    rng = np.random.default_rng(seed)
+    values = rng.random((4,) * 7)
+    cache = _MarginalCache(budget=CACHED_MARGINAL_CELLS)
+    for _ in range(80):
+        axes = tuple(int(a) for a in rng.permutation(7)[: int(rng.integers(1, 6))])
+        np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))
+        held = cache._tables.values()
+        assert cache._cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS

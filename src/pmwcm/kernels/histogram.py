@@ -361,13 +361,14 @@ class _MarginalCache:
     the set of kept axes only, so a clique in any order is the cached table
     transposed, bit for bit what :func:`_planned_marginal` returns for it. Only
     tables of at most :data:`CACHED_MARGINAL_CELLS` cells are kept, at most
-    :data:`CACHED_MARGINAL_TOTAL` cells in all (then the cache starts again). The
-    owner clears it whenever it changes its values in place.
+    ``budget`` cells in all (the oldest go first). The owner clears it whenever it
+    changes its values in place.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int = 0) -> None:
         self._tables: dict[tuple[int, ...], FloatArray] = {}
         self._cells = 0
+        self._budget = min(max(budget, CACHED_MARGINAL_CELLS), CACHED_MARGINAL_TOTAL)
 
     def clear(self) -> None:
         self._tables.clear()
@@ -379,8 +380,9 @@ class _MarginalCache:
         if table is None:
             table = _planned_marginal(values, key)
             if table.size <= CACHED_MARGINAL_CELLS:
-                if self._cells + table.size > CACHED_MARGINAL_TOTAL:
-                    self.clear()
+                while self._cells + table.size > self._budget:
+                    oldest = next(iter(self._tables))
+                    self._cells -= self._tables.pop(oldest).size
                 table.flags.writeable = False
                 self._tables[key] = table
                 self._cells += table.size
@@ -393,7 +395,9 @@ class _MarginalCache:
         return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
 
 
-#: The largest marginal a :class:`_MarginalCache` keeps (cells), and the most it keeps in all.
+#: The largest marginal a :class:`_MarginalCache` keeps (cells), and the most it keeps
+#: in all; a histogram's cache holds at most as many cells as the histogram (or this
+#: many for a small one), and never more than ``CACHED_MARGINAL_TOTAL``.
 CACHED_MARGINAL_CELLS = 4096
 CACHED_MARGINAL_TOTAL = 2**20
 
@@ -418,7 +422,7 @@ class DenseHistogram:
         self.domain = domain
         self._values = values / total
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
-        self._marginals = _MarginalCache()
+        self._marginals = _MarginalCache(self._values.size)
 
     @classmethod
     def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
@@ -565,5 +569,5 @@ class DenseHistogram:
         copied.domain = self.domain
         copied._axes_cache = self._axes_cache  # same domain: shared
         copied._values = self._values / float(self._values.sum())
-        copied._marginals = _MarginalCache()  # other values: nothing carries over
+        copied._marginals = _MarginalCache(copied._values.size)  # other values: none carry over
         return copied
