@@ -10,9 +10,8 @@
   takes the NumPy loop's steps, to rounding: same iterations and outcome, same
   value to 1e-12 and point to 1e-9 (where the minimiser is unique); its
   trust-region step likewise, hard case included;
-* the real-data FISTA of a small logistic table (one exp per label pair on a
-  dense table, else the signed form) is the scalar compiled loop up to
-  rounding (1e-12);
+* the real-data FISTA of a small dense logistic table (one exp per label pair)
+  is the scalar compiled loop up to rounding (1e-12);
 * a dense compile's feature bound, read off its first cell, is the corner's;
 * a query's canonical form and key are memoised per domain, never stale;
 * a dense histogram's cached marginals are the planned passes' bit for bit;
@@ -38,7 +37,6 @@ from pmwcm.kernels.compiled import (
     ball_quadratic_min,
     fixed_fista,
     fixed_fista_paired_logistic,
-    fixed_fista_signed_logistic_scalar,
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
@@ -243,9 +241,9 @@ def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited()
 def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
     features: tuple[str, ...], seed: int
 ) -> None:
-    """The all-compiled signed logistic FISTA, which the real-data solve now takes on
-    small tables, is the scalar compiled loop up to rounding (1e-12), intercept and
-    ridge or not, on degenerate weights too."""
+    """The paired logistic FISTA, which the real-data solve takes on a small dense
+    table, is the scalar compiled loop up to rounding (1e-12), intercept and ridge
+    or not, on degenerate weights too."""
     rng = np.random.default_rng(seed)
     for l2, intercept in ((0.0, True), (0.3, False)):
         problem = CMQuery(
@@ -271,11 +269,6 @@ def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
                 problem.radius, 1.0 / fista.smoothness, fista.iterations,
             )  # fmt: skip
             np.testing.assert_allclose(fast, reference, rtol=1e-12, atol=1e-13)
-            scalar = fixed_fista_signed_logistic_scalar(
-                columns, values, problem.labels, weights, problem.dim, l2,
-                problem.radius, 1.0 / fista.smoothness, fista.iterations,
-            )  # fmt: skip
-            np.testing.assert_allclose(scalar, reference, rtol=1e-12, atol=1e-13)
             paired = fixed_fista_paired_logistic(
                 columns, values, weights, problem.dim, l2,
                 problem.radius, 1.0 / fista.smoothness, fista.iterations,

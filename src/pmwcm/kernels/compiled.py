@@ -410,51 +410,6 @@ def fixed_ellipsoid(
 
 
 @njit(cache=True, nogil=True)
-def fixed_fista_signed_logistic_scalar(
-    columns: NDArray[np.int64],
-    values: FloatArray,
-    labels: FloatArray,
-    weights: FloatArray,
-    dim: int,
-    l2: float,
-    radius: float,
-    step: float,
-    iterations: int,
-) -> FloatArray:
-    """:func:`fixed_fista_signed_logistic` with its exponentials in the compiled loop.
-
-    For tables below :data:`VECTOR_EXP_MIN_ROWS` cells, where NumPy's per-call
-    cost outweighs its SIMD ``exp``. Each iteration is the same three passes, all
-    compiled: the margins ``-<s_r, y>`` (:func:`_gather`), their exponentials (an
-    independent loop, so the ``exp`` calls overlap), then the gradient and the step
-    (:func:`_signed_logistic_step`). Against the scalar :func:`fixed_fista` it
-    drops the sign branch of the expit and the second ``exp`` pass: about 1.5x
-    faster on a 16-cell table. No early exit: the work is the same for every
-    ``weights``; ``exp`` overflowing to ``inf`` gives a zero weight, never a NaN.
-    """
-    rows, blocks = columns.shape
-    signed = np.empty((rows, blocks))
-    negated = np.empty((rows, blocks))
-    for r in range(rows):
-        for b in range(blocks):
-            signed[r, b] = (-labels[r]) * values[r, b]
-            negated[r, b] = -signed[r, b]
-    margin = np.empty(rows)
-    theta = np.zeros(dim)
-    y = np.zeros(dim)
-    nxt = np.zeros(dim)
-    momentum = 1.0
-    for _ in range(iterations):
-        _gather(columns, negated, y, margin)
-        for r in range(rows):
-            margin[r] = math.exp(margin[r])
-        momentum = _signed_logistic_step(
-            columns, signed, weights, margin, l2, radius, step, momentum, theta, y, nxt
-        )
-    return theta
-
-
-@njit(cache=True, nogil=True)
 def _dot(a: FloatArray, b: FloatArray) -> float:
     total = 0.0
     for j in range(a.size):

@@ -52,7 +52,6 @@ from pmwcm.kernels.compiled import (
     LOGISTIC,
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
-    fixed_fista_signed_logistic_scalar,
     loss_kind,
     paired_logistic_rows,
 )
@@ -219,7 +218,7 @@ def _fista(
     if isinstance(fast, CompiledGLMEvaluator):  # the same loop, compiled: one call
         if not fast.vector_exp and _signed_logistic(problem):
             # A small table of a +-1-label logistic query (public shape only, as
-            # vector_exp): the signed form with its exponentials compiled too.
+            # vector_exp).
             assert isinstance(problem, GLMProblem)
             assert isinstance(problem.design, BlockDesign | DenseDesign)
             columns, values = problem.design.row_major
@@ -236,10 +235,6 @@ def _fista(
                     columns, values, weights, problem.dim, float(problem.l2), radius, step,
                     iterations,
                 )  # fmt: skip
-            return fixed_fista_signed_logistic_scalar(
-                columns, values, labels, weights, problem.dim, float(problem.l2), radius, step,
-                iterations,
-            )  # fmt: skip
         return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
     gradient = fast.gradient
     theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)

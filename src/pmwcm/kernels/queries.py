@@ -308,14 +308,15 @@ class CMQuery:
         blocks in order: the features, the interactions, the intercept; all
         divided by ``sqrt(blocks)`` so that ``||phi|| <= 1``.
         """
-        columns, values, width = self._entries(sub, cells)
+        columns, values, width, _ = self._entries(sub, cells)
         design = design_for(columns, values, width, blocks=block_form)
         return design, _scaled(cells[:, -1], sub.sizes[-1])
 
     def _entries(
         self, sub: Domain, cells: NDArray[np.int64]
-    ) -> tuple[NDArray[np.int64], FloatArray, int]:
-        """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, and width."""
+    ) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
+        """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, the
+        width, and each block's width."""
         return _layout_entries(self._layout(sub.sizes), cells)
 
     def _layout(self, sizes: tuple[int, ...]) -> _Layout:
@@ -354,7 +355,7 @@ def _dense_layout(layout: _Layout) -> tuple[Design, FloatArray, float]:
     """
     sizes = layout.sizes
     cells = np.indices(sizes).reshape(len(sizes), -1).T  # (cells, |C|), C order
-    columns, values, width = _layout_entries(layout, cells)
+    columns, values, width, _ = _layout_entries(layout, cells)
     corner = design_for(columns[:, :1], values[:, :1], width)
     return (
         design_for(columns, values, width),
@@ -365,9 +366,9 @@ def _dense_layout(layout: _Layout) -> tuple[Design, FloatArray, float]:
 
 def _layout_entries(
     layout: _Layout, cells: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], FloatArray, int]:
-    """Block-major ``(columns, values)``, shape ``(B, cells)``, and the width (see
-    :meth:`CMQuery._features`)."""
+) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
+    """Block-major ``(columns, values)``, shape ``(B, cells)``, the width, and each
+    block's width (see :meth:`CMQuery._features`)."""
     blocks = [
         _encode(cells[:, i], layout.sizes[i], encoding)
         for i, encoding in enumerate(layout.encodings)
@@ -386,7 +387,8 @@ def _layout_entries(
     offsets = np.cumsum([0] + [width for _, _, width in blocks])
     columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
     values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-    return columns.astype(np.int64), values, int(offsets[-1])
+    widths = tuple(int(width) for _, _, width in blocks)
+    return columns.astype(np.int64), values, int(offsets[-1]), widths
 
 
 def _is_number(value: object) -> bool:
