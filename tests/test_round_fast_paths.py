@@ -6,6 +6,7 @@
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
   the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* the ellipsoid's one-pass value and gradient are the separate kernels' bit for bit;
 * the hypothesis solve's compiled Newton (:func:`~pmwcm.kernels.compiled.newton_solve`)
   takes the NumPy loop's steps, to rounding: same iterations and outcome, same
   value to 1e-12 and point to 1e-9 (where the minimiser is unique); its
@@ -34,9 +35,13 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from conftest import RecordingNoise
 from pmwcm.kernels.compiled import (
     LOGISTIC,
+    _objective_and_gradient,
     ball_quadratic_min,
     fixed_fista,
     fixed_fista_paired_logistic,
+    glm_gradient,
+    glm_objective,
+    loss_kind,
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
@@ -371,3 +376,29 @@ def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
         np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))
         held = cache._tables.values()
         assert cache._cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
+
+
+@pytest.mark.parametrize(("loss", "target"), [("logistic", "y"), ("squared", "z"), ("huber", "z")])
+def test_fused_objective_and_gradient_are_the_separate_kernels_bit_for_bit(
+    loss: str, target: str, seed: int
+) -> None:
+    """The ellipsoid's one-pass value and gradient equal glm_objective and glm_gradient."""
+    rng = np.random.default_rng(seed)
+    problem = CMQuery(loss=loss, target=target, features=("a", "c", "d"), l2=0.1).compile(DOMAIN)
+    assert isinstance(problem.design, BlockDesign | DenseDesign)
+    columns, values = problem.design.row_major
+    labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+    kind = loss_kind(problem.loss)
+    assert kind is not None
+    weights = rng.dirichlet(np.full(problem.design.rows, 0.5))
+    for scale in (0.1, 1.0, 300.0):  # 300: exp overflows on the far side
+        theta = rng.normal(0.0, scale, problem.dim)
+        fused = np.empty(problem.dim)
+        value = _objective_and_gradient(
+            columns, values, labels, weights, theta, 0.1, kind[0], kind[1], fused
+        )
+        assert value == glm_objective(columns, values, labels, weights, theta, 0.1, *kind)
+        separate = glm_gradient(
+            columns, values, labels, weights, theta, 0.1, kind[0], kind[1], np.empty(problem.dim)
+        )
+        np.testing.assert_array_equal(fused, separate)

@@ -338,6 +338,46 @@ def fixed_fista_signed_logistic(
 
 
 @njit(cache=True, nogil=True)
+def _objective_and_gradient(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    theta: FloatArray,
+    l2: float,
+    kind: int,
+    param: float,
+    out: FloatArray,
+) -> float:
+    """:func:`glm_objective` (returned) and :func:`glm_gradient` (into ``out``) in one pass.
+
+    The same per-row terms in the same order, so both are bit for bit those
+    functions' results; for the logistic loss the one ``exp(-|t|)``, ``t = -y z``,
+    serves both the value ``max(t, 0) + log1p(exp(-|t|))`` and the slope
+    ``-y expit(t)`` (:func:`_expit` takes the same ``exp`` on either side of 0).
+    """
+    rows, blocks = columns.shape
+    for j in range(out.size):
+        out[j] = l2 * theta[j]
+    total = 0.0
+    for r in range(rows):
+        z = _row_dot(columns, values, r, theta)
+        y = labels[r]
+        if kind == LOGISTIC:
+            t = -y * z
+            e = math.exp(-abs(t))
+            total += weights[r] * (max(t, 0.0) + math.log1p(e))
+            slope = -y * (1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e))
+        else:
+            total += weights[r] * _value(kind, param, z, y)
+            slope = _slope(kind, param, z, y)
+        s = weights[r] * slope
+        for b in range(blocks):
+            out[columns[r, b]] += s * values[r, b]
+    return total + 0.5 * l2 * np.dot(theta, theta)
+
+
+@njit(cache=True, nogil=True)
 def fixed_ellipsoid(
     columns: NDArray[np.int64],
     values: FloatArray,
@@ -373,7 +413,11 @@ def fixed_ellipsoid(
     dilation = dim / math.sqrt(dim * dim - 1.0)
     squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
     for _ in range(iterations):
-        value = glm_objective(columns, values, labels, weights, centre, l2, kind, param)
+        # The value and the gradient at the centre in one pass (the gradient is
+        # evaluated at every centre, feasible or not: the same work every time).
+        value = _objective_and_gradient(
+            columns, values, labels, weights, centre, l2, kind, param, grad
+        )
         norm2 = 0.0
         for j in range(dim):
             norm2 += centre[j] * centre[j]
@@ -382,7 +426,6 @@ def fixed_ellipsoid(
             best_value = value
             for j in range(dim):
                 best[j] = centre[j]
-        glm_gradient(columns, values, labels, weights, centre, l2, kind, param, grad)
         cut = grad if feasible else centre
         width2 = 0.0
         for k in range(dim):
