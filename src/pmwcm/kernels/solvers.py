@@ -21,6 +21,12 @@ by eigen-decomposition and the Moré-Sorensen secular equation), then an Armijo
 backtracking along the feasible segment; locally quadratic. ``"fista"``:
 accelerated projected gradient (Beck-Teboulle 2009) with backtracking on the
 Lipschitz constant and O'Donoghue-Candès adaptive restarts.
+
+For a loss the compiled kernels implement (logistic, squared, Huber) the Newton
+loop runs as one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`):
+the same steps, equal to the NumPy loop up to rounding, without NumPy's per-call
+cost on a table of a few dozen cells (about 90 us to 25 us per solve on Adult).
+The certificate is computed here either way.
 """
 
 from __future__ import annotations
