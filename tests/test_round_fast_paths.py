@@ -52,6 +52,7 @@ from pmwcm.kernels.fixed_budget import (
     _ellipsoid,
     _ellipsoid_iterations,
     _ellipsoid_reference,
+    _paired_form,
     fixed_budget_minimize,
     oscillation_bound,
     plan_solve,
@@ -402,3 +403,16 @@ def test_fused_objective_and_gradient_are_the_separate_kernels_bit_for_bit(
             columns, values, labels, weights, theta, 0.1, kind[0], kind[1], np.empty(problem.dim)
         )
         np.testing.assert_array_equal(fused, separate)
+
+
+def test_paired_form_only_for_a_full_dense_compile() -> None:
+    """The paired FISTA is taken for a problem compiled on every cell (and remembered
+    for its design), never for one on other cells, nor a squared loss."""
+    query = CMQuery(loss="logistic", target="y", features=("a", "c"))
+    full = query.compile(DOMAIN)
+    form = _paired_form(full)
+    assert form is not None and _paired_form(full) is form
+    cells = np.array([[0, 0, 1], [1, 2, 0], [0, 1, 1], [0, 0, 0]])
+    assert _paired_form(query.compile(DOMAIN, cells=cells)) is None
+    squared = CMQuery(loss="squared", target="y", features=("a", "c")).compile(DOMAIN)
+    assert _paired_form(squared) is None

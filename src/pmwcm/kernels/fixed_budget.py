@@ -43,13 +43,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.errors import Refused
 from pmwcm.kernels.compiled import (
     LOGISTIC,
+    VECTOR_EXP_MIN_ROWS,
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
     loss_kind,
@@ -214,27 +216,17 @@ def _fista(
     ``x (R / ||x||)``, ``y' = x + c (x - theta)``).
     """
     radius, step = problem.radius, 1.0 / smoothness
+    paired = _paired_form(problem)
+    if paired is not None:
+        # A small dense table of a +-1-label logistic query, every cell in C order:
+        # one exp per (x, -1), (x, +1) pair (public form: see _paired_form).
+        columns, values = paired
+        return fixed_fista_paired_logistic(
+            columns, values, np.ascontiguousarray(weights, dtype=np.float64), problem.dim,
+            float(problem.l2), radius, step, iterations,
+        )  # fmt: skip
     fast = evaluator(problem, weights)
     if isinstance(fast, CompiledGLMEvaluator):  # the same loop, compiled: one call
-        if not fast.vector_exp and _signed_logistic(problem):
-            # A small table of a +-1-label logistic query (public shape only, as
-            # vector_exp).
-            assert isinstance(problem, GLMProblem)
-            assert isinstance(problem.design, BlockDesign | DenseDesign)
-            columns, values = problem.design.row_major
-            labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
-            if isinstance(problem.design, DenseDesign) and paired_logistic_rows(
-                columns, values, labels
-            ):
-                # Every cell of the clique in C order (a dense table's problem): the
-                # rows pair up as (x, -1), (x, +1); one exp per pair. Decided from the
-                # compiled design and labels, never from the weights; a sparse table's
-                # problem (its occupied cells, so the data's) is a block design and
-                # never asks (and its clique is large: vector_exp above).
-                return fixed_fista_paired_logistic(
-                    columns, values, weights, problem.dim, float(problem.l2), radius, step,
-                    iterations,
-                )  # fmt: skip
         return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
     gradient = fast.gradient
     theta, y, spare = np.zeros(problem.dim), np.zeros(problem.dim), np.empty(problem.dim)
@@ -252,6 +244,43 @@ def _fista(
         np.add(nxt, y, out=y)
         spare, theta, momentum = theta, nxt, following
     return theta
+
+
+def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray] | None:
+    """The row-major design :func:`fixed_fista_paired_logistic` reads, or ``None``.
+
+    Only for a logistic query on a two-valued target whose clique is below
+    :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells (the evaluator's
+    ``vector_exp`` takes the larger ones) and whose problem is dense, that is
+    compiled on every cell in C order, so its rows pair up as ``(x, -1), (x, +1)``
+    (checked on the design and labels, :func:`paired_logistic_rows`). All of it
+    reads the query's compile, never the weights: a sparse table's problem (its
+    occupied cells, so the data's) has a block design and a large clique. Kept per
+    design and labels (the compile shares them between queries of one layout).
+    """
+    if not (
+        type(problem) is GLMProblem  # what the evaluator compiles
+        and _signed_logistic(problem)
+        and type(problem.design) is DenseDesign
+        and math.prod(problem.sizes) < VECTOR_EXP_MIN_ROWS
+    ):
+        return None
+    key = (id(problem.design), id(problem.labels))
+    known = _PAIRED.get(key)
+    if known is not None and known[0] is problem.design and known[1] is problem.labels:
+        return known[2]
+    columns, values = problem.design.row_major
+    labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+    form = (columns, values) if paired_logistic_rows(columns, values, labels) else None
+    if len(_PAIRED) >= 256:
+        _PAIRED.clear()
+    _PAIRED[key] = (problem.design, problem.labels, form)
+    return form
+
+
+#: :func:`_paired_form`'s answers by (design, labels) identity; each entry keeps its
+#: two objects, so an id is never read for another object.
+_PAIRED: dict[tuple[int, int], tuple[object, object, Any]] = {}
 
 
 def _signed_logistic(problem: ConvexProblem) -> bool:
