@@ -225,6 +225,137 @@ def end_to_end(data: PrivateData, k: int, *, noise: Callable[[], NoiseSource]) -
     ]
 
 
+ROUND_PARTS = (
+    "query key",
+    "compile",
+    "hyp marginal",
+    "data marginal",
+    "hyp solve",
+    "data solve",
+    "sparse vector",
+)
+
+
+def below_round_split(
+    data: PrivateData, k: int, *, repeats: int, noise: Callable[[], NoiseSource]
+) -> list[list[str]]:
+    """Below-threshold rounds with the default configuration, timed round by round.
+
+    Issue 18's target: at most 100 us per round at ``|X| = 2^14`` (binary Adult).
+    ``k`` distinct logistic queries after 200 warm-up rounds; threshold ``1e12``
+    sensitivities so every round is below. Each part is timed around its call
+    (``perf_counter_ns``); a row per repeat gives the medians over its rounds, and
+    the last rows the median of the repeats and its ratio to the target. Wall and
+    CPU (``process_time``) per round, and the round's wall median as a multiple of
+    ``np.copyto`` of the histogram (issue 18's unit).
+    """
+    rows = [_below_rounds(data, k, seed=10 + repeat, noise=noise) for repeat in range(repeats)]
+    table = [[f"repeat {i + 1}", *(f"{v:.1f}" for v in row)] for i, row in enumerate(rows)]
+    middle = np.median(np.asarray(rows), axis=0)
+    table.append(["median", *(f"{v:.1f}" for v in middle)])
+    ratios = [f"{middle[0] / 100:.2f}x", f"{middle[1] / 100:.2f}x"]
+    table.append(["/ 100 us target", *ratios, *[""] * (len(ROUND_PARTS) + 1)])
+    return table
+
+
+def _below_rounds(
+    data: PrivateData, k: int, *, seed: int, noise: Callable[[], NoiseSource]
+) -> list[float]:
+    """One repeat of :func:`below_round_split`: its row of numbers."""
+    import pmwcm.engine.online as online_module
+    import pmwcm.engine.rounds as rounds_module
+
+    config = PMWConfig(epsilon=1.0, delta=1e-6, threshold=NEVER)
+    engine = build_engine(data, config, noise=noise())
+    queries = distinct_queries(data.domain, k + 200, seed=seed)
+    parts: dict[str, list[int]] = defaultdict(list)
+    restore: list[tuple[Any, str, Any]] = []
+
+    def wrap(owner: Any, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter_ns()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                parts[label].append(time.perf_counter_ns() - start)
+
+        if isinstance(owner, type) or owner in (online_module, rounds_module):
+            restore.append((owner, name, inner))  # shared: put back afterwards
+        setattr(owner, name, timed)
+
+    wrap(online_module, "query_key", "query key")
+    wrap(online_module.OnlinePMW, "_compile_round", "compile")
+    wrap(engine.hypothesis, "clique_table", "hyp marginal")
+    wrap(engine._data_side, "table", "data marginal")
+    wrap(rounds_module.CMRound, "hypothesis_answer", "hyp solve")
+    wrap(rounds_module, "fixed_budget_minimize", "data solve")
+    wrap(engine.sparse_vector, "above", "sparse vector")
+    wall, cpu = [], []
+    try:
+        for q in queries[:200]:
+            engine.answer(q)
+        parts.clear()
+        for q in queries[200:]:
+            start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
+            assert engine.answer(q).source == "hypothesis"
+            wall.append(time.perf_counter_ns() - start)
+            cpu.append(time.process_time_ns() - cpu_start)
+    finally:
+        for owner, name, inner in reversed(restore):
+            setattr(owner, name, inner)
+    copy_from = np.random.default_rng(0).random(data.domain.shape)
+    copy_to = np.empty_like(copy_from)
+    copies = []
+    for _ in range(200):
+        start = time.perf_counter_ns()
+        np.copyto(copy_to, copy_from)
+        copies.append(time.perf_counter_ns() - start)
+    median = float(np.median(wall))
+    print(f"  below-threshold rounds (seed {seed}): median {median / 1e3:.0f} us", flush=True)
+    return [
+        median / 1e3,
+        float(np.mean(cpu)) / 1e3,
+        median / float(np.median(copies)),
+        *(float(np.median(parts[label])) / 1e3 for label in ROUND_PARTS),
+    ]
+
+
+def oracle_round_growth(
+    data: PrivateData, updates: int, *, noise: Callable[[], NoiseSource]
+) -> list[list[str]]:
+    """Above-threshold (oracle) rounds with the default oracle, by ``sweeps``: the CPU
+    median of the first and last fifth of ``updates`` rounds and the overall rate
+    (issue 18: independent of ``T``, at least 20 per second at ``2^14``)."""
+    queries = distinct_queries(data.domain, updates, seed=1)
+    out = []
+    for sweeps in (2, 0):
+        config = PMWConfig(
+            epsilon=1.0, delta=1e-6, prior="uniform", max_updates=updates, threshold=ALWAYS,
+            sweeps=sweeps,
+        )  # fmt: skip
+        engine = build_engine(data, config, noise=noise())
+        seconds = []
+        for q in queries:
+            cpu_start = time.process_time()
+            assert engine.answer(q).source == "oracle"
+            seconds.append(time.process_time() - cpu_start)
+        fifth = max(1, updates // 5)
+        out.append(
+            [
+                f"{sweeps}{' (default)' if sweeps == 2 else ''}",
+                f"{1e3 * float(np.median(seconds[:fifth])):.1f}",
+                f"{1e3 * float(np.median(seconds[-fifth:])):.1f}",
+                f"{updates / sum(seconds):.1f}",
+            ]
+        )
+        print(
+            f"  oracle rounds, sweeps {sweeps}: {updates / sum(seconds):.1f} per cpu s", flush=True
+        )
+    return out
+
+
 def cli_run_ratio(k: int, *, repeats: int) -> list[str]:
     """``pmwcm run`` on ``k`` random Adult queries, pmw (seeded noise) against nonprivate.
 
@@ -316,6 +447,12 @@ def main() -> None:
         "--cli-only", action="store_true", help="only the pmwcm run vs nonprivate ratio"
     )
     parser.add_argument("--repeats", type=int, default=5, help="runs of each pmwcm run")
+    parser.add_argument(
+        "--round-only",
+        action="store_true",
+        help="only the below-threshold round split and the oracle rounds' growth (Adult binary)",
+    )
+    parser.add_argument("--updates", type=int, default=50, help="oracle rounds for the growth")
     args = parser.parse_args()
 
     def noise() -> NoiseSource:
@@ -330,6 +467,21 @@ def main() -> None:
         f"load average at start {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    if args.round_only:
+        binary = load_adult("binary")
+        binary_data = PrivateData.from_records(binary.domain, binary.records)
+        split = below_round_split(binary_data, 2000, repeats=args.repeats, noise=noise)
+        growth = oracle_round_growth(binary_data, args.updates, noise=noise)
+        print(
+            "\nBelow-threshold rounds, Adult binary (2^14), default configuration, "
+            "2,000 distinct logistic queries per repeat (us; part columns are medians):\n"
+        )
+        header = ["", "round wall p50", "round cpu mean", "x copy", *ROUND_PARTS]
+        print(markdown(header, split))
+        print(f"\nOracle rounds, Adult binary, T = {args.updates}, uniform prior (cpu ms):\n")
+        print(markdown(["sweeps", "first fifth p50", "last fifth p50", "rounds / cpu s"], growth))
+        print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+        return
     cli = cli_run_ratio(args.e2e, repeats=args.repeats)
     print(
         "\npmwcm run on Adult (binary), logistic queries, medians of "

@@ -31,7 +31,6 @@ constants in :mod:`pmwcm.engine.theory`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -86,7 +85,7 @@ def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
     """
     if isinstance(query, LinearQuery):
         return query.key()
-    return "cm:" + json.dumps(query.canonical(domain).to_dict(), sort_keys=True)
+    return "cm:" + query.canonical_json(domain)
 
 
 class EngineHalted(Halted, RuntimeError):
@@ -447,7 +446,7 @@ class OnlinePMW:
     def _compile_round(self, query: CMQuery) -> CMRound:
         """:meth:`cm_round` without the cache."""
         settings = self.settings
-        shape = self.domain.project(query.clique).sizes
+        shape = tuple(self.domain.size_of(name) for name in query.clique)
         if math.prod(shape) >= MAX_CLIQUE_CELLS:
             raise QueryError(
                 f"The query's clique {list(query.clique)} has {math.prod(shape):.3g} cells; "
@@ -629,7 +628,7 @@ class OnlinePMW:
         choose); a small one goes when its cells times the planned iterations are
         many, since below that the hand-off costs more than it saves.
         """
-        shape = self.domain.project(round_.clique).sizes
+        shape = tuple(self.domain.size_of(name) for name in round_.clique)
         if not is_dense(shape):
             return True
         return math.prod(shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK

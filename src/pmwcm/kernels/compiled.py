@@ -396,3 +396,306 @@ def fixed_fista_signed_logistic(
                 columns, values, fixed, slopes, l2, radius, step, momentum, theta, y, nxt, partial
             )
     return theta
+
+
+@njit(cache=True, nogil=True)
+def _objective_and_gradient(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    theta: FloatArray,
+    l2: float,
+    kind: int,
+    param: float,
+    out: FloatArray,
+) -> float:
+    """:func:`glm_objective` (returned) and :func:`glm_gradient` (into ``out``) in one pass.
+
+    The same per-row terms in the same order, so both are bit for bit those
+    functions' results; for the logistic loss the one ``exp(-|t|)``, ``t = -y z``,
+    serves both the value ``max(t, 0) + log1p(exp(-|t|))`` and the slope
+    ``-y expit(t)`` (:func:`_expit` takes the same ``exp`` on either side of 0).
+    """
+    rows, blocks = columns.shape
+    for j in range(out.size):
+        out[j] = l2 * theta[j]
+    total = 0.0
+    for r in range(rows):
+        z = _row_dot(columns, values, r, theta)
+        y = labels[r]
+        if kind == LOGISTIC:
+            t = -y * z
+            e = math.exp(-abs(t))
+            total += weights[r] * (max(t, 0.0) + math.log1p(e))
+            slope = -y * (1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e))
+        else:
+            total += weights[r] * _value(kind, param, z, y)
+            slope = _slope(kind, param, z, y)
+        s = weights[r] * slope
+        for b in range(blocks):
+            out[columns[r, b]] += s * values[r, b]
+    return total + 0.5 * l2 * np.dot(theta, theta)
+
+
+@njit(cache=True, nogil=True)
+def fixed_ellipsoid(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    dim: int,
+    l2: float,
+    kind: int,
+    param: float,
+    radius: float,
+    iterations: int,
+) -> FloatArray:
+    """``iterations`` central cuts of the ellipsoid method on the ball; the best feasible centre.
+
+    The loop of :func:`pmwcm.kernels.fixed_budget._ellipsoid_reference` (the
+    square-root form ``{c + B v : ||v|| <= 1}``, Grötschel, Lovász, Schrijver 1988,
+    section 3.2), operation for operation, with its small matrix products written
+    as loops: ``a = B' cut``, ``p = a / ||a||``, ``c <- c - B p / (d + 1)``,
+    ``B <- d / sqrt(d^2 - 1) (B - (1 - sqrt((d - 1) / (d + 1))) (B p) p')``. The
+    cut is the objective's gradient at a feasible centre and the ball's normal
+    ``c`` at an infeasible one; the gradient is evaluated at every centre, so the
+    work is the same for every ``weights`` (``dim >= 2``).
+    """
+    centre = np.zeros(dim)
+    best = np.zeros(dim)
+    root = np.zeros((dim, dim))
+    for j in range(dim):
+        root[j, j] = radius
+    grad = np.zeros(dim)
+    along = np.zeros(dim)
+    step = np.zeros(dim)
+    best_value = glm_objective(columns, values, labels, weights, centre, l2, kind, param)
+    dilation = dim / math.sqrt(dim * dim - 1.0)
+    squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
+    for _ in range(iterations):
+        # The value and the gradient at the centre in one pass (the gradient is
+        # evaluated at every centre, feasible or not: the same work every time).
+        value = _objective_and_gradient(
+            columns, values, labels, weights, centre, l2, kind, param, grad
+        )
+        norm2 = 0.0
+        for j in range(dim):
+            norm2 += centre[j] * centre[j]
+        feasible = norm2 <= radius * radius
+        if feasible and value < best_value:
+            best_value = value
+            for j in range(dim):
+                best[j] = centre[j]
+        cut = grad if feasible else centre
+        width2 = 0.0
+        for k in range(dim):
+            a = 0.0
+            for j in range(dim):
+                a += root[j, k] * cut[j]
+            along[k] = a
+            width2 += a * a
+        width = math.sqrt(width2)
+        if not width > 0.0:
+            # A zero subgradient at a feasible centre: it is a minimiser, already kept.
+            continue
+        for k in range(dim):
+            along[k] /= width  # now the unit direction p
+        for j in range(dim):
+            s = 0.0
+            for k in range(dim):
+                s += root[j, k] * along[k]
+            step[j] = s
+        for j in range(dim):
+            centre[j] -= step[j] / (dim + 1.0)
+            for k in range(dim):
+                root[j, k] = (root[j, k] - step[j] * along[k] * squeeze) * dilation
+    return best
+
+
+@njit(cache=True, nogil=True)
+def _dot(a: FloatArray, b: FloatArray) -> float:
+    total = 0.0
+    for j in range(a.size):
+        total += a[j] * b[j]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _ball_project(v: FloatArray, radius: float) -> FloatArray:
+    norm = math.sqrt(_dot(v, v))
+    return v if norm <= radius else v * (radius / norm)
+
+
+@njit(cache=True, nogil=True)
+def ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> FloatArray:
+    """``argmin_{||v|| <= R} v'Hv/2 + lin'v`` for symmetric PSD ``H`` (Moré-Sorensen 1983).
+
+    :func:`pmwcm.kernels.solvers._ball_quadratic_min`, step for step (LAPACK's
+    ``dsyevd`` for the eigen-decomposition; the secular equation by Newton on
+    ``1/||v|| - 1/R``), compiled: equal up to rounding.
+    """
+    evals, evecs = np.linalg.eigh(hess)
+    b = evecs.T @ lin
+    lam_min = evals[0]
+    if lam_min > 1e-12 * max(1.0, evals[-1]):
+        v = -b / evals
+        if _dot(v, v) <= radius * radius:
+            return evecs @ v
+    lo = max(0.0, -lam_min)
+    nu = lo + max(1e-12, math.sqrt(_dot(b, b)) / radius)
+    for _ in range(100):
+        denom = evals + nu
+        if denom[0] <= 0.0:
+            break  # the hard case (see the NumPy version)
+        v = -b / denom
+        norm = math.sqrt(_dot(v, v))
+        if norm == 0.0 or abs(norm - radius) <= 1e-13 * radius:
+            break
+        dnorm = 0.0
+        for j in range(b.size):
+            dnorm += b[j] * b[j] / (denom[j] * denom[j] * denom[j])
+        dnorm = -dnorm / norm
+        step = (1.0 / norm - 1.0 / radius) / (dnorm / (norm * norm))
+        nu = max(lo + 0.5 * (nu - lo), nu + step)
+    denom = evals + nu
+    v = np.zeros(b.size)
+    for j in range(b.size):
+        if denom[j] > 0.0:
+            v[j] = -b[j] / denom[j]
+    return _ball_project(evecs @ v, radius)
+
+
+@njit(cache=True, nogil=True)
+def newton_solve(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    l2: float,
+    kind: int,
+    param: float,
+    radius: float,
+    theta: FloatArray,
+    tol: float,
+    max_iter: int,
+) -> tuple[FloatArray, int, bool]:
+    """:func:`pmwcm.kernels.solvers._newton` for a compiled GLM, in one call.
+
+    Projected Newton from ``theta``: each step minimises the second-order model
+    over the ball exactly (:func:`ball_quadratic_min`), then Armijo backtracking
+    along the segment; stops at the Frank-Wolfe gap ``<g, theta> + R ||g|| <= tol``.
+    The same branches as the NumPy loop (the full model step when the predicted
+    decrease is below float64's resolution of the values, the give-ups that hand
+    over to FISTA), so it returns ``(theta, iterations, converged)`` equal to it up
+    to rounding. Used on the public hypothesis (and exact baselines) only: its
+    iteration count depends on the weights.
+    """
+    dim = theta.size
+    grad = np.zeros(dim)
+    theta = theta.copy()
+    value = glm_objective(columns, values, labels, weights, theta, l2, kind, param)
+    full_step_gap = math.inf
+    for it in range(1, max_iter + 1):
+        glm_gradient(columns, values, labels, weights, theta, l2, kind, param, grad)
+        gap = max(0.0, _dot(grad, theta) + radius * math.sqrt(_dot(grad, grad)))
+        if gap <= tol:
+            return theta, it - 1, True
+        hess = glm_hessian(columns, values, labels, weights, theta, kind, param)
+        for j in range(dim):
+            hess[j, j] += l2 + 1e-12
+        target = ball_quadratic_min(hess, grad - hess @ theta, radius)
+        direction = target - theta
+        slope = _dot(grad, direction)
+        if slope >= 0.0:
+            return theta, it, False
+        if -slope <= 1e-12 * max(1.0, abs(value)):
+            if gap >= full_step_gap:
+                return theta, it, False
+            full_step_gap = gap
+            theta = target
+            value = glm_objective(columns, values, labels, weights, theta, l2, kind, param)
+            continue
+        step = 1.0
+        accepted = False
+        candidate = theta
+        cand_value = value
+        while step > 1e-10:
+            candidate = theta + step * direction
+            cand_value = glm_objective(columns, values, labels, weights, candidate, l2, kind, param)
+            if cand_value <= value + 1e-4 * step * slope:
+                accepted = True
+                break
+            step *= 0.5
+        if not accepted:
+            return theta, it, False
+        theta, value = candidate, cand_value
+    glm_gradient(columns, values, labels, weights, theta, l2, kind, param, grad)
+    gap = max(0.0, _dot(grad, theta) + radius * math.sqrt(_dot(grad, grad)))
+    return theta, max_iter, gap <= tol
+
+
+@njit(cache=True, nogil=True)
+def fixed_fista_paired_logistic(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    weights: FloatArray,
+    dim: int,
+    l2: float,
+    radius: float,
+    step: float,
+    iterations: int,
+) -> FloatArray:
+    """:func:`fixed_fista` for the logistic loss on every cell of a clique whose last
+    axis is a two-valued target, one ``exp`` per pair of cells.
+
+    In C order such a table's rows come in pairs ``(x, -1), (x, +1)`` with the same
+    features ``phi_x`` (the target is not a feature). With ``u = <phi_x, y>`` the
+    pair's gradient is ``(w_- expit(u) - w_+ expit(-u)) phi_x``, and ``expit(u)``,
+    ``expit(-u) = 1 - expit(u)`` both come from one ``exp(-|u|) <= 1`` (never an
+    overflow, never ``inf / inf``): half the exponentials, the products and the
+    scatter of the row-by-row loop, the same FISTA step (:func:`_fista_update`).
+    Equal to :func:`fixed_fista` up to rounding. ``columns``/``values`` are the
+    row-major design of all the rows; the labels are implied by the row order. No
+    early exit: the work is the same for every ``weights``.
+    """
+    rows, blocks = columns.shape
+    theta = np.zeros(dim)
+    y = np.zeros(dim)
+    nxt = np.zeros(dim)
+    momentum = 1.0
+    for _ in range(iterations):
+        for j in range(dim):
+            nxt[j] = l2 * y[j]
+        for r in range(0, rows - 1, 2):
+            u = _row_dot(columns, values, r, y)
+            if u >= 0.0:
+                e = math.exp(-u)
+                below, above = 1.0 / (1.0 + e), e / (1.0 + e)
+            else:
+                e = math.exp(u)
+                below, above = e / (1.0 + e), 1.0 / (1.0 + e)
+            c = weights[r] * below - weights[r + 1] * above
+            for b in range(blocks):
+                nxt[columns[r, b]] += c * values[r, b]
+        momentum = _fista_update(nxt, y, theta, nxt, step, radius, momentum)
+    return theta
+
+
+@njit(cache=True, nogil=True)
+def paired_logistic_rows(
+    columns: NDArray[np.int64], values: FloatArray, labels: FloatArray
+) -> bool:
+    """Whether the rows come in pairs ``(x, -1), (x, +1)`` with equal features, the form
+    :func:`fixed_fista_paired_logistic` reads. Looks at the design and labels only
+    (public: the query's compile), never at weights."""
+    rows, blocks = columns.shape
+    if rows % 2 != 0:
+        return False
+    for r in range(0, rows, 2):
+        if labels[r] != -1.0 or labels[r + 1] != 1.0:
+            return False
+        for b in range(blocks):
+            if columns[r, b] != columns[r + 1, b] or values[r, b] != values[r + 1, b]:
+                return False
+    return True

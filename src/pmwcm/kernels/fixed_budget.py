@@ -43,13 +43,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.errors import Refused
+from pmwcm.kernels.compiled import (
+    LOGISTIC,
+    VECTOR_EXP_MIN_ROWS,
+    fixed_ellipsoid,
+    fixed_fista_paired_logistic,
+    loss_kind,
+    paired_logistic_rows,
+)
+from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
+from pmwcm.kernels.queries import GLMProblem
 
 __all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
 
@@ -205,6 +216,15 @@ def _fista(
     ``x (R / ||x||)``, ``y' = x + c (x - theta)``).
     """
     radius, step = problem.radius, 1.0 / smoothness
+    paired = _paired_form(problem)
+    if paired is not None:
+        # A small dense table of a +-1-label logistic query, every cell in C order:
+        # one exp per (x, -1), (x, +1) pair (public form: see _paired_form).
+        columns, values = paired
+        return fixed_fista_paired_logistic(
+            columns, values, np.ascontiguousarray(weights, dtype=np.float64), problem.dim,
+            float(problem.l2), radius, step, iterations,
+        )  # fmt: skip
     fast = evaluator(problem, weights)
     if isinstance(fast, CompiledGLMEvaluator):  # the same loop, compiled: one call
         return fast.fixed_fista(radius=radius, step=step, iterations=iterations)
@@ -226,7 +246,76 @@ def _fista(
     return theta
 
 
+def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray] | None:
+    """The row-major design :func:`fixed_fista_paired_logistic` reads, or ``None``.
+
+    Only for a logistic query on a two-valued target whose clique is below
+    :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells (the evaluator's
+    ``vector_exp`` takes the larger ones) and whose problem is dense, that is
+    compiled on every cell in C order, so its rows pair up as ``(x, -1), (x, +1)``
+    (checked on the design and labels, :func:`paired_logistic_rows`). All of it
+    reads the query's compile, never the weights: a sparse table's problem (its
+    occupied cells, so the data's) has a block design and a large clique. Kept per
+    design and labels (the compile shares them between queries of one layout).
+    """
+    if not (
+        type(problem) is GLMProblem  # what the evaluator compiles
+        and _signed_logistic(problem)
+        and type(problem.design) is DenseDesign
+        and math.prod(problem.sizes) < VECTOR_EXP_MIN_ROWS
+    ):
+        return None
+    key = (id(problem.design), id(problem.labels))
+    known = _PAIRED.get(key)
+    if known is not None and known[0] is problem.design and known[1] is problem.labels:
+        return known[2]
+    columns, values = problem.design.row_major
+    labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+    form = (columns, values) if paired_logistic_rows(columns, values, labels) else None
+    if len(_PAIRED) >= 256:
+        _PAIRED.clear()
+    _PAIRED[key] = (problem.design, problem.labels, form)
+    return form
+
+
+#: :func:`_paired_form`'s answers by (design, labels) identity; each entry keeps its
+#: two objects, so an id is never read for another object.
+_PAIRED: dict[tuple[int, int], tuple[object, object, Any]] = {}
+
+
+def _signed_logistic(problem: ConvexProblem) -> bool:
+    """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
+    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``)."""
+    return (
+        isinstance(problem, GLMProblem)
+        and loss_kind(problem.loss) == (LOGISTIC, 0.0)
+        and len(problem.sizes) > 0
+        and problem.sizes[-1] == 2
+    )
+
+
 def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
+    """The ellipsoid method: one compiled call for a compiled catalogue loss
+    (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`, the same loop; equal to
+    :func:`_ellipsoid_reference` up to rounding, ``tests/test_fast_paths.py``), else
+    the NumPy loop. The choice reads the problem's type only, never the weights."""
+    if isinstance(evaluator(problem, weights), CompiledGLMEvaluator):
+        # evaluator() compiles exactly these: a catalogue GLM loss on a dense or block design.
+        assert isinstance(problem, GLMProblem)
+        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        kind = loss_kind(problem.loss)
+        assert kind is not None
+        columns, values = problem.design.row_major
+        return fixed_ellipsoid(
+            columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64), weights,
+            problem.dim, float(problem.l2), kind[0], kind[1], float(problem.radius), iterations,
+        )  # fmt: skip
+    return _ellipsoid_reference(problem, weights, iterations)
+
+
+def _ellipsoid_reference(
+    problem: ConvexProblem, weights: FloatArray, iterations: int
+) -> FloatArray:
     """Central-cut ellipsoid method on the ball; returns the best feasible centre.
 
     The ellipsoid is ``{c + B v : ||v|| <= 1}``, starting as the ball (``B = R I``).

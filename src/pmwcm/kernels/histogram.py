@@ -194,15 +194,30 @@ def _merged(shape: tuple[int, ...], kept: frozenset[int]) -> list[tuple[tuple[in
     return runs
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=8192)
 def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPlan:
     """Plans :func:`dense_marginal` (cached: the engine asks for the same cliques again).
+
+    The passes depend on the set of kept axes only (:func:`_passes`, cached by that
+    set), so a clique in another order costs a look-up and its final transpose.
+    """
+    kept_sorted = tuple(sorted(axes))
+    return _MarginalPlan(
+        steps=_passes(shape, kept_sorted),
+        kept_shape=tuple(shape[a] for a in kept_sorted),
+        order=tuple(kept_sorted.index(a) for a in axes),
+        out_shape=tuple(shape[a] for a in axes),
+    )
+
+
+@functools.lru_cache(maxsize=8192)
+def _passes(shape: tuple[int, ...], kept_sorted: tuple[int, ...]) -> tuple[_Step, ...]:
+    """The passes that sum every axis not in ``kept_sorted`` out of ``shape``.
 
     Greedy: the next pass is the cheapest per cell, ties going to the run that
     shrinks the table most; the costly methods thus run last, on small tables.
     """
-    kept = frozenset(axes)
-    kept_sorted = sorted(kept)
+    kept = frozenset(kept_sorted)
     runs = _merged(shape, kept)
     steps: list[_Step] = []
     while any(not keep for _, keep in runs):
@@ -227,12 +242,7 @@ def _marginal_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _MarginalPl
             else:
                 rest.append(run)
         runs = rest
-    return _MarginalPlan(
-        steps=tuple(steps),
-        kept_shape=tuple(shape[a] for a in kept_sorted),
-        order=tuple(kept_sorted.index(a) for a in axes),
-        out_shape=tuple(shape[a] for a in axes),
-    )
+    return tuple(steps)
 
 
 def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
@@ -344,6 +354,54 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     np.multiply(view, wide, out=view)
 
 
+class _MarginalCache:
+    """Marginals of one array of values, by clique, while the values stay as they are.
+
+    Kept in sorted-axis order: the planned passes (:class:`_MarginalPlan`) depend on
+    the set of kept axes only, so a clique in any order is the cached table
+    transposed, bit for bit what :func:`_planned_marginal` returns for it. Only
+    tables of at most :data:`CACHED_MARGINAL_CELLS` cells are kept, at most
+    ``budget`` cells in all (the oldest go first). The owner clears it whenever it
+    changes its values in place.
+    """
+
+    def __init__(self, budget: int = 0) -> None:
+        self._tables: dict[tuple[int, ...], FloatArray] = {}
+        self._cells = 0
+        self._budget = min(max(budget, CACHED_MARGINAL_CELLS), CACHED_MARGINAL_TOTAL)
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._cells = 0
+
+    def marginal(self, values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+        key = tuple(sorted(axes))
+        table = self._tables.get(key)
+        if table is None:
+            table = _planned_marginal(values, key)
+            if table.size <= CACHED_MARGINAL_CELLS:
+                while self._cells + table.size > self._budget:
+                    oldest = next(iter(self._tables))
+                    self._cells -= self._tables.pop(oldest).size
+                table.flags.writeable = False
+                self._tables[key] = table
+                self._cells += table.size
+            elif key == axes:
+                return table
+        if key == axes:
+            return table.copy()
+        # As _planned_marginal transposes (a 0-d table never gets here: key == axes).
+        # A copy, also when the transpose is already contiguous (size-1 axes).
+        return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
+
+
+#: The largest marginal a :class:`_MarginalCache` keeps (cells), and the most it keeps
+#: in all; a histogram's cache holds at most as many cells as the histogram (or this
+#: many for a small one), and never more than ``CACHED_MARGINAL_TOTAL``.
+CACHED_MARGINAL_CELLS = 4096
+CACHED_MARGINAL_TOTAL = 2**20
+
+
 class DenseHistogram:
     """A dense float64 histogram: one cell per element of the universe.
 
@@ -364,6 +422,7 @@ class DenseHistogram:
         self.domain = domain
         self._values = values / total
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
+        self._marginals = _MarginalCache(self._values.size)
 
     @classmethod
     def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
@@ -379,6 +438,7 @@ class DenseHistogram:
         if abs(float(exact.sum()) - 1.0) > 1e-9:
             raise ValueError(f"values must sum to one, got {float(exact.sum())}.")
         histogram._values = exact
+        histogram._marginals.clear()
         return histogram
 
     @classmethod
@@ -415,7 +475,13 @@ class DenseHistogram:
         return axes
 
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
-        return _planned_marginal(self._values, self._axes(attrs))
+        """The marginal on ``attrs`` (axes in ``attrs`` order; a fresh array).
+
+        Small marginals are kept per clique until the values change
+        (:class:`_MarginalCache`): below-threshold rounds leave the hypothesis as it
+        is and ask for the same cliques again.
+        """
+        return self._marginals.marginal(self._values, self._axes(attrs))
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -457,6 +523,7 @@ class DenseHistogram:
         # a constant. Cells without mass may hold any factor: capped, it cannot overflow.
         top = float(exponent[support].max()) if support.any() else 0.0
         head = max(0.0, top - MAX_LOG_SCALE)
+        self._marginals.clear()  # the values change in place below
         scale_by_clique(self._values, axes, np.exp(np.minimum(exponent - head, MAX_LOG_SCALE)))
         if head > 0.0:
             self._values *= math.exp(head)
@@ -478,6 +545,7 @@ class DenseHistogram:
 
     def normalize(self) -> None:
         """Re-normalises to total mass one (removes accumulated rounding)."""
+        self._marginals.clear()
         self._values /= self._values.sum()
 
     def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -501,4 +569,5 @@ class DenseHistogram:
         copied.domain = self.domain
         copied._axes_cache = self._axes_cache  # same domain: shared
         copied._values = self._values / float(self._values.sum())
+        copied._marginals = _MarginalCache(copied._values.size)  # other values: none carry over
         return copied

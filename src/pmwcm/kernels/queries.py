@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -215,13 +216,16 @@ class CMQuery:
         >>> a.canonical(d) == b.canonical(d)
         True
         """
+        memo = self.__dict__.get("_canonical")
+        if memo is not None and memo[0] is domain and memo[1] == self._mutable_part():
+            return memo[2]  # this query's, on this very domain
         self._check_attributes(domain)
         encodings = {}
         for name in self.features:
             if domain.size_of(name) > 2:
                 chosen = self.encodings.get(name, "auto")
                 encodings[name] = "onehot" if chosen == "auto" else chosen
-        return CMQuery(
+        canonical = CMQuery(
             loss=self.loss,
             target=self.target,
             features=self.features,
@@ -232,6 +236,25 @@ class CMQuery:
             encodings=encodings,
             interactions=self.interactions,
         )
+        # Memoised on the instance, outside the dataclass fields (so equality, repr
+        # and the spec are untouched): the engine, the command line and the
+        # coefficient names each ask for it, several times per query.
+        object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
+        return canonical
+
+    def _mutable_part(self) -> tuple[tuple[str, str], ...]:
+        """The one field a frozen query can still change (its ``encodings`` dict)."""
+        return tuple(self.encodings.items())
+
+    def canonical_json(self, domain: Domain) -> str:
+        """:meth:`canonical` as sorted-key JSON (the engine's query key), memoised likewise."""
+        canonical = self.canonical(domain)
+        memo = self.__dict__.get("_canonical_json")
+        if memo is not None and memo[0] is canonical:
+            return str(memo[1])
+        text = json.dumps(canonical.to_dict(), sort_keys=True)
+        object.__setattr__(self, "_canonical_json", (canonical, text))
+        return text
 
     def compile(self, domain: Domain, *, cells: NDArray[np.int64] | None = None) -> GLMProblem:
         """The query as a :class:`GLMProblem` on its clique's marginal table.
@@ -248,24 +271,26 @@ class CMQuery:
         """
         self._check_attributes(domain)
         loss = make_loss(self.loss, self.loss_param)
-        sub = domain.project(self.clique)
-        t_size = sub.sizes[-1]
+        sizes = tuple(domain.size_of(name) for name in self.clique)
+        t_size = sizes[-1]
         if loss.label_kind == "binary" and t_size != 2:
             raise QueryError(
                 f"The {self.loss} loss needs a binary target, but {self.target!r} has "
                 f"{t_size} values."
             )
-        if cells is None:
-            cells = np.indices(sub.shape).reshape(len(sub), -1).T  # (cells, |C|), C order
-        design, labels = self._features(sub, cells)
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
-        corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
-        bound = float(corner.row_norms()[0])
+        if cells is None:
+            design, labels, bound = _dense_layout(self._layout(sizes))
+        else:
+            sub = domain.project(self.clique)
+            design, labels = self._features(sub, cells)
+            corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+            bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
             clique=self.clique,
-            sizes=sub.sizes,
+            sizes=sizes,
             loss=loss,
             design=design,
             labels=labels,
@@ -283,33 +308,87 @@ class CMQuery:
         blocks in order: the features, the interactions, the intercept; all
         divided by ``sqrt(blocks)`` so that ``||phi|| <= 1``.
         """
-        blocks = [
-            _encode(cells[:, i], sub.sizes[i], self.encodings.get(a, "auto"))
-            for i, a in enumerate(self.features)
-        ]
-        position = {a: i for i, a in enumerate(self.features)}
-        for group in self.interactions:
-            column, value, width = blocks[position[group[0]]]
-            for name in group[1:]:
-                other_column, other_value, other_width = blocks[position[name]]
-                # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
-                column = column * other_width + other_column
-                value = value * other_value
-                width = width * other_width
-            blocks.append((column, value, width))
-        if self.intercept:
-            blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
-        offsets = np.cumsum([0] + [width for _, _, width in blocks])
-        columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
-        values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
-        design = design_for(
-            columns.astype(np.int64),
-            values,
-            int(offsets[-1]),
-            blocks=block_form,
-            block_widths=tuple(int(width) for _, _, width in blocks),
-        )
+        columns, values, width, widths = self._entries(sub, cells)
+        design = design_for(columns, values, width, blocks=block_form, block_widths=widths)
         return design, _scaled(cells[:, -1], sub.sizes[-1])
+
+    def _entries(
+        self, sub: Domain, cells: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
+        """:meth:`_features`' block-major ``(columns, values)``, shape ``(B, cells)``, the
+        width, and each block's width."""
+        return _layout_entries(self._layout(sub.sizes), cells)
+
+    def _layout(self, sizes: tuple[int, ...]) -> _Layout:
+        """What the design reads of this query on a clique of ``sizes`` (features, target)."""
+        position = {a: i for i, a in enumerate(self.features)}
+        return _Layout(
+            sizes=sizes,
+            encodings=tuple(self.encodings.get(a, "auto") for a in self.features),
+            interactions=tuple(tuple(position[a] for a in group) for group in self.interactions),
+            intercept=self.intercept,
+        )
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Everything a query's design depends on: the clique's sizes (features, then the
+    target), each feature's encoding, the interactions as feature positions, and
+    whether there is an intercept. Attribute names do not enter: on Adult's binary
+    schema every query with ``k`` features and the same options has the same design."""
+
+    sizes: tuple[int, ...]
+    encodings: tuple[str, ...]
+    interactions: tuple[tuple[int, ...], ...]
+    intercept: bool
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_layout(layout: _Layout) -> tuple[Design, FloatArray, float]:
+    """The design and labels on every cell of the clique (C order), and ``B``.
+
+    Cached by layout: compiling a query is then mostly a dictionary look-up. The
+    arrays are shared by every problem of that layout, which only read them.
+    ``B`` is the norm of the first cell's row: in C order it is the all-zero cell,
+    where every block's norm is largest (:meth:`CMQuery.compile`), and its design
+    is built from the same entries a one-cell compile of that cell computes.
+    """
+    sizes = layout.sizes
+    cells = np.indices(sizes).reshape(len(sizes), -1).T  # (cells, |C|), C order
+    columns, values, width, widths = _layout_entries(layout, cells)
+    corner = design_for(columns[:, :1], values[:, :1], width)
+    return (
+        design_for(columns, values, width, block_widths=widths),
+        _scaled(cells[:, -1], sizes[-1]),
+        float(corner.row_norms()[0]),
+    )
+
+
+def _layout_entries(
+    layout: _Layout, cells: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
+    """Block-major ``(columns, values)``, shape ``(B, cells)``, the width, and each
+    block's width (see :meth:`CMQuery._features`)."""
+    blocks = [
+        _encode(cells[:, i], layout.sizes[i], encoding)
+        for i, encoding in enumerate(layout.encodings)
+    ]
+    for group in layout.interactions:
+        column, value, width = blocks[group[0]]
+        for index in group[1:]:
+            other_column, other_value, other_width = blocks[index]
+            # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
+            column = column * other_width + other_column
+            value = value * other_value
+            width = width * other_width
+        blocks.append((column, value, width))
+    if layout.intercept:
+        blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
+    offsets = np.cumsum([0] + [width for _, _, width in blocks])
+    columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
+    values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
+    widths = tuple(int(width) for _, _, width in blocks)
+    return columns.astype(np.int64), values, int(offsets[-1]), widths
 
 
 def _is_number(value: object) -> bool:

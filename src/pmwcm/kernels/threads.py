@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from threadpoolctl import ThreadpoolController
 
@@ -45,8 +46,20 @@ def blas_threads(threads: int = 1) -> Iterator[None]:
     """
     if not (isinstance(threads, int) and threads >= 1):
         raise ValueError(f"threads must be a positive integer, got threads={threads!r}.")
+    if all(library.get_num_threads() <= threads for library in _blas_libraries()):
+        # Every BLAS already runs at most this many threads (the pmwcm command sets
+        # it for the process): nothing to set or restore, and the limit's own cost
+        # (tens of us, once per engine round) is saved.
+        yield
+        return
     with _controller().limit(limits=threads, user_api="blas"):
         yield
+
+
+@functools.cache
+def _blas_libraries() -> tuple[Any, ...]:
+    """The BLAS controllers of :func:`_controller` (each reads its thread count directly)."""
+    return tuple(lib for lib in _controller().lib_controllers if lib.user_api == "blas")
 
 
 def limit_blas_threads(threads: int = 1) -> None:

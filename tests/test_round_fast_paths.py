@@ -1,0 +1,418 @@
+"""The below-threshold round's fast paths give the reference numbers (issue 18).
+
+* the compiled ellipsoid method (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`)
+  is the NumPy loop (:func:`~pmwcm.kernels.fixed_budget._ellipsoid_reference`) up
+  to rounding: the objective values of the two returned points agree to ``1e-4``
+  of the planned gap (the ellipsoid's cuts amplify the last bits of its small
+  matrix products into different but equally good centres), and both lie within
+  the planned gap of the minimum (a certified Newton solve to ``1e-12``);
+* the ellipsoid's one-pass value and gradient are the separate kernels' bit for bit;
+* the hypothesis solve's compiled Newton (:func:`~pmwcm.kernels.compiled.newton_solve`)
+  takes the NumPy loop's steps, to rounding: same iterations and outcome, same
+  value to 1e-12 and point to 1e-9 (where the minimiser is unique); its
+  trust-region step likewise, hard case included;
+* the real-data FISTA of a small dense logistic table (one exp per label pair)
+  is the scalar compiled loop up to rounding (1e-12);
+* a dense compile's feature bound, read off its first cell, is the corner's;
+* a query's canonical form and key are memoised per domain, never stale;
+* a dense histogram's cached marginals are the planned passes' bit for bit;
+* :func:`~pmwcm.kernels.threads.blas_threads` skips its set-and-restore only
+  when every BLAS already runs at most the threads asked for;
+* the sparse vector's query noise, drawn in blocks from OpenDP, is used in the
+  order drawn, each draw once (the bit is exactly the comparison with it).
+
+No timing here: ``benchmarks/throughput.py`` measures the speed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from conftest import RecordingNoise
+from pmwcm.kernels.compiled import (
+    LOGISTIC,
+    _objective_and_gradient,
+    ball_quadratic_min,
+    fixed_fista,
+    fixed_fista_paired_logistic,
+    glm_gradient,
+    glm_objective,
+    loss_kind,
+    paired_logistic_rows,
+)
+from pmwcm.kernels.design import BlockDesign, DenseDesign
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.evaluator import evaluator
+from pmwcm.kernels.fixed_budget import (
+    FixedSolve,
+    _ellipsoid,
+    _ellipsoid_iterations,
+    _ellipsoid_reference,
+    _paired_form,
+    fixed_budget_minimize,
+    oscillation_bound,
+    plan_solve,
+)
+from pmwcm.kernels.histogram import (
+    CACHED_MARGINAL_CELLS,
+    DenseHistogram,
+    _MarginalCache,
+    _planned_marginal,
+)
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.solvers import (
+    _ball_quadratic_min,
+    _compiled_newton,
+    _newton,
+    frank_wolfe_gap,
+    minimize,
+)
+from pmwcm.kernels.threads import blas_threads
+from pmwcm.mechanisms.noise import OpenDPNoise
+from pmwcm.mechanisms.sparse_vector import QUERY_NOISE_BLOCK, DworkRothSparse, LyuSuLiSparse
+
+DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "d": 2, "y": 2, "z": 4})
+N = 48_842
+
+
+@pytest.mark.parametrize(
+    ("loss", "target", "features", "l2"),
+    [
+        ("logistic", "y", ("a", "b"), 0.0),
+        ("logistic", "y", ("a", "c", "d"), 0.0),
+        ("logistic", "y", ("c",), 0.05),
+        ("squared", "z", ("a", "b", "d"), 0.0),
+        ("huber", "z", ("c", "y"), 0.01),
+    ],
+)
+def test_compiled_ellipsoid_is_the_numpy_loop_up_to_rounding(
+    loss: str, target: str, features: tuple[str, ...], l2: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    query = CMQuery(loss=loss, target=target, features=features, l2=l2, radius=1.5)
+    problem = query.compile(DOMAIN)
+    gap = 0.2 * problem.scale / N  # the engine's tau at its defaults
+    iterations = _ellipsoid_iterations(problem.dim, oscillation_bound(problem) / gap)
+    assert problem.dim >= 2
+    for concentration in (0.05, 0.5, 5.0):
+        weights = rng.gamma(concentration, 1.0, problem.design.rows)
+        weights /= weights.sum()
+        fast = _ellipsoid(problem, weights, iterations)
+        reference = _ellipsoid_reference(problem, weights, iterations)
+        fast_value = problem.objective(fast, weights)
+        reference_value = problem.objective(reference, weights)
+        assert abs(fast_value - reference_value) <= 1e-4 * gap
+        best = minimize(problem, weights, tol=1e-12, max_iter=200).value
+        assert fast_value - best <= gap
+        assert np.linalg.norm(fast) <= problem.radius * (1 + 1e-12)
+
+
+def test_the_engine_solve_takes_the_compiled_ellipsoid_for_a_compiled_loss(seed: int) -> None:
+    """fixed_budget_minimize runs the compiled loop: bit for bit what _ellipsoid returns."""
+    rng = np.random.default_rng(seed)
+    problem = CMQuery(loss="logistic", target="y", features=("a", "b")).compile(DOMAIN)
+    plan = plan_solve(problem, gap=0.2 * problem.scale / N, max_iterations=100_000)
+    assert plan.method == "ellipsoid"
+    weights = rng.dirichlet(np.ones(problem.design.rows))
+    np.testing.assert_array_equal(
+        fixed_budget_minimize(problem, weights, plan), _ellipsoid(problem, weights, plan.iterations)
+    )
+
+
+class _RecordedOpenDP(OpenDPNoise):
+    """The production source, recording every Laplace draw it hands out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: list[tuple[float, list[float]]] = []
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        out = super().laplace(scale, size)
+        self.draws.append((scale, out.tolist()))
+        return out
+
+
+@pytest.mark.parametrize("kind", ["lyu_su_li", "dwork_roth"])
+def test_sparse_vector_uses_each_block_drawn_query_noise_once_in_order(kind: str) -> None:
+    """With OpenDP the query noises come QUERY_NOISE_BLOCK per call, and query i's bit is
+    exactly ``value_i + nu_i >= threshold + rho`` with nu_i the i-th noise drawn: none
+    skipped, none used twice; a seeded source still draws one per query."""
+    noise = _RecordedOpenDP()
+    sv: LyuSuLiSparse | DworkRothSparse
+    if kind == "lyu_su_li":
+        sv = LyuSuLiSparse.from_total(50.0, 10_000, noise=noise)
+    else:
+        sv = DworkRothSparse(epsilon_per_run=50.0, cutoff=10_000, noise=noise)
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.0, 3.0 * sv.query_scale, 3 * QUERY_NOISE_BLOCK + 5)
+    bits = [sv.above(float(v), threshold=0.25) for v in values]
+    rho_scale, query_scale = sv.threshold_scale, sv.query_scale
+    assert rho_scale != query_scale
+    nus = [x for scale, block in noise.draws if scale == query_scale for x in block]
+    blocks = [len(block) for scale, block in noise.draws if scale == query_scale]
+    assert blocks == [QUERY_NOISE_BLOCK] * 4
+    rhos = iter(block[0] for scale, block in noise.draws if scale == rho_scale)
+    rho = next(rhos)
+    for value, nu, bit in zip(values, nus, bits, strict=False):
+        assert bit == (value + nu >= 0.25 + rho)
+        if bit and kind == "dwork_roth":
+            rho = next(rhos)  # a fresh run after each positive
+    assert 0 < sum(bits) < len(bits)
+
+    seeded = RecordingNoise(seed=0)
+    sv = LyuSuLiSparse.from_total(1.0, 10, noise=seeded)
+    for v in values[:5]:
+        sv.above(float(v), threshold=1e9)
+    assert [d.size for d in seeded.calls] == [1] * 6
+
+
+def test_cached_hypothesis_marginals_are_the_planned_ones_bit_for_bit(seed: int) -> None:
+    """A marginal served from the histogram's cache (any clique order, after reweights,
+    normalisation and copies) is exactly what the planned passes return for the
+    current values, and never an array a caller can change the cache through."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({f"x{i}": int(s) for i, s in enumerate(rng.integers(1, 4, 9))})
+    histogram = DenseHistogram(domain, rng.gamma(1.0, 1.0, domain.shape))
+    names = domain.names
+    for step in range(60):
+        k = int(rng.integers(0, 5))
+        attrs = [names[int(i)] for i in rng.permutation(len(names))[:k]]
+        got = histogram.marginal(attrs)
+        expected = _planned_marginal(histogram.to_array(), domain.axes(attrs))
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+        got[...] = -1.0  # a caller's copy
+        np.testing.assert_array_equal(histogram.marginal(attrs), expected)
+        if step % 7 == 3:
+            factor = rng.normal(0.0, 0.3, tuple(domain.size_of(a) for a in attrs))
+            histogram.reweight(attrs, factor)
+        elif step % 11 == 5:
+            histogram = histogram.copy()
+        elif step % 13 == 6:
+            histogram.normalize()
+
+
+def test_compile_takes_the_corner_bound_from_its_own_first_cell(seed: int) -> None:
+    """A dense compile reads ``B`` off its first (all-zero) cell instead of compiling the
+    corner again: the same ``B``, design and labels, bit for bit, for every encoding,
+    interactions and intercept choice."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({"a": 2, "b": 3, "c": 5, "d": 1, "e": 4, "y": 2, "z": 6})
+    features = ["a", "b", "c", "d", "e"]
+    for _ in range(40):
+        chosen = tuple(str(f) for f in rng.permutation(features)[: int(rng.integers(1, 5))])
+        encodings = {f: str(rng.choice(["onehot", "ordinal", "auto"])) for f in chosen}
+        interactions = (chosen[:2],) if len(chosen) >= 2 and rng.random() < 0.5 else ()
+        loss, target = ("logistic", "y") if rng.random() < 0.5 else ("squared", "z")
+        query = CMQuery(
+            loss=loss,
+            target=target,
+            features=chosen,
+            encodings=encodings,
+            interactions=interactions,
+            intercept=bool(rng.random() < 0.7),
+        )
+        problem = query.compile(domain)
+        sub = domain.project(query.clique)
+        corner, _ = query._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+        assert problem.feature_bound == float(corner.row_norms()[0])
+        cells = np.indices(sub.shape).reshape(len(sub), -1).T
+        design, labels = query._features(sub, cells)
+        np.testing.assert_array_equal(problem.design.dense(), design.dense())
+        assert type(problem.design) is type(design)
+        np.testing.assert_array_equal(problem.labels, labels)
+
+
+def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited() -> None:
+    """The shortcut (nothing to set when every BLAS is already that low) is exact:
+    inside the block no BLAS runs more threads than asked, and after it each has
+    its own count back."""
+
+    def counts() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    for outer in (1, 2, 3):
+        with threadpool_limits(limits=outer, user_api="blas"):
+            for inner in (1, 2):
+                with blas_threads(inner):
+                    assert counts() == {min(outer, inner)}
+                assert counts() == {outer}
+
+
+@pytest.mark.parametrize("features", [("a",), ("a", "b"), ("a", "c", "d"), ("b", "c", "d", "z")])
+def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
+    features: tuple[str, ...], seed: int
+) -> None:
+    """The paired logistic FISTA, which the real-data solve takes on a small dense
+    table, is the scalar compiled loop up to rounding (1e-12), intercept and ridge
+    or not, on degenerate weights too."""
+    rng = np.random.default_rng(seed)
+    for l2, intercept in ((0.0, True), (0.3, False)):
+        problem = CMQuery(
+            loss="logistic", target="y", features=features, l2=l2, intercept=intercept
+        ).compile(DOMAIN)
+        plan = plan_solve(problem, gap=0.2 * problem.scale / N, max_iterations=100_000)
+        fista = FixedSolve(
+            method="fista",
+            iterations=300,
+            gap=plan.gap,
+            smoothness=float(problem.smoothness or 0.0) + l2,
+        )
+        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        columns, values = problem.design.row_major
+        for weights in (
+            rng.dirichlet(np.full(problem.design.rows, 0.3)),
+            np.eye(problem.design.rows)[0],
+        ):
+            fast = fixed_budget_minimize(problem, weights, fista)
+            assert fista.smoothness is not None
+            reference = fixed_fista(
+                columns, values, problem.labels, weights, problem.dim, l2, LOGISTIC, 0.0,
+                problem.radius, 1.0 / fista.smoothness, fista.iterations,
+            )  # fmt: skip
+            np.testing.assert_allclose(fast, reference, rtol=1e-12, atol=1e-13)
+            paired = fixed_fista_paired_logistic(
+                columns, values, weights, problem.dim, l2,
+                problem.radius, 1.0 / fista.smoothness, fista.iterations,
+            )  # fmt: skip
+            assert paired_logistic_rows(columns, values, problem.labels)
+            np.testing.assert_array_equal(fast, paired)
+    # A design whose rows do not pair up is never read as pairs.
+    assert isinstance(problem.design, DenseDesign)
+    columns, values = problem.design.row_major
+    assert not paired_logistic_rows(columns[1:], values[1:], problem.labels[1:])
+    assert not paired_logistic_rows(columns, values, -problem.labels)
+    swapped = values.copy()
+    swapped[1, 0] = -swapped[1, 0]
+    assert not paired_logistic_rows(columns, swapped, problem.labels)
+
+
+def test_compiled_trust_region_step_is_the_numpy_one_up_to_rounding(seed: int) -> None:
+    """Interior, boundary and hard-case (b orthogonal to the bottom eigenvector) steps."""
+    rng = np.random.default_rng(seed)
+    for trial in range(60):
+        dim = int(rng.integers(1, 8))
+        basis = np.linalg.qr(rng.normal(size=(dim, dim)))[0]
+        spectrum = rng.gamma(0.5, 1.0, dim) * (trial % 3 != 0)  # singular H a third of the time
+        hess = (basis * spectrum) @ basis.T
+        hess = 0.5 * (hess + hess.T)
+        lin = rng.normal(0.0, 10.0 ** rng.uniform(-3, 1), dim)
+        if trial % 5 == 0:
+            lin -= basis[:, np.argmin(spectrum)] * (basis[:, np.argmin(spectrum)] @ lin)
+        radius = float(10.0 ** rng.uniform(-1, 1))
+        fast = ball_quadratic_min(hess, lin, radius)
+        reference = _ball_quadratic_min(hess, lin, radius)
+        np.testing.assert_allclose(fast, reference, rtol=1e-9, atol=1e-9 * radius)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared", "huber"])
+def test_compiled_newton_is_the_numpy_newton_up_to_rounding(loss: str, seed: int) -> None:
+    """The hypothesis solve's compiled Newton takes the NumPy loop's steps: the same
+    iteration count and outcome, the same point to 1e-9 (both stop at a certified
+    gap), on spread, concentrated and one-cell weights."""
+    rng = np.random.default_rng(seed)
+    target = "y" if loss == "logistic" else "z"
+    for features, l2, radius in ((("a", "b"), 0.0, 1.0), (("a", "c", "d"), 0.1, 3.0)):
+        problem = CMQuery(
+            loss=loss, target=target, features=features, l2=l2, radius=radius
+        ).compile(DOMAIN)
+        rows = problem.design.rows
+        for weights in (
+            rng.dirichlet(np.full(rows, 2.0)),
+            rng.dirichlet(np.full(rows, 0.1)),
+            np.eye(rows)[int(rng.integers(rows))],
+        ):
+            start = np.zeros(problem.dim)
+            fast = _compiled_newton(problem, weights, start, 1e-8, 1000)
+            slow = _newton(
+                problem, evaluator(problem, weights), start, 1e-8, 1000,
+                start_hessian=evaluator(problem, weights).hessian(start),
+            )  # fmt: skip
+            assert fast[1:] == slow[1:]
+            # Both stop at a certified gap <= 1e-8; where the minimiser is not unique
+            # (one cell, no ridge) rounding may move the point along the flat.
+            fast_value = problem.objective(fast[0], weights)
+            assert abs(fast_value - problem.objective(slow[0], weights)) <= 1e-12
+            gradient = problem.gradient(fast[0], weights)
+            assert frank_wolfe_gap(gradient, fast[0], problem.radius) <= 1e-8
+            if weights.max() < 1.0:
+                np.testing.assert_allclose(fast[0], slow[0], rtol=1e-9, atol=1e-9)
+            solution = minimize(problem, weights, tol=1e-8, max_iter=1000)
+            np.testing.assert_array_equal(solution.theta, fast[0])
+
+
+def test_canonical_form_and_key_are_memoised_per_domain_and_follow_the_encodings() -> None:
+    """The memo answers only for the same domain and the same encodings: a changed
+    encodings dict or another domain gets its own canonical form and key."""
+    domain = Domain.from_sizes({"a": 2, "c": 3, "y": 2})
+    other = Domain.from_sizes({"a": 2, "c": 4, "y": 2})
+    query = CMQuery(loss="logistic", target="y", features=("a", "c"), encodings={"c": "onehot"})
+    first = query.canonical(domain)
+    assert query.canonical(domain) is first
+    key = query.canonical_json(domain)
+    assert key == json.dumps(first.to_dict(), sort_keys=True)
+    assert query.canonical(other) is not first
+    assert query.canonical(other) == CMQuery.from_dict(query.to_dict()).canonical(other)
+    encodings = query.encodings
+    assert isinstance(encodings, dict)
+    encodings["c"] = "ordinal"  # a frozen query's dict can still be changed
+    assert query.canonical(domain).encodings == {"c": "ordinal"}
+    assert query.canonical_json(domain) != key
+    assert query == CMQuery(
+        loss="logistic", target="y", features=("a", "c"), encodings={"c": "ordinal"}
+    )
+
+
+def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
+    """Past its budget the cache drops its oldest tables; what it serves stays exact."""
+    rng = np.random.default_rng(seed)
+    values = rng.random((4,) * 7)
+    cache = _MarginalCache(budget=CACHED_MARGINAL_CELLS)
+    for _ in range(80):
+        axes = tuple(int(a) for a in rng.permutation(7)[: int(rng.integers(1, 6))])
+        np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))
+        held = cache._tables.values()
+        assert cache._cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
+
+
+@pytest.mark.parametrize(("loss", "target"), [("logistic", "y"), ("squared", "z"), ("huber", "z")])
+def test_fused_objective_and_gradient_are_the_separate_kernels_bit_for_bit(
+    loss: str, target: str, seed: int
+) -> None:
+    """The ellipsoid's one-pass value and gradient equal glm_objective and glm_gradient."""
+    rng = np.random.default_rng(seed)
+    problem = CMQuery(loss=loss, target=target, features=("a", "c", "d"), l2=0.1).compile(DOMAIN)
+    assert isinstance(problem.design, BlockDesign | DenseDesign)
+    columns, values = problem.design.row_major
+    labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
+    kind = loss_kind(problem.loss)
+    assert kind is not None
+    weights = rng.dirichlet(np.full(problem.design.rows, 0.5))
+    for scale in (0.1, 1.0, 300.0):  # 300: exp overflows on the far side
+        theta = rng.normal(0.0, scale, problem.dim)
+        fused = np.empty(problem.dim)
+        value = _objective_and_gradient(
+            columns, values, labels, weights, theta, 0.1, kind[0], kind[1], fused
+        )
+        assert value == glm_objective(columns, values, labels, weights, theta, 0.1, *kind)
+        separate = glm_gradient(
+            columns, values, labels, weights, theta, 0.1, kind[0], kind[1], np.empty(problem.dim)
+        )
+        np.testing.assert_array_equal(fused, separate)
+
+
+def test_paired_form_only_for_a_full_dense_compile() -> None:
+    """The paired FISTA is taken for a problem compiled on every cell (and remembered
+    for its design), never for one on other cells, nor a squared loss."""
+    query = CMQuery(loss="logistic", target="y", features=("a", "c"))
+    full = query.compile(DOMAIN)
+    form = _paired_form(full)
+    assert form is not None and _paired_form(full) is form
+    cells = np.array([[0, 0, 1], [1, 2, 0], [0, 1, 1], [0, 0, 0]])
+    assert _paired_form(query.compile(DOMAIN, cells=cells)) is None
+    squared = CMQuery(loss="squared", target="y", features=("a", "c")).compile(DOMAIN)
+    assert _paired_form(squared) is None
