@@ -282,6 +282,7 @@ def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
             assert paired_logistic_rows(columns, values, problem.labels)
             np.testing.assert_array_equal(fast, paired)
     # A design whose rows do not pair up is never read as pairs.
+    problem = CMQuery(loss="logistic", target="y", features=features).compile(DOMAIN)
     assert isinstance(problem.design, DenseDesign)
     columns, values = problem.design.row_major
     assert not paired_logistic_rows(columns[1:], values[1:], problem.labels[1:])

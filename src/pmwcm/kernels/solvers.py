@@ -282,7 +282,7 @@ def _newton(
             theta = target
             value = fast.objective(theta)
             continue
-        step = 1.0
+        step, candidate, cand_value = 1.0, theta, value
         while step > 1e-10:
             candidate = theta + step * direction
             cand_value = fast.objective(candidate)
