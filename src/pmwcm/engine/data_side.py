@@ -39,9 +39,10 @@ from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = ["LOOKAHEAD", "DataSide", "DataSolve"]
 
-#: How many announced queries' data sides may run ahead of the current one: two
-#: keep both cores busier on full-resolution Adult (95.7 answers/s with one ahead,
-#: 92-106 over three runs with two; benchmarks/support_scale.py).
+#: How many announced queries' data sides may run ahead of the current one. On
+#: full-resolution Adult two gave 120-126 answers/s against 118-121 one query at a
+#: time (4 quiet runs each, benchmarks/support_scale.py): since the data side got
+#: cheaper (about 7 ms of CPU against 4-5 on the main thread) the gain is small.
 LOOKAHEAD = 2
 #: How far past the current query :meth:`DataSide.expect`'s queue is scanned for
 #: queries worth starting ahead (small cliques are solved inline, not ahead).
