@@ -564,7 +564,9 @@ every 3-way marginal, 680 of them on 17 attributes) did not finish in over an
 hour of one core here, nor in 530 s on a borrowed machine with an H100 GPU (JAX
 on the GPU) and 16 cores (`benchmarks/accuracy/device_synthesis.py`, which
 writes the release into the cache these cells read, so a longer run elsewhere
-completes the row). The tables below say exactly which cells exist (`seeds`
+completes the row; the failed TV16 AIM-ar cell listed last is an earlier
+attempt that stopped on a benchmark bug, since fixed). The tables below say
+exactly which cells exist (`seeds`
 column); anything not in a table was not run. MST on TV16 first failed at both
 units: OpenDP 0.16's MST composes its 16 noisy-max selections with upward
 rounding and asks one or two float ulps more than its share ("insufficient
@@ -619,9 +621,10 @@ mean and max: seed by seed 1.89e-4 / 8.1e-4 against 2.09e-4 / 1.12e-3,
 2.38e-4 / 1.25e-3 against 2.92e-4 / 2.51e-3, and 2.99e-4 / 1.37e-3 against
 7.99e-4 / 2.49e-3 (averages 2.42e-4 / 1.14e-3 against 4.33e-4 / 2.04e-3). It is
 77x below composition with the same tuned oracle (1.87e-2 over the same three
-seeds), __AIMMATCHED__ and 6x below MST at either unit on the mean (3 seeds).
+seeds), 3.8x below AIM at the matched replace-one unit (3 seeds; 7x on the
+max) and 6x below MST at either unit on the mean (3 seeds).
 At eps = 0.5 and 4 (k = 10,000, 3 seeds) pmwcm's mean is 71x and 39x below
-composition's and 4x and __MST4__ below MST's (its max 5.5x and __MST4MAX__ below).
+composition's and 4x and 10x below MST's (its max 5.5x and 8x below).
 The spread across seeds is the prior release's noise: with exact 2-way
 marginals the same prior reaches 4.1e-5 on the first 1,000 queries of this
 stream (`M = 2^16` and `2^18` alike). On the adaptive stepwise workload pmwcm
@@ -631,7 +634,7 @@ below composition by 44x, 97x and 15x on the mean at eps = 0.5, 1 and 4.
 pmwcm's prior fit (13-35 s on the busy machine) is 45-180x faster than
 AIM-ar's synthesis (1,561-3,887 s). On TV16 (k = 10,000, 3 seeds) pmwcm has
 mean 4.4e-4 and max 1.66e-3: 16x below MST on the mean at either unit (7.1e-3)
-and 13x on the max (2.2e-2), and __TV16COMP__ below composition. AIM on TV16
+and 13x on the max (2.2e-2), and 30x below composition. AIM on TV16
 did not finish (above), so TV16 has no AIM comparison. On the 14-binary schema
 the support backend (M = 2^18 records on 2^14 cells) is within noise of the
 dense backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3
