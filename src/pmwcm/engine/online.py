@@ -554,19 +554,22 @@ class OnlinePMW:
             return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
         if isinstance(self.sparse_vector, EveryQueryToOracle):
             return self._oracle_round(query, round_, key)
-        if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
-            # The real-data side (its counts, then the fixed-work solve, independent
-            # of the answer) runs on a worker thread, or already ran ahead, while the
-            # hypothesis's marginal and answer are computed (pmwcm.engine.data_side).
-            pending = self._data_side.start(key, round_)
-            hyp_marginal = self.hypothesis.clique_table(round_.clique)
-            hyp_answer = round_.hypothesis_answer(hyp_marginal)
+        # The real-data side (its counts, then the fixed-work solve, independent of
+        # the answer) runs on a worker thread, or already ran ahead, while the
+        # hypothesis's marginal and answer are computed (pmwcm.engine.data_side); a
+        # small clique's runs here, after them.
+        pending = (
+            self._data_side.start(key, round_)
+            if isinstance(round_, CMRound) and self._worth_a_second_core(round_)
+            else None
+        )
+        hyp_marginal = self.hypothesis.clique_table(round_.clique)
+        hyp_answer = round_.hypothesis_answer(hyp_marginal)
+        if pending is not None:
             data_marginal, error_of = pending.result()
             error = error_of(hyp_answer)
         else:
-            hyp_marginal = self.hypothesis.clique_table(round_.clique)
             data_marginal = self._data_side.table(round_.clique)
-            hyp_answer = round_.hypothesis_answer(hyp_marginal)
             error = round_.error(data_marginal, hyp_answer)
         if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")

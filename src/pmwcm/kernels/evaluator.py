@@ -42,7 +42,7 @@ from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
-__all__ = ["CompiledGLMEvaluator", "Evaluator", "evaluator"]
+__all__ = ["CompiledGLMEvaluator", "Evaluator", "evaluator", "is_signed_logistic"]
 
 
 class Evaluator:
@@ -128,10 +128,7 @@ class CompiledGLMEvaluator(Evaluator):
         self._gradient = np.empty(problem.design.dim)
         #: Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above).
         self.vector_exp = (
-            self._kind == LOGISTIC
-            and len(problem.sizes) > 0
-            and problem.sizes[-1] == 2
-            and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
+            is_signed_logistic(problem) and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
         )
 
     def objective(self, theta: FloatArray) -> float:
@@ -169,6 +166,18 @@ class CompiledGLMEvaluator(Evaluator):
             self._columns, self._values, self._labels, self.weights, self.problem.dim,
             self._l2, self._kind, self._param, radius, step, iterations,
         )  # fmt: skip
+
+
+def is_signed_logistic(problem: ConvexProblem) -> bool:
+    """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
+    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``). Reads
+    the compiled query only, never the table it is evaluated on."""
+    return (
+        isinstance(problem, GLMProblem)
+        and loss_kind(problem.loss) == (LOGISTIC, 0.0)
+        and len(problem.sizes) > 0
+        and problem.sizes[-1] == 2
+    )
 
 
 def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:

@@ -50,7 +50,6 @@ from numpy.typing import NDArray
 
 from pmwcm.errors import Refused
 from pmwcm.kernels.compiled import (
-    LOGISTIC,
     VECTOR_EXP_MIN_ROWS,
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
@@ -58,7 +57,7 @@ from pmwcm.kernels.compiled import (
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
-from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
+from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator, is_signed_logistic
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -260,7 +259,7 @@ def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray]
     """
     if not (
         type(problem) is GLMProblem  # what the evaluator compiles
-        and _signed_logistic(problem)
+        and is_signed_logistic(problem)
         and type(problem.design) is DenseDesign
         and math.prod(problem.sizes) < VECTOR_EXP_MIN_ROWS
     ):
@@ -281,17 +280,6 @@ def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray]
 #: :func:`_paired_form`'s answers by (design, labels) identity; each entry keeps its
 #: two objects, so an id is never read for another object.
 _PAIRED: dict[tuple[int, int], tuple[object, object, Any]] = {}
-
-
-def _signed_logistic(problem: ConvexProblem) -> bool:
-    """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
-    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``)."""
-    return (
-        isinstance(problem, GLMProblem)
-        and loss_kind(problem.loss) == (LOGISTIC, 0.0)
-        and len(problem.sizes) > 0
-        and problem.sizes[-1] == 2
-    )
 
 
 def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
