@@ -121,7 +121,9 @@ class CompiledGLMEvaluator(Evaluator):
     def __init__(self, problem: GLMProblem, weights: FloatArray, kind: tuple[int, float]) -> None:
         super().__init__(problem, weights)
         assert isinstance(problem.design, BlockDesign | DenseDesign)
-        self._columns, self._values = problem.design.row_major
+        # Its row-major entries (a transposed copy, cached on the design) are made
+        # only when a method reads them: the vectorised FISTA reads the block-major form.
+        self._design = problem.design
         self._labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
         self._l2 = float(problem.l2)
         self._kind, self._param = kind
@@ -134,36 +136,34 @@ class CompiledGLMEvaluator(Evaluator):
     def objective(self, theta: FloatArray) -> float:
         return float(
             glm_objective(
-                self._columns, self._values, self._labels, self.weights,
+                *self._design.row_major, self._labels, self.weights,
                 np.ascontiguousarray(theta, dtype=np.float64), self._l2, self._kind, self._param,
             )
         )  # fmt: skip
 
     def gradient(self, theta: FloatArray) -> FloatArray:
         return glm_gradient(
-            self._columns, self._values, self._labels, self.weights,
+            *self._design.row_major, self._labels, self.weights,
             np.ascontiguousarray(theta, dtype=np.float64), self._l2, self._kind, self._param,
             self._gradient,
         )  # fmt: skip
 
     def hessian(self, theta: FloatArray) -> FloatArray | None:
         return glm_hessian(
-            self._columns, self._values, self._labels, self.weights,
+            *self._design.row_major, self._labels, self.weights,
             np.ascontiguousarray(theta, dtype=np.float64), self._kind, self._param,
         )  # fmt: skip
 
     def fixed_fista(self, *, radius: float, step: float, iterations: int) -> FloatArray:
         """The fixed-budget FISTA of :mod:`pmwcm.kernels.fixed_budget`, compiled."""
         if self.vector_exp:
-            assert isinstance(self.problem, GLMProblem)
-            assert isinstance(self.problem.design, BlockDesign | DenseDesign)
-            columns, values, fixed = self.problem.design.block_major
+            columns, values, fixed = self._design.block_major
             return fixed_fista_signed_logistic(
                 columns, values, fixed, self._labels, self.weights, self.problem.dim,
                 self._l2, radius, step, iterations,
             )  # fmt: skip
         return fixed_fista(
-            self._columns, self._values, self._labels, self.weights, self.problem.dim,
+            *self._design.row_major, self._labels, self.weights, self.problem.dim,
             self._l2, self._kind, self._param, radius, step, iterations,
         )  # fmt: skip
 
