@@ -2,16 +2,16 @@
 
 And its practical-mode wiring.
 
-Two groups:
+OpenDP's ``extras.mbi`` is part of the dev install, so every test here runs the real
+mechanism (none is skipped or replaced):
 
-* Without mbi (CI has none): a missing ``opendp[mbi]`` (simulated by blocking
-  the import, so these run in every environment) gives the install message and
-  charges nothing; the charged event fits the prior's share of the budget under
-  each accountant and uses the largest zCDP that does; the engine charges the
-  prior *before* the mechanism runs (the mechanism replaced by a fake release
-  whose table is the data's own, with mass on OpenDP's null cells); records
-  are rebuilt from a histogram of counts, a non-count histogram is refused.
-* With mbi (``pytest.importorskip``; run them in ``.venv-bench``): on 4 binary
+* A missing ``opendp[mbi]`` (simulated by blocking the import) gives the install
+  message and charges nothing; the charged event fits the prior's share of the
+  budget under each accountant and uses the largest zCDP that does; the engine
+  charges the prior *before* OpenDP's MST / AIM runs (the real call, watched),
+  and the prior it builds has the data's pairs up to its noise; records are
+  rebuilt from a histogram of counts, a non-count histogram is refused.
+* On 4 binary
   attributes, n = 2,000 records with a strong chain correlation ``a - b - c``,
   MST and AIM (4 rounds) at ``eps = 20`` return a distribution on the domain
   whose 2-way marginals are within 0.03 of the data's, and the engine built
@@ -140,31 +140,8 @@ def test_charged_event_fits_the_prior_share(epsilon: float, delta: float) -> Non
         PLDAccountant().epsilon(dp_accounting.ZCDpEvent(rho_r), delta=delta)
 
 
-class FakeSeries:
-    def __init__(self, values: list[Any]) -> None:
-        self.values = values
-
-    def to_list(self) -> list[Any]:
-        return list(self.values)
-
-
-class FakeRelease:
-    """A ContingencyTable look-alike: the data's counts, keys ``[1, None, 0]`` (null inside)."""
-
-    def __init__(self, data: PrivateData) -> None:
-        counts = data.histogram().to_array() * data.n
-        table = np.full(tuple(s + 1 for s in data.domain.sizes), 7.0)  # mass on null cells
-        table[np.ix_(*[[2, 0]] * len(data.domain))] = counts  # codes 0, 1 at positions 2, 0
-        self.table = table
-        self.keys = {name: FakeSeries([1, None, 0]) for name in data.domain.names}
-
-    def project(self, attrs: list[str]) -> np.ndarray:
-        assert attrs == list(DOMAIN.names)
-        return self.table
-
-
 @pytest.mark.parametrize(
-    ("accountant", "epsilon", "sv_fraction"), [("pld", 2.0, 0.3), ("zcdp", 4.0, 0.1)]
+    ("accountant", "epsilon", "sv_fraction"), [("pld", 8.0, 0.3), ("zcdp", 16.0, 0.1)]
 )
 @pytest.mark.parametrize("method", ["aim", "mst"])
 def test_engine_charges_the_prior_before_it_runs(
@@ -177,34 +154,36 @@ def test_engine_charges_the_prior_before_it_runs(
 ) -> None:
     ledger = ledger_for(accountant, epsilon=epsilon)
     calls: list[tuple[str, float, int]] = []
+    release = sp._release  # OpenDP's real MST / AIM, watched as it is called
 
-    def fake_release(
+    def watched(
         method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int
-    ) -> FakeRelease:
+    ) -> Any:
         calls.append((method, rho, len(ledger.entries)))
         assert PrivateData.from_records(domain, records).histogram().to_array() == pytest.approx(
             chain.histogram().to_array()
         )
-        return FakeRelease(chain)
+        return release(method, domain, records, rho=rho, rounds=rounds)
 
-    monkeypatch.setattr(sp, "require_mbi", lambda: None)
-    monkeypatch.setattr(sp, "_release", fake_release)
+    monkeypatch.setattr(sp, "_release", watched)
     config = PMWConfig(
         epsilon=epsilon,
         delta=1e-6,
         prior=method,
         accountant=accountant,
         sv_fraction=sv_fraction,
-        prior_fraction=0.2,
+        prior_fraction=0.5,
     )
     engine = build_engine(chain, config, noise=NumpyNoise(seed=0), ledger=ledger)
-    share = (0.2 * epsilon, 0.2 * 1e-6)
+    share = (0.5 * epsilon, 0.5 * 1e-6)
     assert calls == [(method, sp.replace_one_rho(*share) / 4, 1)]  # charged, then run
     (entry,) = ledger.entries
     assert entry.label == sp.LABELS[method]
     assert ledger.accountant.epsilon(entry.event, delta=share[1]) <= share[0]
-    # Null cells dropped, codes mapped through the keys, renormalised: exactly the data.
-    assert engine.hypothesis.to_array() == pytest.approx(chain.histogram().to_array(), abs=1e-15)
+    # Null cells dropped, codes mapped through the keys, renormalised: the data's pairs up
+    # to the prior's noise (at eps >= 4 about 0.01; a code read through the wrong key, or
+    # a pair of the chain lost, is off by 0.2 to 0.4 here).
+    assert max_pair_error(engine.hypothesis, chain) < 0.05  # type: ignore[arg-type]
     events = [
         entry.event,
         engine.sparse_vector.privacy_event(),
@@ -225,7 +204,6 @@ def test_records_rebuilt_from_counts_and_non_counts_refused(
     assert DenseHistogram.from_records(DOMAIN, rebuilt).to_array() == pytest.approx(
         chain.histogram().to_array(), abs=1e-15
     )
-    monkeypatch.setattr(sp, "require_mbi", lambda: None)
     ragged = PrivateData(domain=DOMAIN, n=7, histogram=DenseHistogram.uniform(DOMAIN))
     ledger = ledger_for("pld")
     with pytest.raises(ValueError, match="not a table of integer counts"):
@@ -250,8 +228,6 @@ def test_service_accepts_synthetic_priors_under_either_accountant() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["mst", "aim"])
 def test_mbi_prior_matches_the_data_at_large_epsilon(chain: PrivateData, method: str) -> None:
-    pytest.importorskip("mbi")
-    pytest.importorskip("opendp.extras.mbi")
     ledger = ledger_for("pld", epsilon=20.0)
     start = time.perf_counter()
     prior = sp.paid_synthetic_prior(
@@ -270,8 +246,6 @@ def test_mbi_prior_matches_the_data_at_large_epsilon(chain: PrivateData, method:
 
 @pytest.mark.slow
 def test_engine_with_mst_prior(chain: PrivateData) -> None:
-    pytest.importorskip("mbi")
-    pytest.importorskip("opendp.extras.mbi")
     config = PMWConfig(epsilon=20.0, delta=1e-6, prior="mst")
     engine = build_engine(chain, config, noise=NumpyNoise(seed=0))
     entries = engine.ledger.entries

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import queue
 import socket
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -13,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 
 with warnings.catch_warnings():
@@ -23,7 +28,17 @@ with warnings.catch_warnings():
 ATTRIBUTES = {"a": ["no", "yes"], "b": ["no", "yes"], "c": ["lo", "mid", "hi"], "y": ["no", "yes"]}
 
 
-__all__ = ["Service", "TestClient", "free_port", "next_query", "serving", "write_tiny"]
+__all__ = [
+    "Service",
+    "TestClient",
+    "curator_token",
+    "free_port",
+    "next_query",
+    "pmwcm_command",
+    "pmwcm_serve",
+    "serving",
+    "write_tiny",
+]
 
 
 @dataclass
@@ -128,3 +143,69 @@ def serving(app: Any, *, startup_limit: float = 60.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(60)
+
+
+def pmwcm_command() -> list[str]:
+    """The installed ``pmwcm`` console script (or the module, where it is not installed)."""
+    exe = Path(sys.executable).with_name("pmwcm")
+    if exe.exists():
+        return [str(exe)]
+    return [sys.executable, "-c", "from pmwcm.cli import main; main()"]
+
+
+@contextmanager
+def pmwcm_serve(
+    args: list[str], log: Path, *, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, queue.Queue[str]]]:
+    """``pmwcm serve ARGS --port P`` as a real subprocess (its stderr appended to ``log``,
+    ``env`` added to this environment); yields its URL and its stdout lines; stops it."""
+    port = free_port()
+    lines: queue.Queue[str] = queue.Queue()
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [*pmwcm_command(), "serve", *args, "--port", str(port)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=None if env is None else os.environ | env,
+        )
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "pmwcm serve did not start"
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url, lines
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+        reader.join(10)
+        stdout.close()
+
+
+def curator_token(lines: queue.Queue[str]) -> str | None:
+    """The curator token a first start prints on stdout; None when it printed none."""
+    try:
+        line = lines.get(timeout=5)
+    except queue.Empty:
+        return None
+    assert line.startswith("curator token"), line
+    return line.rsplit(" ", 1)[1].strip()

@@ -21,9 +21,9 @@ import pytest
 
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
-from pmwcm.service.client import Client
+from pmwcm.service.client import Client, ServiceError
 from pmwcm.service.connections import Connections
-from service.svc_support import TestClient, write_tiny
+from service.svc_support import TestClient, curator_token, pmwcm_serve, write_tiny
 
 QUERIES = [
     {"loss": "logistic", "target": "y", "features": ["a"]},
@@ -274,36 +274,59 @@ def test_connections_name_their_errors_without_the_url(tmp_path: Path) -> None:
         Connections.from_file(path).url("v")
 
 
+def _spark_refusal(admin: Client, schema: Path) -> str:
+    """What the server says to a Spark session on a path outside its data directories:
+    that the path is not allowed (Spark enabled) or that Spark is not (disabled). Neither
+    starts Spark."""
+    with pytest.raises(ServiceError) as refused:
+        admin.create_session("on-spark", engine="spark", data_path="/nowhere.parquet",
+                             schema_path=str(schema), epsilon=1.0, delta=1e-6)  # fmt: skip
+    assert refused.value.status == 422
+    return refused.value.detail
+
+
 def test_serve_takes_named_connections_from_a_file_or_the_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_table: tuple[str, Path, Path], tmp_path: Path
 ) -> None:
-    """``pmwcm serve --connections FILE`` (or ``PMWCM_CONNECTIONS``) reaches the sessions;
-    a bad file fails at start in one line that shows no URL."""
-    import uvicorn
+    """``pmwcm serve --connections FILE`` (or ``PMWCM_CONNECTIONS``) reaches the sessions of
+    the real server; a bad file fails at start in one line that shows no URL."""
     from typer.testing import CliRunner
 
     from pmwcm.cli import app as cli
 
-    seen: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **_: seen.append(app))
+    url, _, schema = tiny_table
+    password = urlsplit(url).password
+    assert password
     good = tmp_path / "connections.json"
-    good.write_text(json.dumps({"warehouse": "postgresql://u:hunter2@db/x"}), encoding="utf-8")
+    good.write_text(json.dumps({"warehouse": url}), encoding="utf-8")
     good.chmod(0o600)
-    state = ["serve", "--state", str(tmp_path / "state")]
-    result = CliRunner().invoke(cli, [*state, "--connections", str(good), "--spark"])
-    assert result.exit_code == 0, result.output
-    assert repr(seen[-1].state.sessions.connections) == "Connections(['warehouse'], spark=True)"
-    assert "hunter2" not in result.output and "warning" not in result.stderr
-    good.chmod(0o644)
-    state = ["serve", "--state", str(tmp_path / "state2")]  # the first app still holds its own
-    result = CliRunner().invoke(cli, state, env={"PMWCM_CONNECTIONS": str(good)})
-    assert result.exit_code == 0, result.output
-    assert repr(seen[-1].state.sessions.connections) == "Connections(['warehouse'])"
-    assert "readable by other users" in result.stderr
+    log = tmp_path / "serve.log"
+    here = ["--data-dir", str(tmp_path)]  # the schema files
+    started = [
+        (["--state", str(tmp_path / "state"), *here, "--connections", str(good), "--spark"], None),
+        (["--state", str(tmp_path / "state2"), *here], {"PMWCM_CONNECTIONS": str(good)}),
+    ]
+    for args, env in started:
+        if env:
+            good.chmod(0o644)
+        with pmwcm_serve(args, log, env=env) as (base, lines):
+            token = curator_token(lines)
+            assert token is not None
+            with Client(base, token) as admin:
+                made = admin.create_session("on-pg", connection="warehouse", table="tiny",
+                                            schema_path=str(schema), epsilon=1.0,
+                                            delta=1e-6)  # fmt: skip
+                assert made["connection"] == "warehouse"
+                refusal = _spark_refusal(admin, schema)
+        assert ("data directories" in refusal) is (env is None)  # --spark enabled it
+        assert ("not enabled" in refusal) is (env is not None)
+    text = log.read_text()
+    assert password not in text and url not in text
+    assert text.count("readable by other users") == 1  # the second start only
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"warehouse": "mysql://u:hunter2@db/x"}), encoding="utf-8")
     state = ["serve", "--state", str(tmp_path / "state3")]
-    result = CliRunner().invoke(cli, [*state, "--connections", str(bad)])
+    result = CliRunner().invoke(cli, [*state, "--connections", str(bad)])  # fails before serving
     assert result.exit_code == 1
     assert result.stderr == (
         "error: --connections: connection 'warehouse' must be a postgresql:// URL "
@@ -312,11 +335,10 @@ def test_serve_takes_named_connections_from_a_file_or_the_environment(
 
 
 def test_serve_starts_a_session_on_a_named_connection(
-    tiny_table: tuple[str, Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_table: tuple[str, Path, Path], tmp_path: Path
 ) -> None:
     """``pmwcm serve --connection NAME --table T`` makes the start session on the table (and
     checks it at the next start); an unknown name fails in one line."""
-    import uvicorn
     from typer.testing import CliRunner
 
     from pmwcm.cli import app as cli
@@ -324,30 +346,31 @@ def test_serve_starts_a_session_on_a_named_connection(
     url, _, schema = tiny_table
     password = urlsplit(url).password
     assert password
-    apps: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **_: apps.append(app))
     conns = tmp_path / "connections.json"
     conns.write_text(json.dumps({"warehouse": url}), encoding="utf-8")
     conns.chmod(0o600)
     budget = ["--schema", str(schema), "--epsilon", "1", "--delta", "1e-6"]
-    outputs = []
+    args = ["--state", str(tmp_path / "state"), "--connections", str(conns),
+            "--connection", "warehouse", "--table", "tiny", *budget]  # fmt: skip
+    log = tmp_path / "serve.log"
+    token = None
     for attempt in range(2):  # created, then checked unchanged
-        state = tmp_path / f"state{attempt}"  # a mocked server never closes its store
-        if attempt:
-            (tmp_path / "state0").rename(state)
-        args = ["serve", "--state", str(state), "--connections", str(conns),
-                "--connection", "warehouse", "--table", "tiny", *budget]  # fmt: skip
-        result = CliRunner().invoke(cli, args)
-        assert result.exit_code == 0, result.output
-        assert password not in result.output
-        record = apps[-1].state.store.get_session("default")
-        assert (record.config["connection"], record.config["table"]) == ("warehouse", "tiny")
-        apps[-1].state.store.close()
-        outputs.append(result.stderr)
-    assert ("created session" in outputs[-1]) is False  # the second start only checked it
+        with pmwcm_serve(args, log) as (base, lines):
+            token = token or curator_token(lines)
+            assert token is not None
+            with Client(base, token) as admin:
+                (session,) = [s for s in admin.sessions() if s["name"] == "default"]
+                analyst = admin.issue_token("default", label=f"start {attempt}")
+            with Client(base, analyst) as client:
+                answer = client.ask("default", QUERIES[0])
+        assert (session["connection"], session["table"]) == ("warehouse", "tiny")
+        assert answer.repeated is bool(attempt)  # the same session, reopened
+    text = log.read_text()
+    assert text.count("created session") == 1  # the second start only checked it
+    assert password not in text and url not in text
     args = ["serve", "--state", str(tmp_path / "other"), "--connections", str(conns),
             "--connection", "nope", "--table", "tiny", *budget]  # fmt: skip
-    result = CliRunner().invoke(cli, args)
+    result = CliRunner().invoke(cli, args)  # fails before serving
     assert result.exit_code == 1
     assert result.stderr == (
         "error: connection 'nope' is not configured on this server; it has 'warehouse'.\n"

@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
-import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -23,69 +16,15 @@ from pmwcm.service import SQLiteStore
 from pmwcm.service.build import session_config
 from pmwcm.service.client import Client
 from pmwcm.service.sessions import SessionManager
-from service.svc_support import free_port, next_query
+from service.svc_support import (
+    curator_token,
+    free_port,
+    next_query,
+    pmwcm_command,
+    pmwcm_serve,
+)
 
 PARAMS = {"prior": "uniform", "max_updates": 12, "threshold": 0.0}  # > queries: never spent
-
-
-def _pmwcm() -> list[str]:
-    exe = Path(sys.executable).with_name("pmwcm")
-    if exe.exists():
-        return [str(exe)]
-    return [sys.executable, "-c", "from pmwcm.cli import main; main()"]
-
-
-@contextmanager
-def pmwcm_serve(args: list[str], log: Path) -> Iterator[tuple[str, queue.Queue[str]]]:
-    """``pmwcm serve ARGS --port P`` as a subprocess; yields its URL and its stdout lines."""
-    port = free_port()
-    lines: queue.Queue[str] = queue.Queue()
-    with log.open("ab") as err:
-        proc = subprocess.Popen(
-            [*_pmwcm(), "serve", *args, "--port", str(port)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    stdout = proc.stdout
-
-    def read() -> None:
-        for line in stdout:
-            lines.put(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "pmwcm serve did not start"
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url, lines
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-        reader.join(10)
-        stdout.close()
-
-
-def _token(lines: queue.Queue[str]) -> str | None:
-    try:
-        line = lines.get(timeout=5)
-    except queue.Empty:
-        return None
-    assert line.startswith("curator token"), line
-    return line.rsplit(" ", 1)[1].strip()
 
 
 def test_real_server_adaptive_analyst_ledger_and_restart(
@@ -99,7 +38,7 @@ def test_real_server_adaptive_analyst_ledger_and_restart(
     log = tmp_path / "serve.log"
     seen: dict[str, tuple[float, ...]] = {}
     with pmwcm_serve(args, log) as (url, lines):
-        curator = _token(lines)
+        curator = curator_token(lines)
         assert curator is not None
         with Client(url, curator) as admin:
             analyst = admin.issue_token("default", label="e2e")
@@ -125,7 +64,7 @@ def test_real_server_adaptive_analyst_ledger_and_restart(
         first_spec = next_query([], 0)
         env = os.environ | {"PMWCM_TOKEN": analyst, "PMWCM_URL": url}
         out = subprocess.run(
-            [*_pmwcm(), "ask", json.dumps(first_spec)],
+            [*pmwcm_command(), "ask", json.dumps(first_spec)],
             env=env,
             capture_output=True,
             text=True,
@@ -140,7 +79,7 @@ def test_real_server_adaptive_analyst_ledger_and_restart(
         )
         assert bad.exit_code == 1 and "features" in bad.output
     with pmwcm_serve(args, log) as (url, lines):  # restart: same state, no new token
-        assert _token(lines) is None
+        assert curator_token(lines) is None
         with Client(url, analyst) as client:
             again = client.ask("default", first_spec)
             assert again.repeated and again.theta == seen[json.dumps(first_spec, sort_keys=True)]

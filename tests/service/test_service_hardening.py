@@ -25,7 +25,7 @@ from pmwcm.service.limits import (
     MAX_NAME_CHARS,
     MAX_RADIUS,
 )
-from service.svc_support import Service, TestClient, write_tiny
+from service.svc_support import Service, TestClient, curator_token, pmwcm_serve, write_tiny
 
 BAD_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" + "0" * 400]
 
@@ -454,34 +454,49 @@ def test_the_app_factory_allows_no_directory_by_default(
         assert "data_path" in text and "--data-dir" in text
 
 
-def test_serve_takes_data_directories_and_a_body_limit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``pmwcm serve --data-dir DIR`` (repeatable; default: the --data/--schema directories)
-    and ``--max-body-bytes`` reach the app factory."""
-    import uvicorn
+def _created(base: str, token: str, body: dict[str, Any]) -> int:
+    """The status of a real server's answer to a session creation with ``body``."""
+    import httpx
 
+    auth = {"Authorization": f"Bearer {token}"}
+    return httpx.post(f"{base}/v1/sessions", json=body, headers=auth, timeout=60).status_code
+
+
+def test_serve_takes_data_directories_and_a_body_limit(tmp_path: Path) -> None:
+    """``pmwcm serve --data-dir DIR`` (repeatable; default: the --data/--schema directories)
+    and ``--max-body-bytes`` reach the running server."""
     from pmwcm.cli import app as cli
 
-    seen: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **_: seen.append(app))
     first, second = tmp_path / "one", tmp_path / "two"
     first.mkdir()
     second.mkdir()
     data, schema = write_tiny(first)
-    state = ["serve", "--state", str(tmp_path / "state")]
+    copy, copy_schema = write_tiny(second)
+    log = tmp_path / "serve.log"
+
+    def body(name: str, data: Path, schema: Path, padding: int = 0) -> dict[str, Any]:
+        made = {"name": name, "data_path": str(data), "schema_path": str(schema),
+                "epsilon": 1.0, "delta": 1e-6, "parameters": {"prior": "uniform"}}  # fmt: skip
+        return made | ({"padding": "x" * padding} if padding else {})  # an unknown field: 422
+
     given = ["--data-dir", str(first), "--data-dir", str(second), "--max-body-bytes", "5000"]
-    result = CliRunner().invoke(cli, [*state, *given])
-    assert result.exit_code == 0, result.output
-    assert seen[-1].state.data_dirs == (first.resolve(), second.resolve())
-    assert seen[-1].state.max_body_bytes == 5000
-    result = CliRunner().invoke(cli, ["serve", "--state", str(tmp_path / "s2")])
-    assert result.exit_code == 0, result.output
-    assert seen[-1].state.data_dirs == ()
-    assert seen[-1].state.max_body_bytes == MAX_BODY_BYTES
+    with pmwcm_serve(["--state", str(tmp_path / "s1"), *given], log) as (base, lines):
+        token = curator_token(lines)
+        assert token is not None
+        assert _created(base, token, body("a", data, schema)) == 201
+        assert _created(base, token, body("b", copy, copy_schema)) == 201
+        assert _created(base, token, body("c", data, schema, padding=6000)) == 413
+    with pmwcm_serve(["--state", str(tmp_path / "s2")], log) as (base, lines):
+        token = curator_token(lines)
+        assert token is not None
+        assert _created(base, token, body("a", data, schema)) == 422  # no directory allowed
+        assert _created(base, token, body("c", data, schema, padding=6000)) == 422  # < 1 MB
     with_data = ["--data", str(data), "--schema", str(schema), "--epsilon", "1", "--delta", "1e-6"]
-    result = CliRunner().invoke(cli, ["serve", "--state", str(tmp_path / "s3"), *with_data])
-    assert result.exit_code == 0, result.output
-    assert seen[-1].state.data_dirs == (first.resolve(),)
+    with pmwcm_serve(["--state", str(tmp_path / "s3"), *with_data], log) as (base, lines):
+        token = curator_token(lines)
+        assert token is not None
+        assert _created(base, token, body("a", data, schema)) == 201  # --data's directory
+        assert _created(base, token, body("b", copy, copy_schema)) == 422
+    state = ["serve", "--state", str(tmp_path / "s4")]
     result = CliRunner().invoke(cli, [*state, "--data-dir", str(tmp_path / "nosuch")])
     assert result.exit_code == 1 and "--data-dir" in result.output
