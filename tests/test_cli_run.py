@@ -354,7 +354,9 @@ def test_after_halt_refuse_and_synthetic(tmp_path: Path, seed: int) -> None:
     data, schema = write_data(tmp_path, rows=2000)
     files = {"data": data, "schema": schema, "output": tmp_path / "out.jsonl"}
     files["queries"] = _halting_queries(tmp_path)
-    common = ("--prior", "uniform", "--max-updates", "1", "--insecure-seeded-noise", str(seed))
+    # --mode hybrid: at eps = 10, two announced queries on 2,000 rows go to composition mode.
+    common = ("--prior", "uniform", "--max-updates", "1", "--insecure-seeded-noise", str(seed),
+              "--mode", "hybrid")  # fmt: skip
     refused = run_ok(files, *common, "--after-halt", "refuse", epsilon="10")
     assert refused[0]["source"] == "oracle" and refused[0]["updates"] == 1
     assert set(refused[1]) == ERROR_KEYS and "--after-halt synthetic" in refused[1]["error"]
@@ -363,6 +365,43 @@ def test_after_halt_refuse_and_synthetic(tmp_path: Path, seed: int) -> None:
     assert [r["source"] for r in default] == ["oracle", "synthetic", "oracle"]
     assert "NO accuracy check" in default[1]["warning"] and "warning" not in default[0]
     assert default[1]["epsilon_spent"] == default[0]["epsilon_spent"]  # synthetic is free
+
+
+def test_mode_announces_the_files_queries_and_says_which_engine_answered(
+    tmp_path: Path, seed: int
+) -> None:
+    """The file's distinct queries are announced (public): with --mode auto the budget
+    rule answers 2 queries on 2,000 rows at eps = 10 (c = 2,326 >= 1,450) by composition,
+    every answer a private fit, as --mode composition does; at eps = 1 (c = 264) and with
+    --mode hybrid online PMW answers. stderr and --metadata say which and why; a bad
+    --mode is one error line that writes nothing."""
+    data, schema = write_data(tmp_path, rows=2000)
+    meta = tmp_path / "meta.json"
+    files = {"data": data, "schema": schema, "output": tmp_path / "out.jsonl"}
+    files["queries"] = _halting_queries(tmp_path)  # two distinct queries and a repeat
+    noise = ("--insecure-seeded-noise", str(seed), "--metadata", str(meta))
+    runs = {}
+    for mode, epsilon in [("auto", "10"), ("composition", "10"), ("auto", "1"), ("hybrid", "10")]:
+        result = runner.invoke(app, args(files, *noise, "--mode", mode, epsilon=epsilon))
+        assert result.exit_code == 0, result.output
+        answers = [json.loads(line) for line in files["output"].read_text().splitlines()]
+        runs[mode, epsilon] = (answers, json.loads(meta.read_text())["mode"], result.stderr)
+    for key in [("auto", "10"), ("composition", "10")]:
+        answers, how, stderr = runs[key]
+        assert how.startswith("composition (") and f"mode {how}" in stderr
+        assert [a["source"] for a in answers] == ["oracle", "oracle", "oracle"]
+        assert answers[2]["theta"] == answers[0]["theta"]  # the repeat is served, not refitted
+        assert answers[1]["epsilon_spent"] <= 10.0
+    assert runs["auto", "10"][0] == runs["composition", "10"][0]
+    assert "c = n sqrt(2 rho* / k) = 2326 >= 1450, k = 2 announced" in runs["auto", "10"][1]
+    assert runs["auto", "1"][1].startswith("hybrid (auto: c = n sqrt(2 rho* / k) = 264 < 1450")
+    assert runs["hybrid", "10"][1] == "hybrid (asked for)"
+    for key in [("auto", "1"), ("hybrid", "10")]:  # the paid prior answers (all, measured)
+        assert "hypothesis" in [a["source"] for a in runs[key][0]]
+    files["output"] = tmp_path / "never.jsonl"
+    result = runner.invoke(app, args(files, "--mode", "composed"))
+    assert result.exit_code == 1 and not files["output"].exists()
+    one_error_line(result.stderr, "--mode", "'composed'", "auto, hybrid, composition")
 
 
 def test_installed_console_script_runs(files: dict[str, Path], seed: int) -> None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
     from pmwcm.engine.online import OnlinePMW
-    from pmwcm.engine.practical import PriorName
+    from pmwcm.engine.practical import ModeName, PriorName
     from pmwcm.engine.settings import AfterHalt
     from pmwcm.kernels.backend import BackendChoice
     from pmwcm.kernels.domain import Domain
@@ -160,7 +160,13 @@ def _below(n: int) -> float:
 
 
 def check_calibration(
-    *, epsilon: float, delta: float, max_updates: int | None, prior: str, kind: str = "pmw"
+    *,
+    epsilon: float,
+    delta: float,
+    max_updates: int | None,
+    prior: str,
+    kind: str = "pmw",
+    composition_queries: int | None = None,
 ) -> None:
     """Calibrates the engine's noise from public settings alone, before any data is read.
 
@@ -170,6 +176,8 @@ def check_calibration(
     epsilon with delta 1e-300) is refused here in one line, instead of failing
     after the prior has read the data. An AIM or MST prior's own events are not replayed (they are
     drawn while it runs); the sparse vector and oracle calls still are.
+    With ``composition_queries = k`` the engine's composition mode is checked instead:
+    ``k`` oracle calls under the whole budget, no prior, no sparse vector.
     """
     import dp_accounting
 
@@ -190,9 +198,20 @@ def check_calibration(
             delta=delta,
             max_updates=max_updates or 0,
             prior=cast("PriorName", prior),
+            announced_queries=composition_queries,
         )
+        if composition_queries is not None:
+            config = config.composition_config()
         accountant = make_accountant(config.accountant)
         fixed: list[dp_accounting.DpEvent] = []
+        if config.mode == "composition":
+            calibrate_oracle(
+                config.oracle.privacy_event,
+                config,
+                fixed=dp_accounting.ComposedDpEvent([]),
+                accountant=accountant,
+            )
+            return
         if prior == "marginals":
             from pmwcm.mechanisms.priors.marginals import measurement_event
 
@@ -791,6 +810,8 @@ def build_run_engine(
     prior: str,
     public: np.ndarray | None = None,
     backend: dict[str, Any] | None = None,
+    announced_queries: int | None = None,
+    mode: str = "auto",
 ) -> OnlinePMW:
     """Online PMW with the practical defaults of :class:`~pmwcm.engine.practical.PMWConfig`.
 
@@ -801,6 +822,8 @@ def build_run_engine(
     are ``public`` records (the start for ``prior="public"``, free). ``backend``
     holds :func:`backend_settings`' keyword arguments (default: the library's);
     the engine's :attr:`~pmwcm.engine.online.OnlinePMW.backend` says what was chosen.
+    ``announced_queries`` (the file's distinct queries) and ``mode`` let the budget
+    rule answer the file in composition mode (:meth:`PMWConfig.resolved_for`).
     """
     from pmwcm.engine.practical import PMWConfig, build_engine
     from pmwcm.mechanisms.private_data import PrivateData
@@ -812,6 +835,8 @@ def build_run_engine(
         after_halt=cast("AfterHalt", after_halt),
         max_updates=max_updates or 0,
         prior=cast("PriorName", prior),
+        announced_queries=announced_queries,
+        mode=cast("ModeName", mode),
         **(backend or {}),
     )
     private = (

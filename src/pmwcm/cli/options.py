@@ -23,6 +23,7 @@ __all__ = [
     "HypothesisMemoryOption",
     "InsecureNoiseOption",
     "MaxUpdatesOption",
+    "ModeOption",
     "PriorOption",
     "PublicPriorOption",
     "QueriesOption",
@@ -86,6 +87,13 @@ HYPOTHESIS_MEMORY_HELP = (
     "TiB (powers of 1024; K, M, G, T mean the same), or KB, MB, GB, TB (powers of 1000). "
     "Default 512MiB."
 )
+MODE_HELP = (
+    "Advanced: which engine answers the file with --method pmw: auto (the default: the "
+    "number of distinct queries in the file is announced, and the library's public budget "
+    "rule answers every query by a composed private fit where that beats online PMW, as at "
+    "large n with few queries), hybrid (always online PMW) or composition (always one "
+    "private fit per distinct query, under the whole budget)."
+)
 SUPPORT_SIZE_HELP = (
     "Advanced: M, the number of records of the support backend (default 0: the smallest "
     "power of two >= n, between 2^14 and 2^18, capped by --hypothesis-memory; at least "
@@ -120,6 +128,9 @@ BackendOption = Annotated[
 ]
 HypothesisMemoryOption = Annotated[
     str | None, typer.Option("--hypothesis-memory", metavar="BYTES", help=HYPOTHESIS_MEMORY_HELP)
+]
+ModeOption = Annotated[
+    str, typer.Option("--mode", metavar="[auto|hybrid|composition]", help=MODE_HELP)
 ]
 SupportSizeOption = Annotated[
     int, typer.Option("--support-size", metavar="M", help=SUPPORT_SIZE_HELP)

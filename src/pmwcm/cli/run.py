@@ -47,6 +47,7 @@ from pmwcm.cli.common import (
     check_engine_options,
     check_output,
     check_seed,
+    distinct_queries,
     fail,
     is_stdio,
     load_data,
@@ -70,6 +71,7 @@ from pmwcm.cli.options import (
     HypothesisMemoryOption,
     InsecureNoiseOption,
     MaxUpdatesOption,
+    ModeOption,
     PriorOption,
     PublicPriorOption,
     QueriesOption,
@@ -97,8 +99,9 @@ _OUTPUT_HELP = (
 )
 _METADATA_HELP = (
     'Also write one JSON object describing the run (atomically): {"method", "noise", '
-    '"epsilon", "delta", "backend"}, "backend" being the hypothesis backend chosen for '
-    '--method pmw ({"kind", "support_size", "memory_bytes", "reason"}; null otherwise).'
+    '"epsilon", "delta", "backend", "mode"}, "backend" being the hypothesis backend chosen '
+    'for --method pmw ({"kind", "support_size", "memory_bytes", "reason"}; null otherwise) '
+    'and "mode" the engine that answered and why (--mode; null for other methods).'
 )
 
 
@@ -127,6 +130,7 @@ def run_command(
     metadata: Annotated[Path | None, typer.Option("--metadata", help=_METADATA_HELP)] = None,
     table: TableOption = None,
     data_engine: EngineOption = None,
+    mode: ModeOption = "auto",
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -159,16 +163,24 @@ def run_command(
 
     The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
     chosen from the schema and these settings alone; the choice and its reason
-    go to stderr and, with --metadata FILE, into that file.
+    go to stderr and, with --metadata FILE, into that file. So does the mode
+    (--mode): the file's number of distinct queries k is announced, and with
+    auto a public rule of (epsilon, delta, n, k) may answer every query by a
+    private fit under the composed budget (source "oracle") instead of online PMW.
 
     Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
     usage mistake; 3 answers written but some are synthetic (engine halted).
     """
+    from pmwcm.engine.budget_rule import mode_reason
+    from pmwcm.engine.practical import MODES
+
     check_seed(seed)
     if method not in METHODS:
         raise fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}.")
     if after_halt not in AFTER_HALT:
         raise fail(f"--after-halt must be one of {', '.join(AFTER_HALT)}, got {after_halt!r}.")
+    if mode not in MODES:
+        raise fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}.")
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
@@ -193,11 +205,18 @@ def run_command(
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     noise = make_noise(insecure_seeded_noise)
+    how = None
     if method == "pmw":
+        # The file is the analysts', not the data: its number of queries is public.
+        announced = max(distinct_queries(lines, parsed.domain()), 1)
+        how = mode_reason(epsilon, delta, dataset.n, announced, mode)
+        if how.startswith("composition"):
+            check_calibration(epsilon=epsilon, delta=delta, max_updates=None, prior=start,
+                              composition_queries=announced)  # fmt: skip
         engine = build_run_engine(
             dataset, epsilon=epsilon, delta=delta, noise=noise,
             after_halt=after_halt, max_updates=max_updates, prior=start, public=public,
-            backend=settings,
+            backend=settings, announced_queries=announced, mode=mode,
         )  # fmt: skip
         records = answer_with_engine(engine, lines)
         choice = engine.backend or choice  # the support size follows the data's n
@@ -208,7 +227,10 @@ def run_command(
     write_jsonl(output, records)
     if metadata is not None:
         about = {"method": method, "noise": noise.name, "epsilon": epsilon, "delta": delta}
-        write_json(metadata, about | {"backend": None if choice is None else choice.to_dict()})
+        about["backend"] = None if choice is None else choice.to_dict()
+        write_json(metadata, about | {"mode": how})
+    if how is not None:
+        typer.echo(f"mode {how}", err=True)
     if choice is not None:
         typer.echo(f"backend {choice.reason}", err=True)
     typer.echo(summarize(records, method, noise.name), err=True)

@@ -300,3 +300,24 @@ def prefers_composition(epsilon: float, delta: float, n: int, queries: int) -> b
     (False, True)
     """
     return composition_signal(epsilon, delta, n, queries) >= COMPOSITION_SIGNAL
+
+
+def mode_reason(epsilon: float, delta: float, n: int, queries: int | None, mode: str) -> str:
+    """Which engine answers the stream and why, in one line (public values only): the
+    ``mode`` asked for (``"auto"``, ``"hybrid"`` or ``"composition"``) resolved by
+    :func:`prefers_composition` for ``queries`` announced (``None``: not announced).
+
+    >>> mode_reason(1.0, 1e-6, 10**7, 1000, "auto")
+    'composition (auto: c = n sqrt(2 rho* / k) = 59108 >= 1450, k = 1000 announced queries)'
+    """
+    if mode == "composition":
+        return f"composition (asked for; k = {queries} announced queries)"
+    if mode == "hybrid" or queries is None:
+        why = "asked for" if mode == "hybrid" else "auto: no number of queries announced"
+        return f"hybrid ({why})"
+    signal = composition_signal(epsilon, delta, n, queries)
+    kind, relation = ("composition", ">=") if signal >= COMPOSITION_SIGNAL else ("hybrid", "<")
+    return (
+        f"{kind} (auto: c = n sqrt(2 rho* / k) = {signal:.0f} {relation} "
+        f"{COMPOSITION_SIGNAL:.0f}, k = {queries} announced queries)"
+    )
