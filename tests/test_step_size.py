@@ -29,7 +29,9 @@ from pmwcm.engine.settings import EngineSettings
 from pmwcm.engine.step_size import (
     PublicContext,
     calibrated_scale,
+    expected_oracle_error,
     noise_margin,
+    released_answer_error,
     reweighted_mass,
     shrinkage_weight,
     step_factor,
@@ -273,3 +275,75 @@ def test_theory_settings_keep_the_fixed_step() -> None:
         replace(settings, step_rule="bold")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="step_rule must be one of"):
         PMWConfig(epsilon=1.0, delta=1e-6, step_rule="bold")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_oracle_error_stops_early_only_where_the_weight_is_already_zero(seed: int) -> None:
+    """``known_above`` ends the simulations once their sum proves ``e_or >= bound``; the
+    weight that results is exactly the full computation's, zero or not, on hypotheses
+    near the data (the answer within its noise: w = 0) and far from it (w > 0)."""
+    data = parity_data()
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=10)
+    stopped = []
+    for prior in (DenseHistogram(DOMAIN, data.histogram().to_array()), max_entropy_prior(data)):
+        engine = build_engine(data, config, noise=NumpyNoise(seed=seed), prior=prior.copy())
+        round_ = engine.cm_round(PARITY)
+        table = prior.clique_table(round_.clique)
+        hat = round_.hypothesis_answer(table)
+        context = PublicContext(n=N, noise_level=engine.oracle_noise_level)
+        private = round_.private_answer(
+            data.clique_table(round_.clique), n=N, noise_level=context.noise_level,
+            noise=NumpyNoise(seed=seed),
+        )  # fmt: skip
+        margin = noise_margin(round_)
+        discrepancy = released_answer_error(round_, table, table.mass, private, minimiser=hat)
+        full = expected_oracle_error(round_, table, context, private, hat)
+        early = expected_oracle_error(
+            round_, table, context, private, hat, known_above=discrepancy / margin
+        )
+        assert early <= full * (1 + 1e-12)
+        assert shrinkage_weight(discrepancy, early, margin) == shrinkage_weight(
+            discrepancy, full, margin
+        )
+        stopped.append(early < full)
+    assert stopped == [True, False]  # the right hypothesis stopped early, the wrong one not
+
+
+def test_each_sweep_replays_only_the_window_of_recent_updates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``sweep_window = W`` an update's sweeps replay its W most recent updates
+    (the new one included), so an oracle round costs the same whatever T; within the
+    window the engine is the unwindowed one, transcript for transcript."""
+    from pmwcm.engine import online
+
+    data = parity_data()
+    replayed: list[int] = []
+    honest = online._replay
+
+    def counting(hypothesis: Any, past: Any, *args: Any) -> None:
+        replayed.append(id(past))
+        honest(hypothesis, past, *args)
+
+    monkeypatch.setattr(online, "_replay", counting)
+    transcripts = {}
+    for window in (None, 3, 6):
+        config = PMWConfig(
+            epsilon=1.0, delta=1e-6, prior="uniform", max_updates=5, threshold=-1.0,
+            sweeps=2, sweep_window=window,
+        )  # fmt: skip
+        engine = build_engine(data, config, noise=NumpyNoise(seed=3))
+        replayed.clear()
+        per_update = []
+        for query in STREAM[:5]:
+            before = len(replayed)
+            answer = engine.answer(query)
+            assert answer.source == "oracle"
+            per_update.append(len(replayed) - before)
+        transcripts[window] = (engine.hypothesis.to_array(), [a.value for a in engine.answers])
+        assert per_update == [2 * min(t + 1, window or 5) for t in range(5)]
+    for window in (6,):  # T = 5 updates fit the window: nothing changes
+        assert np.array_equal(transcripts[window][0], transcripts[None][0])
+    assert not np.array_equal(transcripts[3][0], transcripts[None][0])
+    with pytest.raises(ValueError, match="sweep_window must be a positive integer or None"):
+        EngineSettings(max_updates=1, learning_rate=1.0, threshold=0.0, sweep_window=0)

@@ -134,3 +134,20 @@ def test_a_session_stored_before_the_budget_rule_keeps_the_fixed_split() -> None
     })  # fmt: skip
     _, pmw, _ = _parts(old, None, creating=False)
     assert pmw.budget_rule == "fixed" and pmw.resolved_for(10**4, 20) == pmw
+
+
+def test_a_session_stored_before_the_sweep_window_keeps_replaying_every_update() -> None:
+    from pmwcm.service.build import _parts
+
+    config = session_config(
+        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
+        parameters={},
+    )  # fmt: skip
+    assert config["parameters"]["sweep_window"] == 10  # new sessions store the window
+    _, pmw, _ = _parts(config, None, creating=True)
+    assert pmw.sweep_window == 10
+    old = dict(config, parameters={
+        k: v for k, v in config["parameters"].items() if k != "sweep_window"
+    })  # fmt: skip
+    _, pmw, _ = _parts(old, None, creating=False)
+    assert pmw.sweep_window is None

@@ -669,6 +669,8 @@ class OnlinePMW:
         factor = step_factor(rule, round_, marginal, answer, private, context=context)
         updated.reweight_table(round_.clique, marginal, factor)
         history = [*self.updates, record]
+        if self.settings.sweep_window is not None:  # a constant cost per round, whatever T
+            history = history[-self.settings.sweep_window :]
         for _ in range(self.settings.sweeps):
             for past in history:
                 _replay(updated, past, rule, context)

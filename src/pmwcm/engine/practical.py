@@ -137,6 +137,9 @@ FIXED_PRIOR_FRACTION = 0.4
 FIXED_SV_FRACTION = 0.3
 #: ``T`` for an informed start when ``max_updates`` is left at 0.
 INFORMED_UPDATES = 10
+#: The updates each post-processing sweep replays (the most recent): every update of
+#: an informed start's default ``T``; beyond it an oracle round's cost stops growing.
+SWEEP_WINDOW = INFORMED_UPDATES
 #: The priors measured from the private data and paid from the budget.
 PAID_PRIORS: tuple[PriorName, ...] = ("marginals", "aim", "mst")
 
@@ -174,6 +177,11 @@ class PMWConfig:
         solver_tol: ``tau``, the certified solver gap.
         after_halt: ``"refuse"`` or ``"synthetic"``.
         sweeps: post-processing replays of past updates after each update.
+        sweep_window: each sweep replays the ``sweep_window`` most recent updates
+            (default :data:`SWEEP_WINDOW` = 10, the largest ``T`` the budget rule
+            picks, so a default engine replays every update it made; a caller
+            who sets a larger ``T`` gets oracle rounds whose cost stops growing
+            with ``T``), or all of them with ``None``.
         step_rule: ``"calibrated"`` (default: each update, and each replay, moves
             by the multiple of ``eta`` that minimises the released answer's excess
             risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
@@ -220,6 +228,7 @@ class PMWConfig:
     solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
     after_halt: AfterHalt = "refuse"
     sweeps: int = 2
+    sweep_window: int | None = SWEEP_WINDOW
     step_rule: StepRule = "calibrated"
     oracle: Oracle = field(default_factory=BudgetTunedGradientDescent)
     accountant: AccountantName = "pld"
@@ -418,6 +427,7 @@ class PMWConfig:
             solver_tol=self.solver_tol,
             after_halt=self.after_halt,
             sweeps=self.sweeps,
+            sweep_window=self.sweep_window,
             step_rule=self.step_rule,
         )
 

@@ -59,6 +59,9 @@ class EngineSettings:
             a query that would need more is refused from its public spec.
         after_halt: ``"refuse"`` (the paper) or ``"synthetic"``.
         sweeps: post-processing passes over past updates after each new one.
+        sweep_window: how many of the most recent updates (the new one included)
+            each sweep revisits; ``None``: all of them. A window makes an oracle
+            round's cost independent of how many updates came before it.
         step_rule: ``"fixed"`` (the paper's ``eta``; theory mode) or
             ``"calibrated"`` (the step that minimises the released answer's
             excess risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`).
@@ -79,6 +82,7 @@ class EngineSettings:
     max_solver_iterations: int = DATA_SOLVE_MAX_ITERATIONS
     after_halt: AfterHalt = "refuse"
     sweeps: int = 0
+    sweep_window: int | None = None
     absolute_threshold: float | None = None
     step_rule: StepRule = "fixed"
 
@@ -108,3 +112,9 @@ class EngineSettings:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
         if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
             raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")
+        if self.sweep_window is not None and not (
+            isinstance(self.sweep_window, int) and self.sweep_window >= 1
+        ):
+            raise ValueError(
+                f"sweep_window must be a positive integer or None, got {self.sweep_window!r}."
+            )

@@ -136,6 +136,12 @@ class SessionParameters(_Request):
     solver_tol: float = Field(default=_DEFAULTS["solver_tol"], gt=0, le=1)
     after_halt: Literal["refuse", "synthetic"] = _DEFAULTS["after_halt"]
     sweeps: int = Field(default=_DEFAULTS["sweeps"], ge=0, le=100)
+    sweep_window: int | None = Field(
+        default=_DEFAULTS["sweep_window"],
+        ge=1,
+        description="Each sweep replays this many of the most recent updates (default 10, "
+        "every update of an informed start's T); null replays them all.",
+    )
     step_rule: Literal["fixed", "calibrated"] = Field(
         default=_DEFAULTS["step_rule"],
         description="How far an update moves: 'calibrated' (the released answer's "
