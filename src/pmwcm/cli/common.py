@@ -472,9 +472,11 @@ def make_noise(insecure_seed: int | None) -> NoiseSource:
 def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
     """The number of distinct answerable queries (repeats, in any spelling, count once).
 
-    The composition split needs this count before the first answer, so it is
-    the one place that compiles a query ahead of its answer; a query that
-    does not fit the domain is left out (its answer is then refused).
+    The composition split (and the count ``pmwcm run`` announces) needs this
+    before the first answer, so it is the one place that checks a query ahead
+    of its answer (:meth:`~pmwcm.kernels.queries.CMQuery.check`: what compiling
+    it would refuse); a query that does not fit the domain is left out (its
+    answer is then refused).
     """
     from pmwcm.engine.online import query_key
 
@@ -483,7 +485,7 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
         if item.query is None:
             continue
         try:
-            item.query.compile(domain)
+            item.query.check(domain)
             keys.add(query_key(item.query, domain))
         except InvalidQuery:
             continue

@@ -208,7 +208,7 @@ def run_command(
     how = None
     if method == "pmw":
         # The file is the analysts', not the data: its number of queries is public.
-        announced = max(distinct_queries(lines, parsed.domain()), 1)
+        announced = max(distinct_queries(lines, dataset.domain), 1)
         how = mode_reason(epsilon, delta, dataset.n, announced, mode)
         if how.startswith("composition"):
             check_calibration(epsilon=epsilon, delta=delta, max_updates=None, prior=start,

@@ -217,7 +217,11 @@ class CMQuery:
         True
         """
         memo = self.__dict__.get("_canonical")
-        if memo is not None and memo[0] is domain and memo[1] == self._mutable_part():
+        if (
+            memo is not None
+            and (memo[0] is domain or memo[0] == domain)
+            and memo[1] == self._mutable_part()
+        ):
             return memo[2]  # this query's, on this very domain
         self._check_attributes(domain)
         encodings = {}
@@ -256,6 +260,23 @@ class CMQuery:
         object.__setattr__(self, "_canonical_json", (canonical, text))
         return text
 
+    def check(self, domain: Domain) -> GLMLoss:
+        """That the query compiles on ``domain`` (what :meth:`compile` checks, without
+        building the problem); its loss.
+
+        Raises:
+            QueryError: unknown attribute, or a classification loss on a non-binary target.
+        """
+        self._check_attributes(domain)
+        loss = make_loss(self.loss, self.loss_param)
+        t_size = domain.size_of(self.target)
+        if loss.label_kind == "binary" and t_size != 2:
+            raise QueryError(
+                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
+                f"{t_size} values."
+            )
+        return loss
+
     def compile(self, domain: Domain, *, cells: NDArray[np.int64] | None = None) -> GLMProblem:
         """The query as a :class:`GLMProblem` on its clique's marginal table.
 
@@ -269,15 +290,8 @@ class CMQuery:
         Raises:
             QueryError: unknown attribute, or a classification loss on a non-binary target.
         """
-        self._check_attributes(domain)
-        loss = make_loss(self.loss, self.loss_param)
+        loss = self.check(domain)
         sizes = tuple(domain.size_of(name) for name in self.clique)
-        t_size = sizes[-1]
-        if loss.label_kind == "binary" and t_size != 2:
-            raise QueryError(
-                f"The {self.loss} loss needs a binary target, but {self.target!r} has "
-                f"{t_size} values."
-            )
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
         if cells is None:
