@@ -360,3 +360,25 @@ def test_sample_is_reproducible_and_validates_n() -> None:
     point = DenseHistogram(domain_of((2, 3)), np.eye(2, 3))
     draws = point.sample(1000, rng=np.random.default_rng(0))
     assert {tuple(r) for r in draws.tolist()} <= {(0, 0), (1, 1)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hnp.arrays(
+        np.float64,
+        st.integers(1, 64),
+        elements=st.floats(-800.0, 800.0) | st.just(-math.inf),
+    )
+)
+def test_our_logsumexp_is_scipys(values: NDArray[np.float64]) -> None:
+    """The reweight's normaliser (pmwcm.kernels.logspace) equals SciPy's, which it
+    replaced for speed, to a few ulps: with huge, tiny and -inf entries."""
+    from scipy.special import logsumexp as scipy_logsumexp
+
+    from pmwcm.kernels.logspace import logsumexp
+
+    expected = float(scipy_logsumexp(values))
+    if math.isinf(expected):
+        assert logsumexp(values) == expected
+    else:
+        assert logsumexp(values) == pytest.approx(expected, rel=1e-14, abs=1e-12)

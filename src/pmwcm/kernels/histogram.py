@@ -35,10 +35,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import logsumexp
 
 from pmwcm.kernels.clique_table import CliqueTable, FloatArray
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.logspace import logsumexp
 
 #: The largest log-factor a reweight applies to a cell without mass (``e^700`` is finite).
 MAX_LOG_SCALE = 700.0

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import logsumexp
 
 from pmwcm.kernels.clique_table import (
     CliqueTable,
@@ -39,6 +38,7 @@ from pmwcm.kernels.clique_table import (
     occupied_cells,
 )
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import LRUCache
 
 IndexArray = NDArray[np.int32]

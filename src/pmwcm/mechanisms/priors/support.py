@@ -49,12 +49,12 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
-from scipy.special import logsumexp
 
 from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.clique_table import FloatArray, cell_codes
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
+from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
