@@ -137,27 +137,28 @@ class _Step:
         return np.einsum("ijk->ik", flat.reshape(pre, size, post)).reshape(-1)
 
 
-def _step_for(pre: int, sizes: tuple[int, ...], post: int) -> tuple[_Step, float]:
-    """The cheapest way to sum out one run (axis sizes ``sizes``), and its cost in cells."""
-    size = math.prod(sizes)
-    cells = pre * size * post
+@functools.lru_cache(maxsize=65536)
+def _step_rate(pre: int, sizes: tuple[int, ...], post: int) -> tuple[float, str, int]:
+    """The cheapest way to sum out one run (axis sizes ``sizes``) of a ``pre x run x post``
+    table: its cost per cell against a copy, its method and its split (no step is built:
+    the planner prices every candidate run and builds the chosen one only)."""
     if post == 1:
-        return _Step("rows", pre, size, post), _COST["rows"] * cells
+        return _COST["rows"], "rows", 1
     if pre == 1:
-        return _Step("columns", pre, size, post), _COST["columns"] * cells
+        return _COST["columns"], "columns", 1
     if post * 8 >= _LONG_ROW * 4:
-        return _Step("middle", pre, size, post), _COST["middle"] * cells
+        return _COST["middle"], "middle", 1
     # Split off leading axes of the run while the remainder keeps long inner rows.
-    split, rest = 1, size
+    split, rest = 1, math.prod(sizes)
     for s in sizes[:-1]:
         if (rest // s) * post * 8 < _LONG_ROW:
             break
         split, rest = split * s, rest // s
     method = "pairs" if post == 2 else "short"
-    cost = _COST[method] * cells / split
+    rate = _COST[method] / split
     if split > 1:
-        cost += _COST["middle"] * cells
-    return _Step(method, pre, size, post, split), cost
+        rate += _COST["middle"]
+    return rate, method, split
 
 
 @dataclass(frozen=True)
@@ -215,34 +216,37 @@ def _passes(shape: tuple[int, ...], kept_sorted: tuple[int, ...]) -> tuple[_Step
     """The passes that sum every axis not in ``kept_sorted`` out of ``shape``.
 
     Greedy: the next pass is the cheapest per cell, ties going to the run that
-    shrinks the table most; the costly methods thus run last, on small tables.
+    shrinks the table most (then to the first such run); the costly methods thus
+    run last, on small tables.
     """
-    kept = frozenset(kept_sorted)
-    runs = _merged(shape, kept)
+    runs = _merged(shape, frozenset(kept_sorted))
+    sizes = [math.prod(s) for s, _ in runs]
+    total = math.prod(sizes)
     steps: list[_Step] = []
-    while any(not keep for _, keep in runs):
-        sizes = [math.prod(s) for s, _ in runs]
-        total = math.prod(sizes)
-        best: tuple[float, int, int, _Step] | None = None
+    while True:
+        best: tuple[float, int] | None = None
+        index = -1
         pre = 1
         for i, (axis_sizes, keep) in enumerate(runs):
             if not keep:
-                post = total // (pre * sizes[i])
-                step, cost = _step_for(pre, axis_sizes, post)
-                if best is None or (cost / total, -sizes[i]) < best[:2]:
-                    best = (cost / total, -sizes[i], i, step)
+                rank = (_step_rate(pre, axis_sizes, total // (pre * sizes[i]))[0], -sizes[i])
+                if best is None or rank < best:
+                    best, index = rank, i
             pre *= sizes[i]
-        assert best is not None
-        index = best[2]
-        steps.append(best[3])
-        rest: list[tuple[tuple[int, ...], bool]] = []
-        for run in runs[:index] + runs[index + 1 :]:
-            if rest and rest[-1][1] == run[1]:
-                rest[-1] = ((*rest[-1][0], *run[0]), run[1])
-            else:
-                rest.append(run)
-        runs = rest
-    return tuple(steps)
+        if best is None:
+            return tuple(steps)
+        pre = math.prod(sizes[:index])
+        size = sizes[index]
+        post = total // (pre * size)
+        _, method, split = _step_rate(pre, runs[index][0], post)
+        steps.append(_Step(method, pre, size, post, split))
+        total //= size
+        # The run is summed out: its neighbours (both kept, or both dropped) merge.
+        del runs[index], sizes[index]
+        if 0 < index < len(runs) and runs[index - 1][1] == runs[index][1]:
+            left, right = runs[index - 1], runs.pop(index)
+            runs[index - 1] = ((*left[0], *right[0]), left[1])
+            sizes[index - 1] *= sizes.pop(index)
 
 
 def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
