@@ -123,6 +123,22 @@ def test_config_defaults_follow_the_prior() -> None:
     PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", prior_fraction=0.9)
 
 
+@pytest.mark.parametrize(("announced", "expected"), [(3, 1000), (1000, 1000), (2500, 2500)])
+def test_an_announced_stream_sets_the_threshold_rules_k(announced: int, expected: int) -> None:
+    """k in ``b ln(max(e, k / T))`` is the announced stream's length (at least 1,000: a
+    short file keeps rare noise updates), so a 1,000-query stream gets a threshold
+    ln(100) / ln(1000) = 2/3 of the unannounced one; an explicit k is kept."""
+    from pmwcm.engine.practical import default_threshold
+
+    told = PMWConfig(epsilon=1.0, delta=1e-6, announced_queries=announced)
+    assert told.expected_queries == expected
+    unannounced = PMWConfig(epsilon=1.0, delta=1e-6)
+    ratio = default_threshold(1.0, told) / default_threshold(1.0, unannounced)
+    assert ratio == pytest.approx(math.log(expected / 10) / math.log(10_000 / 10))
+    kept = PMWConfig(epsilon=1.0, delta=1e-6, announced_queries=announced, expected_queries=7)
+    assert kept.expected_queries == 7
+
+
 # --- the budget split ------------------------------------------------------------------------
 
 

@@ -16,6 +16,10 @@ them; nothing is typed in):
   ``results/random_before_large_n.jsonl`` / ``random_after_large_n.jsonl`` -- the
   random regime at n = 39,073 (every epsilon, k = 1,000, 3 seeds) on the code before
   the mode rule (this branch's base commit) and after it;
+* ``results/rerun_announced_k.jsonl`` -- ``run.py --experiments parity scaling-n wide
+  interactions adaptive --methods pmw --seeds 5 --epsilons 1 --ks 1000 --sizes 5000 10000
+  20000 39073 --parity-sizes 39073 --results ...``: pmw with the announced ``k`` in its
+  threshold rule; its rows replace ``rerun_large_n.jsonl``'s pmw rows at n = 39,073;
 * ``results/small_n.jsonl`` and ``results/small_n_tuning.jsonl`` -- ``small_n.py``:
   pmw (the budget rule) and the old fixed split against AIM at its default rounds,
   answered on the fitted model's marginals, at its add/remove unit
@@ -128,6 +132,11 @@ def _best_other(key: tuple, tuned: list[dict]) -> tuple[float, float, str, str]:
 def large_n_rows() -> list[tuple]:
     """Per regime and n: the hybrid (before), pmw now, and the best other method."""
     new = _by_regime(_rows("rerun_large_n.jsonl"))
+    # pmw's newest rows where a later run replaced them (the announced k in the
+    # threshold rule, n = 39,073): the same regime, the same seeds.
+    for key, methods in _by_regime(_rows("rerun_announced_k.jsonl")).items():
+        if key in new and methods.get("pmw"):
+            new[key]["pmw"] = methods["pmw"]
     before = _by_regime(_rows("rerun_regimes.jsonl"))
     out = []
     for key in sorted(new):

@@ -42,7 +42,8 @@ prior 40% of ``delta``), with ``T = 10``; at small ``s`` (a table of ``10^4`` ro
 the prior gets 95%, the sparse vector and the oracle calls 2.5% each, and
 ``T = 1``, because there every answer came from the prior and its pair
 marginals were too noisy at 40%. ``budget_rule="fixed"`` keeps the shares as
-given (:meth:`PMWConfig.resolved_for`). ``k = 10,000`` in the threshold rule.
+given (:meth:`PMWConfig.resolved_for`). ``k = 10,000`` in the threshold rule, or the
+announced stream's length (at least 1,000) when the caller announces it.
 The reasoning for the old rule at large ``s``: the prior answers
 every query's low-order structure at once, so it gets the largest share; the
 sparse vector must check every query of a long stream, so its share does not
@@ -137,6 +138,11 @@ FIXED_PRIOR_FRACTION = 0.4
 FIXED_SV_FRACTION = 0.3
 #: ``T`` for an informed start when ``max_updates`` is left at 0.
 INFORMED_UPDATES = 10
+#: The least ``k`` the threshold rule takes from an announced stream. The rule lets noise
+#: alone trigger about ``T / 2`` updates over ``k`` queries; below 1,000 queries that
+#: would make a short file's few updates (``T = 1`` at small n) mostly noise, so a
+#: short stream keeps the threshold of 1,000 queries (``T / 2000`` per query).
+SHORT_STREAM_QUERIES = 1000
 #: The updates each post-processing sweep replays (the most recent): every update of
 #: an informed start's default ``T``; beyond it an oracle round's cost stops growing.
 SWEEP_WINDOW = INFORMED_UPDATES
@@ -160,8 +166,9 @@ class PMWConfig:
         learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
         threshold: in units of each query's sensitivity; ``None`` for the rule.
         expected_queries: ``k`` in the threshold rule (public, not a limit);
-            ``0`` (default) for 10,000 with a paid or public prior, 1,000 with the
-            uniform one.
+            ``0`` (default): ``announced_queries`` when the stream's length is
+            announced (at least :data:`SHORT_STREAM_QUERIES`), else 10,000 with a
+            paid or public prior, 1,000 with the uniform one.
         prior: ``"marginals"`` (noisy 2-way marginals fitted into the starting
             histogram, paid from the budget; :mod:`pmwcm.mechanisms.priors.marginals`), ``"aim"`` or
             ``"mst"`` (the full contingency table of OpenDP's AIM or MST, paid
@@ -266,7 +273,10 @@ class PMWConfig:
         if self.max_updates == 0:
             object.__setattr__(self, "max_updates", INFORMED_UPDATES if informed else 50)
         if self.expected_queries == 0:
-            object.__setattr__(self, "expected_queries", 10_000 if informed else 1000)
+            expected = 10_000 if informed else 1000
+            if self.announced_queries is not None:  # the stream's length itself, floored
+                expected = max(self.announced_queries, SHORT_STREAM_QUERIES)
+            object.__setattr__(self, "expected_queries", expected)
         if paid and not 0 < self.prior_fraction < 1 - self.sv_fraction:
             raise ValueError(
                 f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
