@@ -36,6 +36,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from run import DELTA, Evaluator
 
 RESULTS = Path(__file__).parent / "results" / "updates.jsonl"
+#: The frozen prior's errors on the same stream segments (``--null``): what the
+#: segment ratio reads when no update moves the hypothesis at all.
+NULL_RESULTS = RESULTS.with_name("updates_null.jsonl")
 #: Probe queries (seeded 5000 + s, never a benchmark stream) on which the hypothesis
 #: is scored before and after every update: the same queries each time, so a
 #: ratio above one is the update's own doing, not a change in which queries came.
@@ -97,14 +100,46 @@ def run_one(ev: Evaluator, *, rule: str, epsilon: float, seed: int, k: int) -> d
     }  # fmt: skip
 
 
+def null_segments(ev: Evaluator, row: dict[str, object]) -> list[dict[str, float]]:
+    """The segments of ``row``'s stream scored on the frozen prior (no update at all).
+
+    Segment ``t`` holds the below-threshold answers given after ``t`` updates; they are
+    contiguous in the stream, and exactly ``t`` oracle answers (one per update) and the
+    earlier segments come before it, so the stream positions follow from the stored
+    counts (checked: the counts and the oracle answers add up to ``k``; a repeated
+    oracle answer would break this). Each query there is
+    answered by the engine's starting hypothesis (the same prior noise: the same
+    seed) and scored like the run's answers. A segment ratio above one on these is
+    the query mix's doing alone: the hypothesis is the same on both sides.
+    """
+    seed, epsilon, k = int(row["seed"]), float(row["epsilon"]), int(row["k"])  # type: ignore[arg-type]
+    queries = random_queries(
+        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
+    )
+    config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic")
+    frozen = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
+    segments = row["segments"]
+    counts = sum(int(g["count"]) for g in segments)  # type: ignore[attr-defined]
+    assert counts + len(row["oracle_errors"]) == k, "segments and updates do not tile the stream"  # type: ignore[arg-type]
+    out, earlier = [], 0
+    for segment in segments:  # type: ignore[attr-defined]
+        count, t = int(segment["count"]), int(segment["t"])
+        part = queries[earlier + t : earlier + t + count]
+        errors = [_hypothesis_error(frozen, ev, q) for q in part]
+        out.append({"t": t, "count": count, "mean": float(np.mean(errors))})
+        earlier += count
+    return out
+
+
+def _hypothesis_error(engine: object, ev: Evaluator, query: object) -> float:
+    round_ = engine.cm_round(query)  # type: ignore[attr-defined]
+    table = engine.hypothesis.clique_table(round_.clique)  # type: ignore[attr-defined]
+    return ev.excess_risk(query, round_.hypothesis_answer(table))  # type: ignore[arg-type]
+
+
 def panel_error(engine: object, ev: Evaluator, panel: list) -> float:
     """Mean excess risk of the current hypothesis's answers on a fixed panel of queries."""
-    total = 0.0
-    for q in panel:
-        round_ = engine.cm_round(q)  # type: ignore[attr-defined]
-        table = engine.hypothesis.clique_table(round_.clique)  # type: ignore[attr-defined]
-        total += ev.excess_risk(q, round_.hypothesis_answer(table))
-    return total / len(panel)
+    return sum(_hypothesis_error(engine, ev, q) for q in panel) / len(panel)
 
 
 def worst_panel_ratio(panel: list[float]) -> float:
@@ -148,6 +183,51 @@ def report(path: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+def segment_ratios(segments: list[dict[str, float]]) -> dict[int, float]:
+    """Each segment's mean over the previous segment's, keyed by the later one's ``t``."""
+    return {
+        int(b["t"]): b["mean"] / a["mean"] for a, b in itertools.pairwise(segments) if a["mean"] > 0
+    }
+
+
+def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
+    """Markdown: the segment ratios of the runs beside the frozen prior's on the same
+    segments, and their quotient (the update's own share of each ratio)."""
+    frozen = {}
+    for line in nulls.read_text().splitlines():
+        if line:
+            row = json.loads(line)
+            frozen[(row["rule"], row["epsilon"], row["seed"], row["k"])] = row["segments"]
+    groups: dict[tuple[str, float, int], list[tuple[float, float, float]]] = {}
+    for line in path.read_text().splitlines():
+        if not line:
+            continue
+        row = json.loads(line)
+        key = (row["rule"], row["epsilon"], row["seed"], row["k"])
+        if key not in frozen:
+            continue
+        run, still = segment_ratios(row["segments"]), segment_ratios(frozen[key])
+        quotient = [run[t] / still[t] for t in run if still.get(t)]
+        worst = (
+            max(run.values(), default=1.0),
+            max(still.values(), default=1.0),
+            max(quotient, default=1.0),
+        )
+        groups.setdefault((row["rule"], row["epsilon"], row["k"]), []).append(worst)
+    lines = [
+        "| step rule | eps | k | seeds | worst segment ratio (mean; max) | the frozen prior's "
+        "on the same segments (mean; max) | worst ratio over the frozen prior's (mean; max) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (rule, eps, k), rows in sorted(groups.items()):
+        cells = []
+        for i in range(3):
+            values = [r[i] for r in rows]
+            cells.append(f"{np.mean(values):.2f}; {max(values):.2f}")
+        lines.append(f"| {rule} | {eps:g} | {k} | {len(rows)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
@@ -155,11 +235,27 @@ def main() -> None:
     parser.add_argument("--rules", nargs="*", default=["fixed", "calibrated"])
     parser.add_argument("--k", type=int, default=10_000)
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--null",
+        action="store_true",
+        help="score the stored runs' segments on the frozen prior (results/updates_null.jsonl)",
+    )
     args = parser.parse_args()
     if args.report:
         print(report())
+        if NULL_RESULTS.exists():
+            print("\n" + null_report())
         return
     ev = adult_split()
+    if args.null:
+        stored = [json.loads(line) for line in RESULTS.read_text().splitlines() if line]
+        with NULL_RESULTS.open("w") as fh:
+            for row in stored:
+                segments = null_segments(ev, row)
+                keep = {f: row[f] for f in ("rule", "epsilon", "seed", "k")}
+                fh.write(json.dumps(keep | {"segments": segments}) + "\n")
+                print(row["rule"], row["seed"], segment_ratios(segments), flush=True)
+        return
     done = set()
     if RESULTS.exists():
         for line in RESULTS.read_text().splitlines():
