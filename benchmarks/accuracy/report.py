@@ -308,6 +308,7 @@ RERUNS = (
     "rerun_regimes.jsonl",
     "rerun_composition.jsonl",
     "rerun_large_n.jsonl",
+    "rerun_composition_all.jsonl",
     "rerun_announced_k.jsonl",
 )
 

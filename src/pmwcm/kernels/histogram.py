@@ -464,6 +464,11 @@ class DenseHistogram:
         counts = np.bincount(flat, weights=weights, minlength=domain.size).astype(np.float64)
         return cls(domain, counts.reshape(domain.shape))
 
+    def _table_shape(self, axes: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of a clique table on ``axes`` (in ``axes`` order)."""
+        shape = self.domain.shape
+        return tuple([shape[a] for a in axes])
+
     def _axes(self, attrs: Sequence[str]) -> tuple[int, ...]:
         """``domain.axes(attrs)``, checked distinct and cached per clique (the engine
         repeats cliques)."""
@@ -501,7 +506,7 @@ class DenseHistogram:
         """
         axes = self._axes(attrs)
         log_factor = np.asarray(log_factor, dtype=np.float64)
-        expected = tuple(self.domain.shape[a] for a in axes)
+        expected = self._table_shape(axes)
         if log_factor.shape != expected:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {expected}.")
         if not np.isfinite(log_factor).all():
@@ -512,12 +517,13 @@ class DenseHistogram:
         if marginal.shape != expected:
             raise ValueError(f"marginal has shape {marginal.shape}, expected {expected}.")
         support = marginal > 0
-        if support.any():
+        carried = bool(support.any())
+        if carried:
             # log Z = logsumexp(log D_C + log_factor) over the cells with mass: the
             # factor exp(log_factor - log Z) is normalised in log space, so neither a
             # tiny Z (dividing by it overflows) nor a product below float64's normal
             # range (it loses digits) occurs on a cell that carries mass.
-            log_z = float(logsumexp(np.log(marginal[support]) + log_factor[support]))
+            log_z = logsumexp(np.log(marginal[support]) + log_factor[support])
         else:
             log_z = float(log_factor.max())
         exponent = log_factor - log_z
@@ -525,7 +531,7 @@ class DenseHistogram:
         # the exponent exceeds MAX_LOG_SCALE only when that mass is below e^-700 (it is
         # taking nearly all of it): then the scale is applied in two steps, the second
         # a constant. Cells without mass may hold any factor: capped, it cannot overflow.
-        top = float(exponent[support].max()) if support.any() else 0.0
+        top = float(exponent[support].max()) if carried else 0.0
         head = max(0.0, top - MAX_LOG_SCALE)
         self._marginals.clear()  # the values change in place below
         scale_by_clique(self._values, axes, np.exp(np.minimum(exponent - head, MAX_LOG_SCALE)))
