@@ -294,11 +294,14 @@ class _ScalePlan:
 
     NumPy's broadcasting multiply is slow when the broadcast factor's inner
     contiguous run is short (a trailing clique axis of 2 cells: about 10x a
-    copy). The factor is therefore expanded over the last axes of the domain
-    until its inner run has ``>= 1024`` cells (a table of at most ``1024 x
-    cells(C)`` values, gathered by ``index`` from the clique table in one
-    ``take``), and the multiply broadcasts it over the leading axes only, with
-    long inner rows.
+    copy). When the clique ends before the domain's last ``>= 1024`` cells, the
+    factor is constant along that trailing run, which NumPy multiplies as fast
+    as a copy (a factor axis of one cell: a scalar inner loop), so nothing is
+    expanded and ``index`` holds one cell per factor value. Otherwise the factor
+    is expanded over the last axes of the domain until its inner run has ``>=
+    1024`` cells (a table of at most ``1024 x cells(C)`` values, gathered by
+    ``index`` from the clique table in one ``take``), and the multiply
+    broadcasts it over the leading axes only, with long inner rows.
     """
 
     view_shape: tuple[int, ...]
@@ -312,11 +315,15 @@ _MAX_SCALE_TABLE = 2**18
 @functools.lru_cache(maxsize=256)
 def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | None:
     kept = frozenset(axes)
-    cut = len(shape)
-    tail = 1
-    while cut > 0 and tail < 4 * _LONG_ROW:
-        cut -= 1
-        tail *= shape[cut]
+    after_clique = max(axes, default=-1) + 1
+    constant_tail = math.prod(shape[after_clique:]) >= 4 * _LONG_ROW
+    if constant_tail:  # the factor does not vary along the last run: no expansion
+        cut, tail = after_clique, math.prod(shape[after_clique:])
+    else:
+        cut, tail = len(shape), 1
+        while cut > 0 and tail < 4 * _LONG_ROW:
+            cut -= 1
+            tail *= shape[cut]
     expanded = tuple(shape[a] if a in kept else 1 for a in range(len(shape)))
     # Merge consecutive head axes of one kind, so that the multiply loops over few axes.
     view: list[int] = []
@@ -331,13 +338,17 @@ def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | N
             view.append(shape[axis])
             factor.append(expanded[axis])
         previous = keep
-    if math.prod(factor) * tail > _MAX_SCALE_TABLE:
+    inner = 1 if constant_tail else tail
+    if math.prod(factor) * inner > _MAX_SCALE_TABLE:
         return None
     # Each factor cell's position in the clique table (axes in ``axes`` order, C order).
     cells = np.arange(math.prod(shape[a] for a in axes), dtype=np.intp)
     ids = cells.reshape([shape[a] for a in axes]).transpose(np.argsort(axes)).reshape(expanded)
-    wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
-    index = np.ascontiguousarray(wide).reshape((*factor, tail))
+    if constant_tail:
+        index = ids.reshape((*factor, 1))
+    else:
+        wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
+        index = np.ascontiguousarray(wide).reshape((*factor, tail))
     index.flags.writeable = False
     return _ScalePlan(view_shape=(*view, tail), index=index)
 
