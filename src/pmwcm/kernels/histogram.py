@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import CliqueTable, FloatArray
@@ -290,24 +291,34 @@ def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatA
 
 @dataclass(frozen=True)
 class _ScalePlan:
-    """How :func:`scale_by_clique` multiplies: the array viewed as ``view_shape``.
+    """How :func:`scale_by_clique` multiplies: the array viewed as rows of
+    ``view_shape[-1]`` cells, each multiplied by one row of a small factor table.
 
-    NumPy's broadcasting multiply is slow when the broadcast factor's inner
-    contiguous run is short (a trailing clique axis of 2 cells: about 10x a
-    copy). When the clique ends before the domain's last ``>= 1024`` cells, the
-    factor is constant along that trailing run, which NumPy multiplies as fast
-    as a copy (a factor axis of one cell: a scalar inner loop), so nothing is
-    expanded and ``index`` holds one cell per factor value. Otherwise the factor
-    is expanded over the last axes of the domain until its inner run has ``>=
-    1024`` cells (a table of at most ``1024 x cells(C)`` values, gathered by
-    ``index`` from the clique table in one ``take``), and the multiply
-    broadcasts it over the leading axes only, with long inner rows.
+    A clique that ends before the domain's last ``>= _SCALE_ROW`` cells has a factor
+    constant along that trailing run: each row is multiplied by one value, and
+    ``index`` holds one cell per factor value. Otherwise the factor varies along
+    the innermost axes and is expanded over the last axes of the domain until its
+    rows have ``>= _SCALE_ROW`` cells (a table of at most ``_SCALE_ROW x cells(C)``
+    values, gathered by ``index`` from the clique table in one ``take``). Rows,
+    not cells, then carry the clique's other axes, so the compiled multiply
+    (:func:`_scale_rows`) runs at about a copy's speed whatever the clique.
+    NumPy's broadcasting multiply did not: a short broadcast row ran at half a
+    copy's speed, and a trailing clique axis of 2 cells at a tenth.
     """
 
     view_shape: tuple[int, ...]
     index: NDArray[np.intp]
+    #: For each row of the array viewed as ``(rows, view_shape[-1])``, the row of the
+    #: gathered factor table (``index`` flattened to ``(factor rows, inner)``) it takes.
+    rows: NDArray[np.intp]
 
 
+#: The shortest row :func:`_scale_rows` multiplies (cells): a constant factor along a
+#: trailing run at least this long is not expanded over it, a varying one is expanded
+#: over the last axes until its rows are this long (measured on 2^10 to 2^20 binary
+#: domains by benchmarks/histogram.py: shorter rows cost a loop turn each, longer
+#: ones a larger gathered table).
+_SCALE_ROW = 256
 #: The largest factor table a scale plan keeps (cells); beyond it the plain broadcast runs.
 _MAX_SCALE_TABLE = 2**18
 
@@ -316,12 +327,12 @@ _MAX_SCALE_TABLE = 2**18
 def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | None:
     kept = frozenset(axes)
     after_clique = max(axes, default=-1) + 1
-    constant_tail = math.prod(shape[after_clique:]) >= 4 * _LONG_ROW
+    constant_tail = math.prod(shape[after_clique:]) >= _SCALE_ROW
     if constant_tail:  # the factor does not vary along the last run: no expansion
         cut, tail = after_clique, math.prod(shape[after_clique:])
     else:
         cut, tail = len(shape), 1
-        while cut > 0 and tail < 4 * _LONG_ROW:
+        while cut > 0 and tail < _SCALE_ROW:
             cut -= 1
             tail *= shape[cut]
     expanded = tuple(shape[a] if a in kept else 1 for a in range(len(shape)))
@@ -350,7 +361,29 @@ def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | N
         wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
         index = np.ascontiguousarray(wide).reshape((*factor, tail))
     index.flags.writeable = False
-    return _ScalePlan(view_shape=(*view, tail), index=index)
+    table_rows = np.arange(math.prod(factor), dtype=np.intp).reshape(factor)
+    rows = np.ascontiguousarray(np.broadcast_to(table_rows, view)).reshape(-1)
+    rows.flags.writeable = False
+    return _ScalePlan(view_shape=(*view, tail), index=index, rows=rows)
+
+
+@njit(cache=True, nogil=True)
+def _scale_rows(values: FloatArray, rows: NDArray[np.intp], table: FloatArray) -> None:
+    """``values[h, j] *= table[rows[h], j]`` (``j`` ranging over one column when
+    ``table`` has one: a constant per row). One multiply per cell, as NumPy's, so the
+    same bits; compiled because NumPy's broadcast of a short row over many rows runs
+    at about half the speed of a copy."""
+    width = values.shape[1]
+    if table.shape[1] == 1:
+        for h in range(values.shape[0]):
+            scale = table[rows[h], 0]
+            for j in range(width):
+                values[h, j] *= scale
+    else:
+        for h in range(values.shape[0]):
+            row = table[rows[h]]
+            for j in range(width):
+                values[h, j] *= row[j]
 
 
 def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) -> None:
@@ -364,9 +397,10 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     if plan is None:
         np.multiply(array, broadcast_factor(array.shape, axes, factor), out=array)
         return
-    wide = np.take(np.asarray(factor, dtype=np.float64).reshape(-1), plan.index)
-    view = array.reshape(plan.view_shape)
-    np.multiply(view, wide, out=view)
+    table = np.take(np.asarray(factor, dtype=np.float64).reshape(-1), plan.index)
+    inner = plan.index.shape[-1]
+    view = array.reshape(-1, plan.view_shape[-1])
+    _scale_rows(view, plan.rows, table.reshape(-1, inner))
 
 
 class _MarginalCache:
