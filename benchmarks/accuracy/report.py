@@ -27,12 +27,23 @@ LABELS = {
     "pmw-paper": "PMW-CM (paper's algorithm, uniform start)",
     "pmw-mst": "PMW-CM hybrid with an MST prior (prior='mst')",
     "composition": "composition (noisy GD, budget / k)",
+    "composition-100": "composition, fixed 100-step noisy GD (the first runs)",
     "mst": "MST synthetic data",
     "aim": "AIM synthetic data",
     "mst-ar": "MST, add/remove units (favourable to it)",
     "aim-ar": "AIM, add/remove units (favourable to it)",
 }
-ORDER = ["pmw", "pmw-paper", "pmw-mst", "composition", "mst", "aim", "mst-ar", "aim-ar"]
+ORDER = [
+    "pmw",
+    "pmw-paper",
+    "pmw-mst",
+    "composition",
+    "composition-100",
+    "mst",
+    "aim",
+    "mst-ar",
+    "aim-ar",
+]
 
 
 def load(path: Path = RESULTS) -> list[dict]:
@@ -246,7 +257,11 @@ def main() -> None:
                 plot(sel, "n", image, "n (records)", f"{name}: eps = 1, k = 1,000")
                 parts += [f"![{name}: error vs n](img/{image.name})", ""]
     parts += ["## Where each method wins\n", WINS_INTRO, winners(newest(rows)), "", READING]
-    parts += ["## Why the hybrid loses at eps = 0.1\n", low_epsilon_diagnosis(rows), ""]
+    parts += [
+        "## Why the first runs lost at eps = 0.1 (40/30/30 split, T = 10)\n",
+        low_epsilon_diagnosis(rows),
+        "",
+    ]
     if scal:
         parts += [
             "## Error against n (k = 1,000 logistic queries, eps = 1)\n",
@@ -319,12 +334,36 @@ WINS_INTRO = (
     "regimes where a method is missing compare only those run. A method's rows in a "
     "regime come from its newest run there: "
     + ", ".join(f"`{name}`" for name in RERUNS)
-    + " replace, in that order, the first run's `results.jsonl` (so composition is the "
+    + " replace, in that order, the first run's `results.jsonl`; pmw on the random "
+    "logistic stream comes from `updates.jsonl` (today's default engine, the k = 10,000 "
+    "stream and its first 1,000 answers), and where composition was re-run with the tuned "
+    "oracle the first runs' fixed 100-step composition stays as `composition-100`, so "
+    "each ratio is against the stronger of the two (so composition is the "
     "tuned oracle wherever it was re-run, pmw at n = 10^6 and 10^7 is told k, as "
     "`run.py` now does, and pmw on the announced streams of fewer than 10,000 queries "
     "at n <= 39,073 (parity, scaling-n, wide, interactions, adaptive) uses that k in its "
     "threshold rule).\n"
 )
+
+
+def _pmw_from_updates() -> dict[tuple, list[dict]]:
+    """pmw on the random logistic stream from ``updates.py``'s calibrated runs (today's
+    default engine on run.py's streams 1000 + s and split): the k = 10,000 stream and
+    its first 1,000 answers, as the newest pmw rows of those regimes."""
+    path = RESULTS.parent / "updates.jsonl"
+    out: dict[tuple, list[dict]] = {}
+    for row in load(path) if path.exists() else []:
+        if row["rule"] != "calibrated":
+            continue
+        for k, mean, top in (
+            (row["k"], row["mean"], row["max"]),
+            (1000, row["mean_first_1000"], row["max_first_1000"]),
+        ):
+            cell = {"experiment": "random", "workload": "logistic", "epsilon": row["epsilon"],
+                    "k": k, "n": row["n"], "method": "pmw", "seed": row["seed"]}  # fmt: skip
+            key = ("random", "logistic", row["epsilon"], k, row["n"], "pmw")
+            out.setdefault(key, []).append(cell | {"mean": mean, "max": top})
+    return out
 
 
 def newest(rows: list[dict]) -> list[dict]:
@@ -336,6 +375,11 @@ def newest(rows: list[dict]) -> list[dict]:
     latest: dict[tuple, list[dict]] = {}
     for row in rows:
         latest.setdefault(group_key(row), []).append(row)
+    # The first runs' fixed 100-step composition stays a candidate beside the tuned
+    # one: the tuned oracle is not better everywhere (the smoothed hinge), and each
+    # ratio is against the strongest composition measured.
+    first_composition = {key: rows for key, rows in latest.items() if key[-1] == "composition"}
+    latest.update(_pmw_from_updates())
     for name in RERUNS:
         path = RESULTS.parent / name
         if not path.exists():
@@ -344,6 +388,11 @@ def newest(rows: list[dict]) -> list[dict]:
         for row in load(path):
             rerun.setdefault(group_key(row), []).append(row)
         latest.update(rerun)
+    for key, rows in first_composition.items():
+        if latest[key] is not rows:  # re-run with the tuned oracle
+            latest[(*key[:-1], "composition-100")] = [
+                dict(r, method="composition-100") for r in rows
+            ]
     return [row for group_rows in latest.values() for row in group_rows]
 
 
@@ -357,8 +406,11 @@ the committed results and should be revisited if a rerun changes them):
   Against AIM at matched units it is ahead several-fold to an order of
   magnitude (the verdicts under Targets give the ratios), in a
   fraction of AIM's time.
-- **eps = 0.1**: MST wins at k = 10,000; the hybrid's few, very noisy updates
-  make its hypothesis worse (diagnosis below).
+- **eps = 0.1**: the first runs (40/30/30 split, `T = 10`) lost to MST at
+  k = 10,000, because the few, very noisy updates made the hypothesis worse
+  (diagnosis below, on those runs). Today's budget rule gives the prior 95% and
+  `T = 1` there, and the calibrated step declines noise-driven moves: on the
+  same streams the hybrid's mean is 5x below MST's.
 - **Large n, fixed k**: composition's noise falls like 1/n while the hybrid
   keeps the bias its T = 10 updates cannot remove, so the first runs had
   composition catching up around n = 10^6 and winning at 10^7 (k = 1,000).
@@ -368,10 +420,11 @@ the committed results and should be revisited if a rerun changes them):
   10^6 and 10^7 it now ties composition (0.98-1.0x on the mean, 0.94-1.05x on
   the max). The hybrid's advantage is in k, as the paper's bound says, not in n.
 - **A label no low-order marginal sees** (parity): MST misses it and AIM fits
-  only part of it, and neither improves with n; the hybrid's certified answers
-  are wrong by up to its threshold at n = 39,073 (composition is 1.6x better
-  there on the mean: not fixed), and at n = 10^6 and 10^7 composition mode
-  matches composition.
+  only part of it, and neither improves with n. At n = 39,073 the hybrid told
+  the stream's length sets its threshold for 1,000 queries instead of 10,000,
+  catches more of what the prior misses, and leads composition on the mean (2x)
+  though not on the max (1.4x the fixed-step composition's); at n = 10^6 and 10^7
+  composition mode matches composition.
 """
 
 
