@@ -200,18 +200,17 @@ def check_calibration(
             prior=cast("PriorName", prior),
             announced_queries=composition_queries,
         )
-        if composition_queries is not None:
-            config = config.composition_config()
         accountant = make_accountant(config.accountant)
-        fixed: list[dp_accounting.DpEvent] = []
-        if config.mode == "composition":
+        if composition_queries is not None:  # the k calls alone, under the whole budget
+            composed = config.composition_config()
             calibrate_oracle(
-                config.oracle.privacy_event,
-                config,
+                composed.oracle.privacy_event,
+                composed,
                 fixed=dp_accounting.ComposedDpEvent([]),
                 accountant=accountant,
             )
             return
+        fixed: list[dp_accounting.DpEvent] = []
         if prior == "marginals":
             from pmwcm.mechanisms.priors.marginals import measurement_event
 

@@ -171,7 +171,7 @@ def run_command(
     Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
     usage mistake; 3 answers written but some are synthetic (engine halted).
     """
-    from pmwcm.engine.budget_rule import mode_reason
+    from pmwcm.engine.budget_rule import chooses_composition, mode_reason
     from pmwcm.engine.practical import MODES
 
     check_seed(seed)
@@ -210,7 +210,7 @@ def run_command(
         # The file is the analysts', not the data: its number of queries is public.
         announced = max(distinct_queries(lines, dataset.domain), 1)
         how = mode_reason(epsilon, delta, dataset.n, announced, mode)
-        if how.startswith("composition"):
+        if chooses_composition(epsilon, delta, dataset.n, announced, mode):
             check_calibration(epsilon=epsilon, delta=delta, max_updates=None, prior=start,
                               composition_queries=announced)  # fmt: skip
         engine = build_run_engine(

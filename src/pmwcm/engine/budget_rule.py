@@ -302,10 +302,24 @@ def prefers_composition(epsilon: float, delta: float, n: int, queries: int) -> b
     return composition_signal(epsilon, delta, n, queries) >= COMPOSITION_SIGNAL
 
 
+def chooses_composition(
+    epsilon: float, delta: float, n: int, queries: int | None, mode: str
+) -> bool:
+    """Whether the ``mode`` asked for (``"auto"``, ``"hybrid"`` or ``"composition"``)
+    answers the stream in composition mode: always for ``"composition"``; for
+    ``"auto"`` when ``queries`` are announced and :func:`prefers_composition` holds.
+    """
+    if mode == "composition":
+        return True
+    return (
+        mode == "auto" and queries is not None and prefers_composition(epsilon, delta, n, queries)
+    )
+
+
 def mode_reason(epsilon: float, delta: float, n: int, queries: int | None, mode: str) -> str:
     """Which engine answers the stream and why, in one line (public values only): the
-    ``mode`` asked for (``"auto"``, ``"hybrid"`` or ``"composition"``) resolved by
-    :func:`prefers_composition` for ``queries`` announced (``None``: not announced).
+    ``mode`` asked for resolved as :func:`chooses_composition` resolves it, for
+    ``queries`` announced (``None``: not announced).
 
     >>> mode_reason(1.0, 1e-6, 10**7, 1000, "auto")
     'composition (auto: c = n sqrt(2 rho* / k) = 59108 >= 1450, k = 1000 announced queries)'

@@ -83,7 +83,7 @@ from typing import Literal, get_args
 
 import dp_accounting
 
-from pmwcm.engine.budget_rule import plan_for_budget, prefers_composition, updates_for_budget
+from pmwcm.engine.budget_rule import chooses_composition, plan_for_budget, updates_for_budget
 from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
@@ -328,13 +328,7 @@ class PMWConfig:
         n, k)``; otherwise, and in ``mode="hybrid"``, the hybrid below, exactly as
         if nothing had been announced.
         """
-        if self.mode == "composition":
-            return self.composition_config()
-        if (
-            self.mode == "auto"
-            and self.announced_queries is not None
-            and prefers_composition(self.epsilon, self.delta, n, self.announced_queries)
-        ):
+        if chooses_composition(self.epsilon, self.delta, n, self.announced_queries, self.mode):
             return self.composition_config()
         return self._hybrid_for(n, attributes)
 
