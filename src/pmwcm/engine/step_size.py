@@ -192,8 +192,9 @@ def expected_oracle_error(
             table, n=context.n, noise_level=context.noise_level, noise=noise
         )
         errors.append(released_answer_error(round_, table, table.mass, draw, minimiser=answer))
-        if math.fsum(errors) >= enough:
-            return math.fsum(errors) / _SIMULATIONS
+        total = math.fsum(errors)
+        if total >= enough:
+            return total / _SIMULATIONS
     return float(np.mean(errors))
 
 
@@ -254,14 +255,14 @@ def step_factor(
     if rule == "fixed":
         return round_.log_factor(table, answer, private)
     discrepancy = released_answer_error(round_, table, table.mass, private, minimiser=answer)
-    margin = noise_margin(round_)
-    if not discrepancy > 0:  # w = 0 whatever the oracle's error
-        return np.zeros_like(np.asarray(round_.log_factor(table, answer, private), dtype=float))
-    # w = 0 as soon as e_or >= discrepancy / margin: the simulations may stop there.
-    oracle_error = expected_oracle_error(
-        round_, table, context, private, answer, known_above=discrepancy / margin
-    )
-    weight = shrinkage_weight(discrepancy, oracle_error, margin)
+    weight = 0.0  # without a discrepancy, whatever the oracle's error
+    if discrepancy > 0:
+        # w = 0 as soon as e_or >= discrepancy / margin: the simulations may stop there.
+        margin = noise_margin(round_)
+        oracle_error = expected_oracle_error(
+            round_, table, context, private, answer, known_above=discrepancy / margin
+        )
+        weight = shrinkage_weight(discrepancy, oracle_error, margin)
     if weight == 0.0:  # the released answer is within its own noise: nothing to learn
         return np.zeros_like(np.asarray(round_.log_factor(table, answer, private), dtype=float))
     target = _shrunk(answer, private, weight)
