@@ -292,7 +292,7 @@ def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatA
 @dataclass(frozen=True)
 class _ScalePlan:
     """How :func:`scale_by_clique` multiplies: the array viewed as rows of
-    ``view_shape[-1]`` cells, each multiplied by one row of a small factor table.
+    ``width`` cells, each multiplied by one row of a small factor table.
 
     A clique that ends before the domain's last ``>= _SCALE_ROW`` cells has a factor
     constant along that trailing run: each row is multiplied by one value, and
@@ -306,10 +306,11 @@ class _ScalePlan:
     copy's speed, and a trailing clique axis of 2 cells at a tenth.
     """
 
-    view_shape: tuple[int, ...]
+    #: The cells of one row: the array is viewed as ``(rows, width)``.
+    width: int
+    #: The factor table's cells in the clique table, shape ``(table rows, 1 or width)``.
     index: NDArray[np.intp]
-    #: For each row of the array viewed as ``(rows, view_shape[-1])``, the row of the
-    #: gathered factor table (``index`` flattened to ``(factor rows, inner)``) it takes.
+    #: For each row of the array, the row of the gathered factor table it takes.
     rows: NDArray[np.intp]
 
 
@@ -336,35 +337,23 @@ def _scale_plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> _ScalePlan | N
             cut -= 1
             tail *= shape[cut]
     expanded = tuple(shape[a] if a in kept else 1 for a in range(len(shape)))
-    # Merge consecutive head axes of one kind, so that the multiply loops over few axes.
-    view: list[int] = []
-    factor: list[int] = []
-    previous = None
-    for axis in range(cut):
-        keep = axis in kept
-        if view and keep == previous:
-            view[-1] *= shape[axis]
-            factor[-1] *= expanded[axis]
-        else:
-            view.append(shape[axis])
-            factor.append(expanded[axis])
-        previous = keep
+    # The factor table's rows: the clique's cells among the axes before the row.
+    head = expanded[:cut]
     inner = 1 if constant_tail else tail
-    if math.prod(factor) * inner > _MAX_SCALE_TABLE:
+    if math.prod(head) * inner > _MAX_SCALE_TABLE:
         return None
     # Each factor cell's position in the clique table (axes in ``axes`` order, C order).
     cells = np.arange(math.prod(shape[a] for a in axes), dtype=np.intp)
     ids = cells.reshape([shape[a] for a in axes]).transpose(np.argsort(axes)).reshape(expanded)
-    if constant_tail:
-        index = ids.reshape((*factor, 1))
-    else:
-        wide = np.broadcast_to(ids, expanded[:cut] + shape[cut:])
-        index = np.ascontiguousarray(wide).reshape((*factor, tail))
+    # A varying factor is repeated over the dropped axes of its row; a constant one
+    # (no clique axis from ``cut`` on: those axes of ``ids`` are 1) has one cell a row.
+    wide = ids if constant_tail else np.broadcast_to(ids, head + shape[cut:])
+    index = np.ascontiguousarray(wide).reshape(math.prod(head), inner)
     index.flags.writeable = False
-    table_rows = np.arange(math.prod(factor), dtype=np.intp).reshape(factor)
-    rows = np.ascontiguousarray(np.broadcast_to(table_rows, view)).reshape(-1)
+    table_rows = np.arange(math.prod(head), dtype=np.intp).reshape(head)
+    rows = np.ascontiguousarray(np.broadcast_to(table_rows, shape[:cut])).reshape(-1)
     rows.flags.writeable = False
-    return _ScalePlan(view_shape=(*view, tail), index=index, rows=rows)
+    return _ScalePlan(width=tail, index=index, rows=rows)
 
 
 @njit(cache=True, nogil=True)
@@ -398,9 +387,7 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
         np.multiply(array, broadcast_factor(array.shape, axes, factor), out=array)
         return
     table = np.take(np.asarray(factor, dtype=np.float64).reshape(-1), plan.index)
-    inner = plan.index.shape[-1]
-    view = array.reshape(-1, plan.view_shape[-1])
-    _scale_rows(view, plan.rows, table.reshape(-1, inner))
+    _scale_rows(array.reshape(-1, plan.width), plan.rows, table)
 
 
 class _MarginalCache:
@@ -509,11 +496,6 @@ class DenseHistogram:
         counts = np.bincount(flat, weights=weights, minlength=domain.size).astype(np.float64)
         return cls(domain, counts.reshape(domain.shape))
 
-    def _table_shape(self, axes: tuple[int, ...]) -> tuple[int, ...]:
-        """The shape of a clique table on ``axes`` (in ``axes`` order)."""
-        shape = self.domain.shape
-        return tuple([shape[a] for a in axes])
-
     def _axes(self, attrs: Sequence[str]) -> tuple[int, ...]:
         """``domain.axes(attrs)``, checked distinct and cached per clique (the engine
         repeats cliques)."""
@@ -551,7 +533,7 @@ class DenseHistogram:
         """
         axes = self._axes(attrs)
         log_factor = np.asarray(log_factor, dtype=np.float64)
-        expected = self._table_shape(axes)
+        expected = tuple([self.domain.shape[a] for a in axes])
         if log_factor.shape != expected:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {expected}.")
         if not np.isfinite(log_factor).all():
