@@ -69,18 +69,23 @@ def _avg(rows: list[dict], stat: str) -> float:
     return float(np.mean([r[stat] for r in rows]))
 
 
-def _pmw_from_updates() -> dict[tuple, list[dict]]:
-    """The calibrated (new default) runs of updates.py as pmw rows at k = 10,000 and 1,000."""
+def pmw_from_updates() -> dict[tuple, list[dict]]:
+    """The calibrated (today's default) runs of updates.py as pmw rows, by regime
+    (experiment, workload, epsilon, k, n): the k = 10,000 stream and its first 1,000
+    answers (run.py's streams 1000 + s and split)."""
     out: dict[tuple, list[dict]] = defaultdict(list)
     for r in _rows("updates.jsonl"):
         if r["rule"] != "calibrated":
             continue
-        key = ("random", "logistic", r["epsilon"], r["k"], r["n"])
-        out[key].append({"mean": r["mean"], "max": r["max"], "seed": r["seed"]})
-        first = ("random", "logistic", r["epsilon"], 1000, r["n"])
-        out[first].append(
-            {"mean": r["mean_first_1000"], "max": r["max_first_1000"], "seed": r["seed"]}
-        )
+        for k, mean, top in (
+            (r["k"], r["mean"], r["max"]),
+            (1000, r["mean_first_1000"], r["max_first_1000"]),
+        ):
+            cell = {"experiment": "random", "workload": "logistic", "epsilon": r["epsilon"],
+                    "k": k, "n": r["n"], "method": "pmw", "seed": r["seed"]}  # fmt: skip
+            out[("random", "logistic", r["epsilon"], k, r["n"])].append(
+                cell | {"mean": mean, "max": top}
+            )
     return out
 
 
@@ -103,7 +108,7 @@ def composition_table() -> str:
         "rerun_composition_all.jsonl",
     )
     old = _by_regime(_rows("results.jsonl"))
-    for key, rows in _pmw_from_updates().items():
+    for key, rows in pmw_from_updates().items():
         new[key]["pmw"].extend(rows)
     lines = [
         "| regime | n | k | pmw mean / max (seeds) | composition, tuned oracle (seeds) "

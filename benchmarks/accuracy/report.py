@@ -346,26 +346,6 @@ WINS_INTRO = (
 )
 
 
-def _pmw_from_updates() -> dict[tuple, list[dict]]:
-    """pmw on the random logistic stream from ``updates.py``'s calibrated runs (today's
-    default engine on run.py's streams 1000 + s and split): the k = 10,000 stream and
-    its first 1,000 answers, as the newest pmw rows of those regimes."""
-    path = RESULTS.parent / "updates.jsonl"
-    out: dict[tuple, list[dict]] = {}
-    for row in load(path) if path.exists() else []:
-        if row["rule"] != "calibrated":
-            continue
-        for k, mean, top in (
-            (row["k"], row["mean"], row["max"]),
-            (1000, row["mean_first_1000"], row["max_first_1000"]),
-        ):
-            cell = {"experiment": "random", "workload": "logistic", "epsilon": row["epsilon"],
-                    "k": k, "n": row["n"], "method": "pmw", "seed": row["seed"]}  # fmt: skip
-            key = ("random", "logistic", row["epsilon"], k, row["n"], "pmw")
-            out.setdefault(key, []).append(cell | {"mean": mean, "max": top})
-    return out
-
-
 def newest(rows: list[dict]) -> list[dict]:
     """``rows`` with every (regime, method) group replaced by its newest rerun."""
 
@@ -379,7 +359,10 @@ def newest(rows: list[dict]) -> list[dict]:
     # one: the tuned oracle is not better everywhere (the smoothed hinge), and each
     # ratio is against the strongest composition measured.
     first_composition = {key: rows for key, rows in latest.items() if key[-1] == "composition"}
-    latest.update(_pmw_from_updates())
+    # pmw on the random logistic stream: today's engine (updates.py's calibrated runs).
+    from issue15 import pmw_from_updates
+
+    latest.update({(*key, "pmw"): rows for key, rows in pmw_from_updates().items()})
     for name in RERUNS:
         path = RESULTS.parent / name
         if not path.exists():
