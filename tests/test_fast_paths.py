@@ -153,11 +153,14 @@ def test_transcripts_agree_with_main_before_the_speed_work(transcripts: dict[str
             )
 
 
+@pytest.mark.parametrize("block_cells", [marginals_module.FIT_BLOCK_CELLS, 300, 1])
 @pytest.mark.parametrize("sizes", [(2,) * 16, (3, 5, 2, 4, 7, 2, 3, 6, 3)], ids=str)
 def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
-    sizes: tuple[int, ...], seed: int, monkeypatch: pytest.MonkeyPatch
+    sizes: tuple[int, ...], block_cells: int, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The matrix-form fit (1- and 2-way cliques, either order) gives the reference iterates."""
+    """The matrix-form fit (1- and 2-way cliques, either order) gives the reference iterates,
+    in one block of rows, in several, or one row at a time (each block with its own shift)."""
+    monkeypatch.setattr(marginals_module, "FIT_BLOCK_CELLS", block_cells)
     rng = np.random.default_rng(seed)
     domain = Domain.from_sizes({f"x{i}": s for i, s in enumerate(sizes)})
     truth = rng.gamma(1.0, 1.0, domain.shape)

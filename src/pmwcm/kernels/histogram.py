@@ -438,6 +438,22 @@ CACHED_MARGINAL_CELLS = 4096
 CACHED_MARGINAL_TOTAL = 2**20
 
 
+def _checked_total(domain: Domain, values: FloatArray) -> float:
+    """The total of histogram ``values`` of ``domain``'s shape, finite, non-negative, positive."""
+    if values.shape != domain.shape:
+        raise ValueError(
+            f"Histogram values have shape {values.shape}, the domain needs {domain.shape}."
+        )
+    # A NaN, an infinity or a negative value shows in the sum or the minimum;
+    # unlike isfinite(values), neither makes a temporary array of |X| cells.
+    total = float(values.sum())
+    if not (math.isfinite(total) and float(values.min()) >= 0):
+        raise ValueError("Histogram values must be finite and non-negative.")
+    if total <= 0:
+        raise ValueError(f"Histogram must have positive mass, got total={total}.")
+    return total
+
+
 class DenseHistogram:
     """A dense float64 histogram: one cell per element of the universe.
 
@@ -446,35 +462,33 @@ class DenseHistogram:
 
     def __init__(self, domain: Domain, values: FloatArray) -> None:
         values = np.asarray(values, dtype=np.float64)
-        if values.shape != domain.shape:
-            raise ValueError(
-                f"Histogram values have shape {values.shape}, the domain needs {domain.shape}."
-            )
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ValueError("Histogram values must be finite and non-negative.")
-        total = float(values.sum())
-        if total <= 0:
-            raise ValueError(f"Histogram must have positive mass, got total={total}.")
+        self._hold(domain, values / _checked_total(domain, values))
+
+    def _hold(self, domain: Domain, values: FloatArray) -> None:
         self.domain = domain
-        self._values = values / total
+        self._values = values
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._marginals = _MarginalCache(self._values.size)
 
     @classmethod
-    def from_normalized(cls, domain: Domain, values: FloatArray) -> DenseHistogram:
+    def from_normalized(
+        cls, domain: Domain, values: FloatArray, *, copy: bool = True
+    ) -> DenseHistogram:
         """A histogram holding ``values`` exactly, for values already summing to one.
 
         The constructor divides by the total, which can move the last bit of a
         histogram that was normalised before (a snapshot read back from JSON), and
         with it every later answer. This keeps the values as they are; they are
-        still checked, and must sum to one within float64 rounding.
+        still checked, and must sum to one within float64 rounding. With
+        ``copy=False`` the histogram takes ``values`` over (a float64 array the
+        caller no longer uses, such as a fit's buffer), so no second array is made.
         """
-        histogram = cls(domain, values)
-        exact = np.array(values, dtype=np.float64)
-        if abs(float(exact.sum()) - 1.0) > 1e-9:
-            raise ValueError(f"values must sum to one, got {float(exact.sum())}.")
-        histogram._values = exact
-        histogram._marginals.clear()
+        exact = np.array(values, dtype=np.float64) if copy else np.asarray(values, np.float64)
+        total = _checked_total(domain, exact)
+        if abs(total - 1.0) > 1e-9:
+            raise ValueError(f"values must sum to one, got {total}.")
+        histogram = cls.__new__(cls)
+        histogram._hold(domain, exact)
         return histogram
 
     @classmethod

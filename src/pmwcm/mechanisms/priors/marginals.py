@@ -164,9 +164,10 @@ def fit_histogram(
 
     Below :data:`PAIRWISE_MIN_CELLS`, or with a clique of three or more
     attributes, each iteration is ``2K`` streaming passes over the histogram.
-    Otherwise :class:`_PairwiseFit` computes all ``K`` marginals in two passes
-    and the step in one, and keeps two histogram-sized buffers in all (the
-    same iterates up to floating-point summation order).
+    Otherwise :class:`_PairwiseFit` computes all ``K`` marginals of a trial
+    step in one blocked pass and writes an accepted step in another, in one
+    histogram-sized buffer (the same iterates up to floating-point summation
+    order).
     """
     axes = [domain.axes(m.clique) for m in measurements]
     if start is not None:
@@ -176,8 +177,8 @@ def fit_histogram(
         p /= p.sum()
     if domain.size >= PAIRWISE_MIN_CELLS and len(domain) >= 2 and all(len(a) <= 2 for a in axes):
         pairwise = _PairwiseFit(domain, axes, p)
-        fitted = entropic_descent(
-            p,
+        last = entropic_descent(
+            _Iterate(),
             measurements,
             marginals=pairwise.marginals,
             moved=pairwise.moved,
@@ -185,9 +186,7 @@ def fit_histogram(
             step=step,
             rtol=rtol,
         )
-        pairwise.release()
-        del p  # the other buffer: only the result and its normalised copy coexist below
-        return DenseHistogram(domain, fitted)
+        return DenseHistogram.from_normalized(domain, pairwise.result(last), copy=False)
 
     def marginals(q: FloatArray) -> list[FloatArray]:
         return [dense_marginal(q, ax) for ax in axes]
@@ -212,6 +211,28 @@ def fit_histogram(
     return DenseHistogram(domain, fitted)
 
 
+#: Cells per block of :class:`_PairwiseFit`'s streaming passes: a block's exponent
+#: (512 KiB) stays in cache, and no pass needs a second histogram-sized array.
+FIT_BLOCK_CELLS = 2**16
+
+
+@dataclass
+class _Iterate:
+    """An iterate of :class:`_PairwiseFit`: the fit's one buffer ``Q``, times a step
+    not yet written into it.
+
+    The step is ``Q exp(F_rows F_cols' - m_b) c_b`` on each row block ``b``:
+    ``F_rows F_cols' = -s g`` is the gradient step, ``m_b`` the block's maximum
+    (so ``exp`` cannot overflow) and ``c_b = exp(m_b - max_b m_b) / Z`` the block's
+    share of the normalisation. ``shifts`` and ``scales`` (``m_b``, ``c_b``) are
+    set by the pass that evaluates the step's marginals.
+    """
+
+    factors: tuple[FloatArray, FloatArray] | None = None
+    shifts: FloatArray | None = None
+    scales: FloatArray | None = None
+
+
 class _PairwiseFit:
     """The dense fit's marginals and steps for 1- and 2-way cliques, as matrix products.
 
@@ -221,14 +242,18 @@ class _PairwiseFit:
 
     * a cross pair's marginal is a block of ``E_L' (Q E_R)``, a pair within ``L``
       (or one attribute) a marginal of the row sums ``Q 1`` (the blocks of
-      ``Q E_R`` summed), one within ``R`` of the column sums ``1' Q``: two passes;
+      ``Q E_R`` summed), one within ``R`` of the column sums ``1' Q``;
     * the step's gradient ``g(x) = sum_k r_k(x_{C_k})`` is ``[E_L W, g_L, 1] [E_R, 1,
       g_R]'`` with ``W`` the cross residuals, ``g_L``/``g_R`` the one-sided ones
-      broadcast: one matrix product, written into the spare buffer, then
-      ``Dhat exp(-s g - max) / Z`` in place.
+      broadcast: one matrix product of two thin factors.
 
-    Two histogram buffers in all: the state and the spare (the trial, or the
-    state it replaced); :func:`entropic_descent` holds at most those two.
+    A trial step is never written out. Its marginals are taken block by block of
+    rows (:data:`FIT_BLOCK_CELLS`): the block's ``exp(-s g)``, times ``Q``, summed
+    into ``Q E_R``, ``1' Q`` and ``Z`` while in cache. An accepted step is written
+    into ``Q`` in place when the next step is formed (the same block products
+    again), and a rejected one is dropped. So the fit holds one histogram, not
+    the state and the trial: at 2^24 cells its peak memory is about one
+    histogram plus the thin factors, for one more ``exp`` pass per accepted step.
     """
 
     def __init__(self, domain: Domain, axes: list[tuple[int, ...]], start: FloatArray) -> None:
@@ -247,7 +272,9 @@ class _PairwiseFit:
         self.left_onehot = self._onehot(self.left_shape)  # (rows, left_width)
         self.right_onehot = self._onehot(self.right_shape)  # (columns, right_width)
         self.axes = axes
-        self._buffers: list[FloatArray] = [start, np.empty_like(start)]
+        self.matrix = start.reshape(self.rows, self.columns)
+        block = max(1, FIT_BLOCK_CELLS // self.columns)
+        self.blocks = [slice(b, min(b + block, self.rows)) for b in range(0, self.rows, block)]
 
     @staticmethod
     def _onehot(shape: tuple[int, ...]) -> FloatArray:
@@ -263,10 +290,13 @@ class _PairwiseFit:
         start = int(self.offsets[axis]) - (0 if axis < self.split else self.left_width)
         return slice(start, start + self.shape[axis])
 
-    def marginals(self, q: FloatArray) -> list[FloatArray]:
-        matrix = q.reshape(self.rows, self.columns)
-        by_right = matrix @ self.right_onehot  # (rows, right_width): one pass
-        column_sums = np.ones(self.rows) @ matrix  # one pass
+    def marginals(self, iterate: _Iterate) -> list[FloatArray]:
+        """Every clique's marginal of ``iterate`` (a pending step: one blocked pass)."""
+        if iterate.factors is None:
+            by_right = self.matrix @ self.right_onehot  # (rows, right_width)
+            column_sums = np.ones(self.rows) @ self.matrix
+        else:
+            by_right, column_sums = self._step_sums(iterate)
         row_sums = by_right[:, self._block(self.split)].sum(axis=1)
         cross = self.left_onehot.T @ by_right  # (left_width, right_width)
         left = row_sums.reshape(self.left_shape)
@@ -284,7 +314,60 @@ class _PairwiseFit:
                 out.append(np.ascontiguousarray(table if sides[0] else table.T))
         return out
 
-    def moved(self, q: FloatArray, res: list[FloatArray], s: float) -> FloatArray:
+    def _step_sums(self, iterate: _Iterate) -> tuple[FloatArray, FloatArray]:
+        """``Q' E_R`` and ``1' Q'`` of the stepped ``Q'``, and the step's ``m_b``, ``c_b``.
+
+        The column sums are kept at the running maximum shift (rescaled when a
+        later block's ``m_b`` is larger), so they take one row of memory, not one
+        per block.
+        """
+        by_right = np.empty((self.rows, self.right_width))
+        column_sums = np.zeros(self.columns)
+        shifts = np.empty(len(self.blocks))
+        totals = np.empty(len(self.blocks))
+        running = -math.inf  # the largest m_b so far, the column sums' shift
+        for b, rows in enumerate(self.blocks):
+            stepped, shifts[b] = self._stepped_block(iterate, rows)
+            totals[b] = stepped.sum()
+            np.matmul(stepped, self.right_onehot, out=by_right[rows])
+            if shifts[b] > running:
+                column_sums *= math.exp(running - shifts[b])
+                running = float(shifts[b])
+            column_sums += math.exp(shifts[b] - running) * stepped.sum(axis=0)
+        relative = np.exp(shifts - shifts.max())
+        scales = relative / float(relative @ totals)
+        iterate.shifts, iterate.scales = shifts, scales
+        by_right *= np.repeat(scales, [r.stop - r.start for r in self.blocks])[:, None]
+        return by_right, column_sums * float(scales.max())
+
+    def _stepped_block(self, iterate: _Iterate, rows: slice) -> tuple[FloatArray, float]:
+        """``Q_b exp(F_rows,b F_cols' - m_b)`` of one row block, and ``m_b``."""
+        assert iterate.factors is not None
+        factor_rows, factor_columns = iterate.factors
+        exponent = factor_rows[rows] @ factor_columns.T
+        shift = float(exponent.max())
+        exponent -= shift
+        np.exp(exponent, out=exponent)
+        exponent *= self.matrix[rows]
+        return exponent, shift
+
+    def _write(self, iterate: _Iterate) -> None:
+        """Writes a pending (evaluated, accepted) step into ``Q``, block by block."""
+        if iterate.factors is None:
+            return
+        assert iterate.shifts is not None and iterate.scales is not None
+        factor_rows, factor_columns = iterate.factors
+        for b, rows in enumerate(self.blocks):
+            exponent = factor_rows[rows] @ factor_columns.T
+            exponent -= iterate.shifts[b]
+            np.exp(exponent, out=exponent)
+            exponent *= iterate.scales[b]
+            self.matrix[rows] *= exponent
+        iterate.factors = None
+
+    def moved(self, iterate: _Iterate, res: list[FloatArray], s: float) -> _Iterate:
+        """The step ``Dhat exp(-s g) / Z`` from ``iterate``, pending (nothing written yet)."""
+        self._write(iterate)
         left = np.zeros(self.left_shape)
         right = np.zeros(self.right_shape)
         cross = np.zeros((self.left_width, self.right_width))
@@ -304,18 +387,12 @@ class _PairwiseFit:
         factor_columns = np.column_stack(
             [self.right_onehot, np.ones(self.columns), right.reshape(-1)]
         )
-        out = self._buffers[1] if self._buffers[0] is q else self._buffers[0]
-        grad = out.reshape(self.rows, self.columns)
-        np.matmul(factor_rows, factor_columns.T, out=grad)  # -s g, one pass
-        grad -= grad.max()
-        np.exp(grad, out=grad)
-        grad *= q.reshape(self.rows, self.columns)
-        grad /= grad.sum()
-        return out
+        return _Iterate(factors=(factor_rows, factor_columns))
 
-    def release(self) -> None:
-        """Drops the buffers (the caller keeps the one holding the result)."""
-        self._buffers.clear()
+    def result(self, iterate: _Iterate) -> FloatArray:
+        """The fitted histogram (the fit's buffer, with ``iterate``'s step written in)."""
+        self._write(iterate)
+        return self.matrix.reshape(self.shape)
 
 
 def default_iterations(domain: Domain, cliques: int) -> int:
