@@ -10,9 +10,17 @@ at most 1.2x)::
     .venv/bin/python benchmarks/accuracy/updates.py --seeds 5 --k 10000 --rules fixed calibrated
 
 Data: the bundled Adult train split of ``run.py`` (binary schema, n = 39,073);
-streams are seeded 1000 + s as in ``run.py``. One JSON line per (rule, eps,
-seed) goes to ``results/updates.jsonl``; ``--report`` prints the table that
-docs/results.md quotes.
+streams are seeded 1000 + s as in ``run.py``. ``--regimes`` runs the other
+random-stream regimes of docs/results.md the same way (:data:`REGIMES`: the
+squared and smoothed-hinge losses, wide and interaction features, the parity
+label at n = 39,073, 10^6 and 10^7, and the scaling-n populations), each with
+its own query family for the stream and the panel. One JSON line per (regime,
+rule, eps, seed) goes to ``results/updates.jsonl`` (rows without a ``regime``
+are ``random``); ``--report`` prints the tables that docs/results.md quotes::
+
+    .venv/bin/python benchmarks/accuracy/updates.py --rules calibrated --regimes \
+        squared smoothed_hinge wide interactions parity parity-1e6 parity-1e7 \
+        n-5000 n-10000 n-20000 n-1e6 n-1e7
 """
 
 from __future__ import annotations
@@ -22,18 +30,22 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
 sys.path.insert(0, str(Path(__file__).parent))
-from run import DELTA, Evaluator
+from run import DELTA, Evaluator, population
+from workloads import interaction_queries, parity_queries, parity_records, wide_queries
 
 RESULTS = Path(__file__).parent / "results" / "updates.jsonl"
 #: The frozen prior's errors on the same stream segments (``--null``): what the
@@ -45,28 +57,84 @@ NULL_RESULTS = RESULTS.with_name("updates_null.jsonl")
 PANEL = 300
 
 
-def adult_split() -> Evaluator:
-    """``run.py``'s public 80/20 split of bundled Adult."""
+def _split() -> tuple[Domain, np.ndarray, np.ndarray]:
+    """``run.py``'s public 80/20 split of bundled Adult: the domain, train and test records."""
     data = load_adult()
     order = np.random.default_rng(20261126).permutation(data.n)
     cut = int(0.8 * data.n)
-    train, test = data.records[order[:cut]], data.records[order[cut:]]
+    return data.domain, data.records[order[:cut]], data.records[order[cut:]]
+
+
+def adult_split() -> Evaluator:
+    """``run.py``'s public 80/20 split of bundled Adult."""
+    domain, train, test = _split()
     return Evaluator(
-        PrivateData.from_records(data.domain, train), PrivateData.from_records(data.domain, test)
+        PrivateData.from_records(domain, train), PrivateData.from_records(domain, test)
     )
 
 
-def run_one(ev: Evaluator, *, rule: str, epsilon: float, seed: int, k: int) -> dict[str, object]:
+def _resampled(n: int, *, parity: bool = False) -> Evaluator:
+    """``run.py``'s population of ``n`` (scaling-n and parity regimes), on the parity
+    label if asked, scored against the held-out split as run.py scores it."""
+    domain, train, test = _split()
+    if parity:
+        train, test = parity_records(train, domain), parity_records(test, domain)
+    return Evaluator(population(domain, train, n), PrivateData.from_records(domain, test))
+
+
+QueryMaker = Callable[[Domain, int, np.random.Generator], list[CMQuery]]
+
+
+def _random(*losses: str) -> QueryMaker:
+    def make(domain: Domain, k: int, rng: np.random.Generator) -> list[CMQuery]:
+        return random_queries(domain, k, rng=rng, losses=losses)
+
+    return make
+
+
+def _family(generator: Callable[..., list[CMQuery]]) -> QueryMaker:
+    def make(domain: Domain, k: int, rng: np.random.Generator) -> list[CMQuery]:
+        return generator(domain, k, rng=rng)
+
+    return make
+
+
+#: Every random-stream regime of docs/results.md: its data (built on demand) and the
+#: query family of its stream and its panel. ``random`` is the Adult train split with
+#: random logistic queries, the rows without a ``regime`` key.
+REGIMES: dict[str, tuple[Callable[[], Evaluator], QueryMaker]] = {
+    "random": (adult_split, _random("logistic")),
+    "squared": (adult_split, _random("squared")),
+    "smoothed_hinge": (adult_split, _random("smoothed_hinge")),
+    "wide": (adult_split, _family(wide_queries)),
+    "interactions": (adult_split, _family(interaction_queries)),
+    "parity": (lambda: _resampled(39_073, parity=True), _family(parity_queries)),
+    "parity-1e6": (lambda: _resampled(10**6, parity=True), _family(parity_queries)),
+    "parity-1e7": (lambda: _resampled(10**7, parity=True), _family(parity_queries)),
+    "n-5000": (lambda: _resampled(5_000), _random("logistic")),
+    "n-10000": (lambda: _resampled(10_000), _random("logistic")),
+    "n-20000": (lambda: _resampled(20_000), _random("logistic")),
+    "n-1e6": (lambda: _resampled(10**6), _random("logistic")),
+    "n-1e7": (lambda: _resampled(10**7), _random("logistic")),
+}
+
+
+def run_one(
+    ev: Evaluator,
+    *,
+    rule: str,
+    epsilon: float,
+    seed: int,
+    k: int,
+    regime: str = "random",
+) -> dict[str, object]:
     """One stream; the per-segment means of below-threshold answers and the k-ratio."""
-    queries = random_queries(
-        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
-    )
+    make = REGIMES[regime][1]
+    queries = make(ev.domain, k, np.random.default_rng(1000 + seed))
     config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic", step_rule=rule)  # type: ignore[arg-type]
     start = time.perf_counter()
     engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
-    panel = random_queries(
-        ev.domain, PANEL, rng=np.random.default_rng(5000 + seed), losses=("logistic",)
-    )
+    panel = make(ev.domain, PANEL, np.random.default_rng(5000 + seed))
     panel_means = [panel_error(engine, ev, panel)]
     errors, sources, updates = [], [], []
     for q in queries:
@@ -92,7 +160,7 @@ def run_one(ev: Evaluator, *, rule: str, epsilon: float, seed: int, k: int) -> d
             )
     oracle = [float(e) for e, s in zip(err, sources, strict=True) if s == "oracle"]
     return {
-        "rule": rule, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
+        "regime": regime, "rule": rule, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
         "mean": float(err.mean()), "max": float(err.max()),
         "mean_first_1000": float(err[:1000].mean()), "max_first_1000": float(err[:1000].max()),
         "segments": segments, "oracle_errors": oracle, "panel": panel_means,
@@ -113,9 +181,7 @@ def null_segments(ev: Evaluator, row: dict[str, object]) -> list[dict[str, float
     the query mix's doing alone: the hypothesis is the same on both sides.
     """
     seed, epsilon, k = int(row["seed"]), float(row["epsilon"]), int(row["k"])  # type: ignore[arg-type]
-    queries = random_queries(
-        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
-    )
+    queries = REGIMES[regime_of(row)][1](ev.domain, k, np.random.default_rng(1000 + seed))
     config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic")
     frozen = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
     segments = row["segments"]
@@ -147,6 +213,16 @@ def worst_panel_ratio(panel: list[float]) -> float:
     return max((b / a for a, b in itertools.pairwise(panel) if a > 0), default=1.0)
 
 
+def run_key(row: dict[str, object]) -> tuple[object, ...]:
+    """What identifies a stored run: regime, rule, eps, seed and k."""
+    return (regime_of(row), row["rule"], row["epsilon"], row["seed"], row["k"])
+
+
+def regime_of(row: dict[str, object]) -> str:
+    """A stored row's regime (the first rows, all ``random``, do not name it)."""
+    return str(row.get("regime", "random"))
+
+
 def worst_segment_ratio(segments: list[dict[str, float]]) -> float:
     """The largest ratio of a segment's mean to the previous segment's (1 if one segment)."""
     ratios = [b["mean"] / a["mean"] for a, b in itertools.pairwise(segments) if a["mean"] > 0]
@@ -157,23 +233,31 @@ def report(path: Path = RESULTS) -> str:
     """Markdown: per (rule, eps), the mean over seeds of the stream's mean, the worst
     segment ratio and the k = 10,000 / 1,000 ratio."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line]
-    groups: dict[tuple[str, float, int], list[dict[str, object]]] = {}
+    groups: dict[tuple[int, str, str, float, int], list[dict[str, object]]] = {}
     for row in rows:
-        groups.setdefault((str(row["rule"]), float(row["epsilon"]), int(row["k"])), []).append(row)  # type: ignore[arg-type]
+        regime = regime_of(row)
+        key = (
+            list(REGIMES).index(regime),
+            regime,
+            str(row["rule"]),
+            float(row["epsilon"]),
+            int(row["k"]),
+        )  # type: ignore[arg-type]
+        groups.setdefault(key, []).append(row)
     lines = [
-        "| step rule | eps | k | seeds | mean | max | worst segment ratio (mean over seeds; "
-        "max) | worst panel ratio (mean; max) | panel after / before all updates "
+        "| regime | n | step rule | eps | k | seeds | mean | max | worst segment ratio (mean "
+        "over seeds; max) | worst panel ratio (mean; max) | panel after / before all updates "
         "| k / first 1,000 mean (mean; max) | updates |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for (rule, eps, k), group in sorted(groups.items()):
+    for (_, regime, rule, eps, k), group in sorted(groups.items()):
         seg = [worst_segment_ratio(g["segments"]) for g in group]  # type: ignore[arg-type]
         flat = [float(g["mean"]) / float(g["mean_first_1000"]) for g in group]  # type: ignore[arg-type]
         ups = [len(g["oracle_errors"]) for g in group]  # type: ignore[arg-type]
         pan = [worst_panel_ratio(g["panel"]) for g in group]  # type: ignore[arg-type]
         whole = [g["panel"][-1] / g["panel"][0] for g in group]  # type: ignore[index]
         lines.append(
-            f"| {rule} | {eps:g} | {k} | {len(group)} "
+            f"| {regime} | {int(group[0]['n']):,} | {rule} | {eps:g} | {k} | {len(group)} "  # type: ignore[call-overload]
             f"| {np.mean([g['mean'] for g in group]):.2g} "
             f"| {np.mean([g['max'] for g in group]):.2g} "
             f"| {np.mean(seg):.2f}; {max(seg):.2f} | {np.mean(pan):.2f}; {max(pan):.2f} "
@@ -197,13 +281,13 @@ def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
     for line in nulls.read_text().splitlines():
         if line:
             row = json.loads(line)
-            frozen[(row["rule"], row["epsilon"], row["seed"], row["k"])] = row["segments"]
-    groups: dict[tuple[str, float, int], list[tuple[float, float, float]]] = {}
+            frozen[run_key(row)] = row["segments"]
+    groups: dict[tuple[int, str, str, float, int], list[tuple[float, float, float]]] = {}
     for line in path.read_text().splitlines():
         if not line:
             continue
         row = json.loads(line)
-        key = (row["rule"], row["epsilon"], row["seed"], row["k"])
+        key = run_key(row)
         if key not in frozen:
             continue
         run, still = segment_ratios(row["segments"]), segment_ratios(frozen[key])
@@ -213,18 +297,23 @@ def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
             max(still.values(), default=1.0),
             max(quotient, default=1.0),
         )
-        groups.setdefault((row["rule"], row["epsilon"], row["k"]), []).append(worst)
+        regime = regime_of(row)
+        order = list(REGIMES).index(regime)
+        groups.setdefault((order, regime, row["rule"], row["epsilon"], row["k"]), []).append(worst)
     lines = [
-        "| step rule | eps | k | seeds | worst segment ratio (mean; max) | the frozen prior's "
-        "on the same segments (mean; max) | worst ratio over the frozen prior's (mean; max) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| regime | step rule | eps | k | seeds | worst segment ratio (mean; max) | the "
+        "frozen prior's on the same segments (mean; max) | worst ratio over the frozen "
+        "prior's (mean; max) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for (rule, eps, k), rows in sorted(groups.items()):
+    for (_, regime, rule, eps, k), rows in sorted(groups.items()):
         cells = []
         for i in range(3):
             values = [r[i] for r in rows]
             cells.append(f"{np.mean(values):.2f}; {max(values):.2f}")
-        lines.append(f"| {rule} | {eps:g} | {k} | {len(rows)} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {regime} | {rule} | {eps:g} | {k} | {len(rows)} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -234,11 +323,13 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="*", default=[1.0])
     parser.add_argument("--rules", nargs="*", default=["fixed", "calibrated"])
     parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument("--regimes", nargs="*", choices=list(REGIMES), default=["random"])
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--null",
         action="store_true",
-        help="score the stored runs' segments on the frozen prior (results/updates_null.jsonl)",
+        help="score the stored runs' segments on the frozen prior (results/updates_null.jsonl); "
+        "runs already scored there are kept",
     )
     args = parser.parse_args()
     if args.report:
@@ -246,31 +337,58 @@ def main() -> None:
         if NULL_RESULTS.exists():
             print("\n" + null_report())
         return
-    ev = adult_split()
+    evaluators: dict[str, Evaluator] = {}
+
+    def evaluator(regime: str) -> Evaluator:
+        if regime not in evaluators:
+            evaluators[regime] = REGIMES[regime][0]()
+        return evaluators[regime]
+
     if args.null:
         stored = [json.loads(line) for line in RESULTS.read_text().splitlines() if line]
-        with NULL_RESULTS.open("w") as fh:
+        scored = set()
+        if NULL_RESULTS.exists():
+            scored = {run_key(json.loads(x)) for x in NULL_RESULTS.read_text().splitlines() if x}
+        with NULL_RESULTS.open("a") as fh:
             for row in stored:
-                segments = null_segments(ev, row)
+                if run_key(row) in scored:
+                    continue
+                segments = null_segments(evaluator(regime_of(row)), row)
                 keep = {f: row[f] for f in ("rule", "epsilon", "seed", "k")}
-                fh.write(json.dumps(keep | {"segments": segments}) + "\n")
-                print(row["rule"], row["seed"], segment_ratios(segments), flush=True)
+                fh.write(
+                    json.dumps({"regime": regime_of(row)} | keep | {"segments": segments}) + "\n"
+                )
+                print(
+                    regime_of(row), row["rule"], row["seed"], segment_ratios(segments), flush=True
+                )
         return
     done = set()
     if RESULTS.exists():
-        for line in RESULTS.read_text().splitlines():
-            row = json.loads(line)
-            done.add((row["rule"], row["epsilon"], row["seed"], row["k"]))
-    for seed in args.seeds:
-        for eps in args.epsilons:
-            for rule in args.rules:
-                if (rule, eps, seed, args.k) in done:
-                    continue
-                row = run_one(ev, rule=rule, epsilon=eps, seed=seed, k=args.k)
-                RESULTS.parent.mkdir(parents=True, exist_ok=True)
-                with RESULTS.open("a") as fh:
-                    fh.write(json.dumps(row) + "\n")
-                print(rule, eps, seed, row["mean"], row["panel"], row["seconds"], flush=True)
+        done = {run_key(json.loads(line)) for line in RESULTS.read_text().splitlines() if line}
+    for regime in args.regimes:
+        for seed in args.seeds:
+            for eps in args.epsilons:
+                for rule in args.rules:
+                    if (regime, rule, eps, seed, args.k) in done:
+                        continue
+                    row = run_one(
+                        evaluator(regime),
+                        rule=rule,
+                        epsilon=eps,
+                        seed=seed,
+                        k=args.k,
+                        regime=regime,
+                    )
+                    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+                    with RESULTS.open("a") as fh:
+                        fh.write(json.dumps(row) + "\n")
+                    panel: list[float] = row["panel"]  # type: ignore[assignment]
+                    print(
+                        f"{regime} {rule} eps={eps} seed={seed}: mean {row['mean']:.3g}, "
+                        f"{len(panel) - 1} updates, worst panel ratio "
+                        f"{worst_panel_ratio(panel):.3f}, {row['seconds']:.0f} s",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":
