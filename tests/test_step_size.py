@@ -29,7 +29,9 @@ from pmwcm.engine.settings import EngineSettings
 from pmwcm.engine.step_size import (
     PublicContext,
     calibrated_scale,
+    conditional_factor,
     expected_oracle_error,
+    label_axis,
     noise_margin,
     released_answer_error,
     reweighted_mass,
@@ -265,6 +267,68 @@ def test_calibrated_scale_makes_the_target_optimal_on_the_hypothesis() -> None:
             assert err < bound
         else:
             assert err > 1e-3  # the prior itself is far from making the target optimal
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_the_conditional_tilt_keeps_the_features_and_tilts_the_label(
+    axis: int, sparse: bool, seed: int
+) -> None:
+    """In every cell of the other attributes the tilted mass sums to what it was, and
+    across the label it is the plain tilt ``mass exp(f)`` times one constant."""
+    rng = np.random.default_rng(seed)
+    shape = (3, 2, 4)
+    cells = np.arange(24)
+    if sparse:  # occupied cells only: some feature cells lose a label value, one all
+        cells = np.sort(rng.choice(24, size=15, replace=False))
+    mass = rng.dirichlet(np.ones(cells.size))
+    table = CliqueTable(shape=shape, codes=cells if sparse else None, mass=mass)
+    factor = rng.normal(0.0, 3.0, cells.size)
+    tilted = conditional_factor(table, factor, axis)
+    coords = np.stack(np.unravel_index(cells, shape), axis=1)
+    others = [tuple(np.delete(c, axis)) for c in coords]
+    for cell in set(others):
+        at = np.array([o == cell for o in others])
+        kept = (mass[at] * np.exp(tilted[at])).sum()
+        assert kept == pytest.approx(mass[at].sum(), rel=1e-12)
+        shift = tilted[at] - factor[at]
+        np.testing.assert_allclose(shift, shift[0], rtol=0, atol=1e-12)
+
+
+def test_a_calibrated_update_moves_the_label_not_the_features() -> None:
+    """One calibrated update on the parity query leaves the hypothesis's joint of the
+    features (a, b, c) as it was, to rounding, and still fixes the parity; the joint
+    tilt (the same scale search without ``keep_axis``) moves the features."""
+    data = parity_data()
+    prior = max_entropy_prior(data)
+    engine = build_engine(
+        data,
+        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=3),
+        noise=NumpyNoise(seed=0),
+        prior=prior.copy(),
+    )
+    round_ = engine.cm_round(PARITY)
+    assert label_axis(round_) == round_.clique.index("y")
+    table = prior.clique_table(round_.clique)
+    hat = round_.hypothesis_answer(table)
+    target = NonPrivateBaseline(data).answer(PARITY)
+    factor = round_.log_factor(table, hat, target)
+    axis = label_axis(round_)
+    scale = calibrated_scale(round_, table, factor, target, keep_axis=axis)
+    conditional = prior.copy()
+    moved = conditional_factor(table, factor * scale, axis)
+    conditional.reweight_table(round_.clique, table, moved)
+    joint = prior.copy()
+    joint.reweight_table(
+        round_.clique, table, factor * calibrated_scale(round_, table, factor, target)
+    )
+    features = ("a", "b", "c")
+    before = prior.marginal(features)
+    np.testing.assert_allclose(conditional.marginal(features), before, rtol=0, atol=1e-12)
+    assert np.abs(joint.marginal(features) - before).max() > 1e-3
+    problem = round_.problem_on(table)
+    fitted = conditional.clique_table(round_.clique).mass
+    assert excess_risk(problem, fitted, target) < 1e-6
 
 
 def test_theory_settings_keep_the_fixed_step() -> None:

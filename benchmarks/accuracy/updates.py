@@ -160,7 +160,8 @@ def run_one(
             )
     oracle = [float(e) for e, s in zip(err, sources, strict=True) if s == "oracle"]
     return {
-        "regime": regime, "rule": rule, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
+        "regime": regime, "rule": rule, "tilt": tilt_of(rule), "epsilon": epsilon, "seed": seed,
+        "k": k, "n": ev.train.n,
         "mean": float(err.mean()), "max": float(err.max()),
         "mean_first_1000": float(err[:1000].mean()), "max_first_1000": float(err[:1000].max()),
         "segments": segments, "oracle_errors": oracle, "panel": panel_means,
@@ -213,9 +214,24 @@ def worst_panel_ratio(panel: list[float]) -> float:
     return max((b / a for a, b in itertools.pairwise(panel) if a > 0), default=1.0)
 
 
+def tilt_of(rule: str) -> str:
+    """How today's code tilts an update: the calibrated rule moves the label's
+    conditional only (``step_size.conditional_factor``), the fixed step the joint."""
+    return "conditional" if rule == "calibrated" else "joint"
+
+
+def rule_label(row: dict[str, object]) -> str:
+    """The step rule as the tables name it. Calibrated rows stored before the
+    conditional tilt (``"tilt": "joint"``) are ``calibrated (joint tilt)``."""
+    rule = str(row["rule"])
+    if rule == "calibrated" and row.get("tilt", "joint") == "joint":
+        return "calibrated (joint tilt)"
+    return rule
+
+
 def run_key(row: dict[str, object]) -> tuple[object, ...]:
-    """What identifies a stored run: regime, rule, eps, seed and k."""
-    return (regime_of(row), row["rule"], row["epsilon"], row["seed"], row["k"])
+    """What identifies a stored run: regime, rule (and tilt), eps, seed and k."""
+    return (regime_of(row), rule_label(row), row["epsilon"], row["seed"], row["k"])
 
 
 def regime_of(row: dict[str, object]) -> str:
@@ -239,7 +255,7 @@ def report(path: Path = RESULTS) -> str:
         key = (
             list(REGIMES).index(regime),
             regime,
-            str(row["rule"]),
+            rule_label(row),
             float(row["epsilon"]),
             int(row["k"]),
         )  # type: ignore[arg-type]
@@ -299,7 +315,8 @@ def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
         )
         regime = regime_of(row)
         order = list(REGIMES).index(regime)
-        groups.setdefault((order, regime, row["rule"], row["epsilon"], row["k"]), []).append(worst)
+        label = rule_label(row)
+        groups.setdefault((order, regime, label, row["epsilon"], row["k"]), []).append(worst)
     lines = [
         "| regime | step rule | eps | k | seeds | worst segment ratio (mean; max) | the "
         "frozen prior's on the same segments (mean; max) | worst ratio over the frozen "
@@ -369,7 +386,8 @@ def main() -> None:
         for seed in args.seeds:
             for eps in args.epsilons:
                 for rule in args.rules:
-                    if (regime, rule, eps, seed, args.k) in done:
+                    label = rule_label({"rule": rule, "tilt": tilt_of(rule)})
+                    if (regime, label, eps, seed, args.k) in done:
                         continue
                     row = run_one(
                         evaluator(regime),
