@@ -314,6 +314,7 @@ def test_a_calibrated_update_moves_the_label_not_the_features() -> None:
     target = NonPrivateBaseline(data).answer(PARITY)
     factor = round_.log_factor(table, hat, target)
     axis = label_axis(round_)
+    assert axis is not None
     scale = calibrated_scale(round_, table, factor, target, keep_axis=axis)
     conditional = prior.copy()
     moved = conditional_factor(table, factor * scale, axis)
