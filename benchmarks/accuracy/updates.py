@@ -345,8 +345,8 @@ def main() -> None:
     parser.add_argument(
         "--null",
         action="store_true",
-        help="score the stored runs' segments on the frozen prior (results/updates_null.jsonl); "
-        "runs already scored there are kept",
+        help="score the stored runs of --regimes on the frozen prior "
+        "(results/updates_null.jsonl); runs already scored there are kept",
     )
     args = parser.parse_args()
     if args.report:
@@ -368,7 +368,7 @@ def main() -> None:
             scored = {run_key(json.loads(x)) for x in NULL_RESULTS.read_text().splitlines() if x}
         with NULL_RESULTS.open("a") as fh:
             for row in stored:
-                if run_key(row) in scored:
+                if run_key(row) in scored or regime_of(row) not in args.regimes:
                     continue
                 segments = null_segments(evaluator(regime_of(row)), row)
                 keep = {f: row[f] for f in ("rule", "epsilon", "seed", "k")}
