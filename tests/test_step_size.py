@@ -244,21 +244,37 @@ def test_the_noise_margin_is_the_chi_square_quantile_per_dimension() -> None:
     assert noise_margin(round_) == pytest.approx(11.0705 / 5, rel=1e-4)
 
 
-def test_calibrated_scale_makes_the_target_optimal_on_the_hypothesis() -> None:
-    """On a dense clique table, the chosen step leaves the target (nearly) optimal."""
+@dataclass(frozen=True)
+class ParityStep:
+    """The parity query on the 2-way prior, stepped towards the data's exact answer."""
+
+    prior: DenseHistogram
+    round_: Any
+    table: CliqueTable
+    target: FloatArray
+    factor: FloatArray
+
+
+def parity_step() -> ParityStep:
     data = parity_data()
     prior = max_entropy_prior(data)
     engine = build_engine(
         data,
         PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=3),
         noise=NumpyNoise(seed=0),
-        prior=prior,
+        prior=prior.copy(),
     )
     round_ = engine.cm_round(PARITY)
     table = prior.clique_table(round_.clique)
     hat = round_.hypothesis_answer(table)
     target = NonPrivateBaseline(data).answer(PARITY)
-    factor = round_.log_factor(table, hat, target)
+    return ParityStep(prior, round_, table, target, round_.log_factor(table, hat, target))
+
+
+def test_calibrated_scale_makes_the_target_optimal_on_the_hypothesis() -> None:
+    """On a dense clique table, the chosen step leaves the target (nearly) optimal."""
+    step = parity_step()
+    round_, table, target, factor = step.round_, step.table, step.target, step.factor
     scale = calibrated_scale(round_, table, factor, target)
     problem = round_.problem_on(table)
     for s, bound in ((scale, 1e-6), (0.0, None)):
@@ -299,22 +315,12 @@ def test_a_calibrated_update_moves_the_label_not_the_features() -> None:
     """One calibrated update on the parity query leaves the hypothesis's joint of the
     features (a, b, c) as it was, to rounding, and still fixes the parity; the joint
     tilt (the same scale search without ``keep_axis``) moves the features."""
-    data = parity_data()
-    prior = max_entropy_prior(data)
-    engine = build_engine(
-        data,
-        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=3),
-        noise=NumpyNoise(seed=0),
-        prior=prior.copy(),
-    )
-    round_ = engine.cm_round(PARITY)
-    assert label_axis(round_) == round_.clique.index("y")
-    table = prior.clique_table(round_.clique)
-    hat = round_.hypothesis_answer(table)
-    target = NonPrivateBaseline(data).answer(PARITY)
-    factor = round_.log_factor(table, hat, target)
+    step = parity_step()
+    prior, round_, table, target, factor = (
+        step.prior, step.round_, step.table, step.target, step.factor
+    )  # fmt: skip
     axis = label_axis(round_)
-    assert axis is not None
+    assert axis is not None and axis == round_.clique.index("y")
     scale = calibrated_scale(round_, table, factor, target, keep_axis=axis)
     conditional = prior.copy()
     moved = conditional_factor(table, factor * scale, axis)
