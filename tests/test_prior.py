@@ -6,16 +6,19 @@ import dp_accounting
 import numpy as np
 import pytest
 
+import pmwcm.mechanisms.priors.marginals as marginals_module
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors.marginals import (
+    DISCREPANCY,
     Measurement,
     default_iterations,
     fit_histogram,
     measure_marginals,
     measurement_event,
+    noise_energy,
     pairwise_cliques,
     public_prior,
 )
@@ -156,3 +159,64 @@ def test_fit_budget_shrinks_with_the_domain() -> None:
     large = Domain.from_sizes({f"a{i}": 4 for i in range(10)})
     assert default_iterations(small, 91) == 300
     assert default_iterations(large, 45) == 30
+
+
+WIDE = Domain.from_sizes({f"x{i}": 2 for i in range(13)})  # 2^13: the matrix-form fit
+
+
+def _noisy_pairs(sigma: float, seed: int) -> list[Measurement]:
+    """Every pair's marginal of a random distribution on :data:`WIDE`, plus N(0, sigma^2)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.gamma(0.3, 1.0, WIDE.shape)
+    truth /= truth.sum()
+    hist = DenseHistogram(WIDE, truth)
+    return [
+        Measurement(
+            clique=c,
+            values=hist.marginal(c) + rng.normal(0.0, sigma, (2, 2)),
+            sigma=sigma,
+        )
+        for c in pairwise_cliques(WIDE)
+    ]
+
+
+def _loss(fitted: DenseHistogram, measured: list[Measurement]) -> float:
+    return 0.5 * sum(float(((fitted.marginal(m.clique) - m.values) ** 2).sum()) for m in measured)
+
+
+def test_noise_energy_is_the_expected_loss_at_the_data() -> None:
+    measured = _noisy_pairs(0.01, seed=0)
+    assert noise_energy(measured) == pytest.approx(0.5 * 78 * 4 * 0.01**2)
+
+
+def test_a_fit_short_of_its_small_noise_goes_on_until_within_it(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large n (sigma 1e-4): 20 iterations end far above the noise; the fit goes on
+    past its budget and stops once within DISCREPANCY times the noise energy."""
+    measured = _noisy_pairs(1e-4, seed)
+    bound = DISCREPANCY * noise_energy(measured)
+    steps: list[int] = []
+    original = marginals_module._PairwiseFit.moved
+
+    def counted(self: object, *args: object) -> object:
+        steps.append(1)
+        return original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(marginals_module._PairwiseFit, "moved", counted)
+    budget_only = fit_histogram(WIDE, measured, iterations=20, continuation=1)
+    assert len(steps) == 20 and _loss(budget_only, measured) > 2 * bound
+    steps.clear()
+    fitted = fit_histogram(WIDE, measured, iterations=20)
+    assert 20 < len(steps) < 200
+    assert _loss(fitted, measured) <= bound
+
+
+def test_a_fit_within_its_noise_after_the_budget_is_left_as_it_was(seed: int) -> None:
+    """Small n (sigma 0.01): the budget already ends within the bound; the result is
+    the budget-only fit, bit for bit."""
+    measured = _noisy_pairs(0.01, seed)
+    budget_only = fit_histogram(WIDE, measured, iterations=30, continuation=1)
+    assert _loss(budget_only, measured) <= DISCREPANCY * noise_energy(measured)
+    fitted = fit_histogram(WIDE, measured, iterations=30)
+    np.testing.assert_array_equal(fitted.to_array(), budget_only.to_array())
