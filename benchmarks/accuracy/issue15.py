@@ -312,8 +312,12 @@ def verdicts() -> list[str]:
             still = segment_ratios(frozen.get(run_key(r), []))
             run = segment_ratios(r["segments"])
             own += [run[t] / still[t] for t in run if still.get(t)]
-        worst_regime = max(rows, key=lambda r: worst_panel_ratio(r["panel"]))
         regimes = sorted({regime_of(r) for r in rows})
+        by_regime = {
+            g: max(worst_panel_ratio(r["panel"]) for r in rows if regime_of(r) == g)
+            for g in regimes
+        }
+        missed = {g: v for g, v in by_regime.items() if v > 1.1}
         seg = max(worst_segment_ratio(r["segments"]) for r in rows)
         pan = max(worst_panel_ratio(r["panel"]) for r in rows)
         flat = max(r["mean"] / r["mean_first_1000"] for r in rows)
@@ -323,8 +327,14 @@ def verdicts() -> list[str]:
             f"- {rule} step ({len(regimes)} regime{'s' if len(regimes) > 1 else ''}, "
             f"{len(rows)} streams): worst per-update segment ratio {seg:.2f} "
             f"(target <= 1.1: **{'met' if seg <= 1.1 else 'not met'}**); worst panel ratio "
-            f"{pan:.2f}, {regime_of(worst_regime)} eps = {worst_regime['epsilon']:g} seed "
-            f"{worst_regime['seed']} (**{'met' if pan <= 1.1 else 'not met'}**); "
+            f"{pan:.2f} ("
+            + (
+                f"**not met** in {', '.join(f'{g} ({v:.2f})' for g, v in missed.items())}; "
+                f"met in the other {len(regimes) - len(missed)}"
+                if missed
+                else "**met** in every regime"
+            )
+            + "); "
             f"k = 10,000 / 1,000 {flat:.2f} "
             f"(target <= 1.2: **{'met' if flat <= 1.2 else 'not met'}**); "
             f"{moved} of {steps} updates changed the panel's mean by more than 0.1%."
@@ -419,6 +429,20 @@ def section() -> str:
         "calibrated step tilts only the label's conditional (docs/design.md section 9);",
         "its rows are the ones named `calibrated`. Most updates at these budgets are",
         "noise-triggered, and for those the rule declines to move (w = 0).",
+        "",
+        "Where single updates still raise the panel: n = 10^6 and 10^7, answered by",
+        "the unannounced hybrid. An announced stream of that length is answered in",
+        "composition mode and makes no update. On the parity label a stream makes",
+        "1,000-2,400 updates, and together they lower the panel more than 100-fold",
+        "(`panel after / before` 0.00), but single ones raise it up to 2.2x. On the",
+        "random stream at 10^7 one update raised it 1.14x. There the prior fits its",
+        "precise measurements (docs/design.md section 6). A one-dimensional tilt that",
+        "fixes one query also moves pairs the prior had right, and the sweeps replay",
+        "only past updates, not the prior's measurements. A prototype that re-fits",
+        "those measurements after each update lowered the panel at every update of one",
+        "10^7 stream. It was measured before the fit's continuation, so part of that",
+        "gain was the longer fit. It is not built: the engine would have to keep the",
+        "measurements in its saved state.",
         "",
         "### Do updates help? (every random-stream regime, k = 10,000)",
         "",

@@ -371,7 +371,7 @@ def main() -> None:
                 if run_key(row) in scored or regime_of(row) not in args.regimes:
                     continue
                 segments = null_segments(evaluator(regime_of(row)), row)
-                keep = {f: row[f] for f in ("rule", "epsilon", "seed", "k")}
+                keep = {f: row.get(f, "joint") for f in ("rule", "tilt", "epsilon", "seed", "k")}
                 fh.write(
                     json.dumps({"regime": regime_of(row)} | keep | {"segments": segments}) + "\n"
                 )
