@@ -403,8 +403,8 @@ the committed results and should be revisited if a rerun changes them):
   fitted on public streams). At 10^6 and 10^7 it ties composition (the rows
   above). Since the fit goes on to its measurements' precision (docs/design.md
   section 6), the unannounced hybrid beats composition on the random stream
-  there, 15-23x on the mean (`updates.py`'s n-1e6 and n-1e7 rows, first 1,000
-  answers). It still loses on the parity label, and the rule cannot tell the
+  there, 64x and 870x on the mean at 10^6 and 10^7 (`updates.py`'s n-1e6 and
+  n-1e7 rows, first 1,000 answers). It still loses on the parity label, and the rule cannot tell the
   two apart, so it keeps composition mode (issue 15 section, "Where the cut
   came from").
 - **A label no low-order marginal sees** (parity): MST misses it and AIM fits

@@ -127,10 +127,10 @@ stream, so the cut is known to within that factor.
 **After the prior fit's discrepancy continuation** (round 2, session 7;
 :func:`pmwcm.mechanisms.priors.marginals.entropic_descent`) the random
 world's hybrid no longer flattens out. Its prior now fits precise
-measurements to their precision, and its mean is 3-50x below composition's at
-every ``c`` of the grid. The parity world is unchanged. Re-run, the same fit
-scores 40 for every cut up to ``c = 3,563`` (composition's cost on the random
-world) and worse above (the parity world's maxima). 1,450 is still in that
+measurements to their precision, and its mean is 6-100x below composition's
+at every ``c`` of the grid. The parity world is unchanged. Re-run, the same
+fit scores 181 for every cut up to ``c = 14,253`` (composition's cost on the
+random world) and worse above (the parity world's maxima). 1,450 is still in that
 optimal range, so it stays. The flat-error argument above now holds for the
 parity world only. A caller who knows the table's structure is low-order can
 keep the hybrid with ``mode="hybrid"``. At ``epsilon = 1``,
