@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy import stats
 
 from pmwcm.engine.rounds import CMRound, QueryRound
@@ -131,7 +132,23 @@ def label_axis(round_: QueryRound) -> int | None:
     return round_.clique.index(query.target)
 
 
-def conditional_factor(table: CliqueTable, log_factor: FloatArray, axis: int) -> FloatArray:
+def feature_cells(table: CliqueTable, axis: int) -> NDArray[np.intp]:
+    """Each cell's index among the distinct cells of the clique's other attributes
+    (the label's axis dropped), for :func:`conditional_factor`."""
+    stride = math.prod(table.shape[axis + 1 :])
+    block = stride * table.shape[axis]
+    codes = np.arange(table.mass.size) if table.codes is None else np.asarray(table.codes)
+    _, index = np.unique((codes // block) * stride + codes % stride, return_inverse=True)
+    return np.asarray(index, dtype=np.intp).ravel()
+
+
+def conditional_factor(
+    table: CliqueTable,
+    log_factor: FloatArray,
+    axis: int,
+    *,
+    index: NDArray[np.intp] | None = None,
+) -> FloatArray:
     """``f - log E_Dhat[exp f | x_{C - y}]``: the tilt ``exp(f)`` on the label's
     conditional only.
 
@@ -143,14 +160,12 @@ def conditional_factor(table: CliqueTable, log_factor: FloatArray, axis: int) ->
     was (marginals of attributes outside the clique still move through their
     dependence on the label). It is still a factor on the clique, so the
     histogram applies it as any other. A feature cell with no mass keeps ``f``
-    (nothing there to move).
+    (nothing there to move). ``index``: :func:`feature_cells` of ``table`` and
+    ``axis``, if the caller has it (the step search tilts one table many times).
     """
     flat = np.ravel(np.asarray(log_factor, dtype=np.float64))
-    stride = math.prod(table.shape[axis + 1 :])
-    block = stride * table.shape[axis]
-    codes = np.arange(flat.size) if table.codes is None else np.asarray(table.codes)
-    feature_cells = (codes // block) * stride + codes % stride
-    _, index = np.unique(feature_cells, return_inverse=True)
+    if index is None:
+        index = feature_cells(table, axis)
     top = float(flat.max()) if flat.size else 0.0
     mass = np.ravel(table.mass)
     tilted = np.bincount(index, weights=mass * np.exp(flat - top))
@@ -176,10 +191,12 @@ def calibrated_scale(
     ``Dhat_s`` is the conditional tilt at scale ``s`` (:func:`conditional_factor`).
     """
 
+    index = None if keep_axis is None else feature_cells(table, keep_axis)
+
     def error(scale: float) -> float:
         factor = np.ravel(log_factor) * scale
         if keep_axis is not None:
-            factor = conditional_factor(table, factor, keep_axis)
+            factor = conditional_factor(table, factor, keep_axis, index=index)
         return released_answer_error(round_, table, reweighted_mass(table, factor, 1.0), target)
 
     values = [error(s) for s in _GRID]
