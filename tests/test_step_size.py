@@ -311,6 +311,19 @@ def test_the_conditional_tilt_keeps_the_features_and_tilts_the_label(
         np.testing.assert_allclose(shift, shift[0], rtol=0, atol=1e-12)
 
 
+def test_the_conditional_tilt_survives_a_feature_cell_far_below_the_rest() -> None:
+    """A feature cell whose factor is 2,000 below the top (exp underflows there) still
+    keeps its mass, with finite factors everywhere."""
+    table = CliqueTable(shape=(2, 2), codes=None, mass=np.array([0.1, 0.2, 0.3, 0.4]))
+    factor = np.array([0.0, 1.0, -2000.0, -1999.0])  # label is axis 1; rows are features
+    tilted = conditional_factor(table, factor, 1)
+    assert np.all(np.isfinite(tilted))
+    for row in (slice(0, 2), slice(2, 4)):
+        kept = (table.mass[row] * np.exp(tilted[row])).sum()
+        assert kept == pytest.approx(table.mass[row].sum(), rel=1e-12)
+    np.testing.assert_allclose(tilted[3] - tilted[2], 1.0, rtol=1e-12)
+
+
 def test_a_calibrated_update_moves_the_label_not_the_features() -> None:
     """One calibrated update on the parity query leaves the hypothesis's joint of the
     features (a, b, c) as it was, to rounding, and still fixes the parity; the joint

@@ -170,8 +170,18 @@ def conditional_factor(
     mass = np.ravel(table.mass)
     tilted = np.bincount(index, weights=mass * np.exp(flat - top))
     held = np.bincount(index, weights=mass)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_mean = np.where(held > 0, np.log(tilted / held) + top, 0.0)
+    log_mean = np.zeros_like(held)
+    fine = (held > 0) & (tilted > 0)
+    log_mean[fine] = np.log(tilted[fine] / held[fine]) + top
+    lost = (held > 0) & ~fine
+    if lost.any():
+        # exp(f - top) underflowed in every held cell of these feature cells: shift
+        # each by its own largest held f instead (never taken on the benchmarks).
+        held_cells = mass > 0
+        cell_top = np.full(held.size, -np.inf)
+        np.maximum.at(cell_top, index[held_cells], flat[held_cells])
+        again = np.bincount(index, weights=mass * np.exp(flat - cell_top[index]))
+        log_mean[lost] = np.log(again[lost] / held[lost]) + cell_top[lost]
     return np.asarray(flat - log_mean[index], dtype=np.float64)
 
 
