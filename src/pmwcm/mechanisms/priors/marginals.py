@@ -171,9 +171,10 @@ def entropic_descent(
             improvement = current - value
             state, current, res = trial, value, trial_res
             step *= 1.1
-            # Past the budget only the bound stops the fit: a slow but steady
-            # descent there is still short of what the measurements say.
-            if improvement <= rtol * current and done <= iterations:
+            # rtol ends the budget early only for a fit within the bound; past the
+            # budget only the bound stops the fit (a slow but steady descent there
+            # is still short of what the measurements say).
+            if improvement <= rtol * current and done <= iterations and current <= bound:
                 break
         else:
             step *= 0.5
