@@ -390,29 +390,36 @@ class _PairwiseFit:
         by_right *= np.repeat(scales, [r.stop - r.start for r in self.blocks])[:, None]
         return by_right, column_sums * float(scales.max())
 
-    def _stepped_block(self, iterate: _Iterate, rows: slice) -> tuple[FloatArray, float]:
-        """``Q_b exp(F_rows,b F_cols' - m_b)`` of one row block, and ``m_b``."""
+    @staticmethod
+    def _block_tilt(
+        iterate: _Iterate, rows: slice, shift: float | None = None
+    ) -> tuple[FloatArray, float]:
+        """``exp(F_rows,b F_cols' - m)`` of one row block and ``m``: the block's
+        maximum, or ``shift`` when the step's ``m_b`` is already known."""
         assert iterate.factors is not None
         factor_rows, factor_columns = iterate.factors
         exponent = factor_rows[rows] @ factor_columns.T
-        shift = float(exponent.max())
+        if shift is None:
+            shift = float(exponent.max())
         exponent -= shift
         np.exp(exponent, out=exponent)
-        exponent *= self.matrix[rows]
         return exponent, shift
+
+    def _stepped_block(self, iterate: _Iterate, rows: slice) -> tuple[FloatArray, float]:
+        """``Q_b exp(F_rows,b F_cols' - m_b)`` of one row block, and ``m_b``."""
+        tilt, shift = self._block_tilt(iterate, rows)
+        tilt *= self.matrix[rows]
+        return tilt, shift
 
     def _write(self, iterate: _Iterate) -> None:
         """Writes a pending (evaluated, accepted) step into ``Q``, block by block."""
         if iterate.factors is None:
             return
         assert iterate.shifts is not None and iterate.scales is not None
-        factor_rows, factor_columns = iterate.factors
         for b, rows in enumerate(self.blocks):
-            exponent = factor_rows[rows] @ factor_columns.T
-            exponent -= iterate.shifts[b]
-            np.exp(exponent, out=exponent)
-            exponent *= iterate.scales[b]
-            self.matrix[rows] *= exponent
+            tilt, _ = self._block_tilt(iterate, rows, float(iterate.shifts[b]))
+            tilt *= iterate.scales[b]
+            self.matrix[rows] *= tilt
         iterate.factors = None
 
     def moved(self, iterate: _Iterate, res: list[FloatArray], s: float) -> _Iterate:
