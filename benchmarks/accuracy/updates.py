@@ -241,25 +241,27 @@ def regime_of(row: dict[str, object]) -> str:
 
 def worst_segment_ratio(segments: list[dict[str, float]]) -> float:
     """The largest ratio of a segment's mean to the previous segment's (1 if one segment)."""
-    ratios = [b["mean"] / a["mean"] for a, b in itertools.pairwise(segments) if a["mean"] > 0]
-    return max(ratios, default=1.0)
+    return max(segment_ratios(segments).values(), default=1.0)
+
+
+def stored(path: Path) -> list[dict[str, object]]:
+    """The rows of a results file (JSON lines)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def table_group(row: dict[str, object]) -> tuple[int, str, str, float, int]:
+    """A row's line in the tables: its regime (in :data:`REGIMES` order), rule, eps, k."""
+    regime = regime_of(row)
+    order = list(REGIMES).index(regime)
+    return (order, regime, rule_label(row), float(row["epsilon"]), int(row["k"]))  # type: ignore[arg-type]
 
 
 def report(path: Path = RESULTS) -> str:
     """Markdown: per (rule, eps), the mean over seeds of the stream's mean, the worst
     segment ratio and the k = 10,000 / 1,000 ratio."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
     groups: dict[tuple[int, str, str, float, int], list[dict[str, object]]] = {}
-    for row in rows:
-        regime = regime_of(row)
-        key = (
-            list(REGIMES).index(regime),
-            regime,
-            rule_label(row),
-            float(row["epsilon"]),
-            int(row["k"]),
-        )  # type: ignore[arg-type]
-        groups.setdefault(key, []).append(row)
+    for row in stored(path):
+        groups.setdefault(table_group(row), []).append(row)
     lines = [
         "| regime | n | step rule | eps | k | seeds | mean | max | worst segment ratio (mean "
         "over seeds; max) | worst panel ratio (mean; max) | panel after / before all updates "
@@ -293,30 +295,20 @@ def segment_ratios(segments: list[dict[str, float]]) -> dict[int, float]:
 def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
     """Markdown: the segment ratios of the runs beside the frozen prior's on the same
     segments, and their quotient (the update's own share of each ratio)."""
-    frozen = {}
-    for line in nulls.read_text().splitlines():
-        if line:
-            row = json.loads(line)
-            frozen[run_key(row)] = row["segments"]
+    frozen = {run_key(row): row["segments"] for row in stored(nulls)}
     groups: dict[tuple[int, str, str, float, int], list[tuple[float, float, float]]] = {}
-    for line in path.read_text().splitlines():
-        if not line:
-            continue
-        row = json.loads(line)
+    for row in stored(path):
         key = run_key(row)
         if key not in frozen:
             continue
-        run, still = segment_ratios(row["segments"]), segment_ratios(frozen[key])
+        run, still = segment_ratios(row["segments"]), segment_ratios(frozen[key])  # type: ignore[arg-type]
         quotient = [run[t] / still[t] for t in run if still.get(t)]
         worst = (
             max(run.values(), default=1.0),
             max(still.values(), default=1.0),
             max(quotient, default=1.0),
         )
-        regime = regime_of(row)
-        order = list(REGIMES).index(regime)
-        label = rule_label(row)
-        groups.setdefault((order, regime, label, row["epsilon"], row["k"]), []).append(worst)
+        groups.setdefault(table_group(row), []).append(worst)
     lines = [
         "| regime | step rule | eps | k | seeds | worst segment ratio (mean; max) | the "
         "frozen prior's on the same segments (mean; max) | worst ratio over the frozen "
@@ -362,12 +354,9 @@ def main() -> None:
         return evaluators[regime]
 
     if args.null:
-        stored = [json.loads(line) for line in RESULTS.read_text().splitlines() if line]
-        scored = set()
-        if NULL_RESULTS.exists():
-            scored = {run_key(json.loads(x)) for x in NULL_RESULTS.read_text().splitlines() if x}
+        scored = {run_key(row) for row in stored(NULL_RESULTS)} if NULL_RESULTS.exists() else set()
         with NULL_RESULTS.open("a") as fh:
-            for row in stored:
+            for row in stored(RESULTS):
                 if run_key(row) in scored or regime_of(row) not in args.regimes:
                     continue
                 segments = null_segments(evaluator(regime_of(row)), row)
@@ -381,7 +370,7 @@ def main() -> None:
         return
     done = set()
     if RESULTS.exists():
-        done = {run_key(json.loads(line)) for line in RESULTS.read_text().splitlines() if line}
+        done = {run_key(row) for row in stored(RESULTS)}
     for regime in args.regimes:
         for seed in args.seeds:
             for eps in args.epsilons:
