@@ -293,6 +293,7 @@ def verdicts() -> list[str]:
     """The issue's targets, checked on the files (met / not met, with the numbers)."""
     sys.path.insert(0, str(HERE))
     from updates import (
+        own_shares,
         regime_of,
         rule_label,
         run_key,
@@ -310,8 +311,7 @@ def verdicts() -> list[str]:
         own = []  # each boundary's ratio over the frozen prior's on the same segments
         for r in rows:
             still = segment_ratios(frozen.get(run_key(r), []))
-            run = segment_ratios(r["segments"])
-            own += [run[t] / still[t] for t in run if still.get(t)]
+            own += own_shares(segment_ratios(r["segments"]), still)
         regimes = sorted({regime_of(r) for r in rows})
         by_regime = {
             g: max(worst_panel_ratio(r["panel"]) for r in rows if regime_of(r) == g)

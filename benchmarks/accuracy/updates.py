@@ -292,6 +292,12 @@ def segment_ratios(segments: list[dict[str, float]]) -> dict[int, float]:
     }
 
 
+def own_shares(run: dict[int, float], frozen: dict[int, float]) -> list[float]:
+    """Each boundary's segment ratio over the frozen prior's at the same boundary
+    (both from :func:`segment_ratios`): the update's own share of the ratio."""
+    return [run[t] / frozen[t] for t in run if frozen.get(t)]
+
+
 def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
     """Markdown: the segment ratios of the runs beside the frozen prior's on the same
     segments, and their quotient (the update's own share of each ratio)."""
@@ -302,11 +308,10 @@ def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
         if key not in frozen:
             continue
         run, still = segment_ratios(row["segments"]), segment_ratios(frozen[key])  # type: ignore[arg-type]
-        quotient = [run[t] / still[t] for t in run if still.get(t)]
         worst = (
             max(run.values(), default=1.0),
             max(still.values(), default=1.0),
-            max(quotient, default=1.0),
+            max(own_shares(run, still), default=1.0),
         )
         groups.setdefault(table_group(row), []).append(worst)
     lines = [
