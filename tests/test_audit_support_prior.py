@@ -129,7 +129,7 @@ def test_the_support_prior_reads_only_the_measured_marginals(seed: int) -> None:
     noise = NumpyNoise(seed=seed)
     h = support_marginal_prior(
         cast(PrivateData, standin), noise_multiplier=1.0, noise=noise, size=50, iterations=5
-    )
+    ).hypothesis
     assert isinstance(h, SupportHistogram) and h.size == 50
     assert standin.calls == pairwise_cliques(d0.domain)
 
@@ -147,7 +147,9 @@ def test_the_support_depends_on_the_release_alone(seed: int) -> None:
     for clique in pairwise_cliques(even.domain):
         assert np.array_equal(even.marginal(clique), odd.marginal(clique))
     priors = [
-        support_marginal_prior(d, noise_multiplier=1.0, noise=NumpyNoise(seed=seed), size=100)
+        support_marginal_prior(
+            d, noise_multiplier=1.0, noise=NumpyNoise(seed=seed), size=100
+        ).hypothesis
         for d in (even, odd)
     ]
     assert np.array_equal(priors[0].records, priors[1].records)

@@ -323,6 +323,7 @@ def test_snapshot_json_keeps_its_shape_and_round_trips(seed: int) -> None:
         "sv_paid",
         "sparse_vector",
         "ledger",
+        "prior_measurements",
     }
     assert snap.state["version"] == 1
     assert all(set(e) == {"label", "event"} for e in snap.state["ledger"])
@@ -333,3 +334,8 @@ def test_snapshot_json_keeps_its_shape_and_round_trips(seed: int) -> None:
     assert [answer_to_dict(a) for a in back.answers] == [answer_to_dict(a) for a in state.answers]
     assert [(e.label, e.event) for e in back.ledger] == [(e.label, e.event) for e in state.ledger]
     assert [u.query for u in back.updates] == [u.query for u in state.updates]
+    # the paid prior's released marginals, bit for bit (JSON floats round-trip exactly)
+    assert len(state.prior_measurements) == 6  # all pairs of 4 attributes
+    for mine, theirs in zip(back.prior_measurements, state.prior_measurements, strict=True):
+        assert (mine.clique, mine.sigma) == (theirs.clique, theirs.sigma)
+        np.testing.assert_array_equal(mine.values, theirs.values)

@@ -125,6 +125,7 @@ def trajectory(backend: str, *, swap: bool, seed: int = 3) -> list[np.ndarray]:
         after_halt="synthetic",
     )
     assert config.step_rule == "calibrated"  # the default under test
+    assert config.refit_iterations > 0  # and the refit onto the prior's marginals after it
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
     if swap:
         hooks.append(lambda: setattr(engine, "data", decoy))

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from pmwcm.data.bundled import load_adult
-from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.practical import REFIT_ITERATIONS, PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
@@ -127,11 +127,19 @@ def run_one(
     seed: int,
     k: int,
     regime: str = "random",
+    refit: int = REFIT_ITERATIONS,
 ) -> dict[str, object]:
-    """One stream; the per-segment means of below-threshold answers and the k-ratio."""
+    """One stream; the per-segment means of below-threshold answers and the k-ratio.
+    ``refit``: the engine's refit steps after each update (``PMWConfig.refit_iterations``)."""
     make = REGIMES[regime][1]
     queries = make(ev.domain, k, np.random.default_rng(1000 + seed))
-    config = PMWConfig(epsilon=epsilon, delta=DELTA, after_halt="synthetic", step_rule=rule)  # type: ignore[arg-type]
+    config = PMWConfig(
+        epsilon=epsilon,
+        delta=DELTA,
+        after_halt="synthetic",
+        step_rule=rule,  # type: ignore[arg-type]
+        refit_iterations=refit,
+    )
     start = time.perf_counter()
     engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
     panel = make(ev.domain, PANEL, np.random.default_rng(5000 + seed))
@@ -160,7 +168,8 @@ def run_one(
             )
     oracle = [float(e) for e, s in zip(err, sources, strict=True) if s == "oracle"]
     return {
-        "regime": regime, "rule": rule, "tilt": tilt_of(rule), "epsilon": epsilon, "seed": seed,
+        "regime": regime, "rule": rule, "tilt": tilt_of(rule), "refit": refit,
+        "epsilon": epsilon, "seed": seed,
         "k": k, "n": ev.train.n,
         "mean": float(err.mean()), "max": float(err.max()),
         "mean_first_1000": float(err[:1000].mean()), "max_first_1000": float(err[:1000].max()),
@@ -222,10 +231,14 @@ def tilt_of(rule: str) -> str:
 
 def rule_label(row: dict[str, object]) -> str:
     """The step rule as the tables name it. Calibrated rows stored before the
-    conditional tilt (``"tilt": "joint"``) are ``calibrated (joint tilt)``."""
+    conditional tilt (``"tilt": "joint"``) are ``calibrated (joint tilt)``; rows
+    whose engine refitted the prior's marginals after each update (``"refit"``
+    steps, stored since the refit exists) add ``+ refit``."""
     rule = str(row["rule"])
     if rule == "calibrated" and row.get("tilt", "joint") == "joint":
-        return "calibrated (joint tilt)"
+        rule = "calibrated (joint tilt)"
+    if int(row.get("refit", 0)) > 0:  # type: ignore[call-overload]
+        rule += " + refit"
     return rule
 
 
@@ -337,6 +350,12 @@ def main() -> None:
     parser.add_argument("--epsilons", type=float, nargs="*", default=[1.0])
     parser.add_argument("--rules", nargs="*", default=["fixed", "calibrated"])
     parser.add_argument("--k", type=int, default=10_000)
+    parser.add_argument(
+        "--refit",
+        type=int,
+        default=REFIT_ITERATIONS,
+        help="the engine's refit steps after each update (0: none, as before the refit)",
+    )
     parser.add_argument("--regimes", nargs="*", choices=list(REGIMES), default=["random"])
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
@@ -380,7 +399,7 @@ def main() -> None:
         for seed in args.seeds:
             for eps in args.epsilons:
                 for rule in args.rules:
-                    label = rule_label({"rule": rule, "tilt": tilt_of(rule)})
+                    label = rule_label({"rule": rule, "tilt": tilt_of(rule), "refit": args.refit})
                     if (regime, label, eps, seed, args.k) in done:
                         continue
                     row = run_one(
@@ -390,6 +409,7 @@ def main() -> None:
                         seed=seed,
                         k=args.k,
                         regime=regime,
+                        refit=args.refit,
                     )
                     RESULTS.parent.mkdir(parents=True, exist_ok=True)
                     with RESULTS.open("a") as fh:

@@ -326,7 +326,7 @@ def add_remove_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -
         accountant=ledger.accountant,
     )
     ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
-    prior = marginal_prior(data, noise_multiplier=multiplier / math.sqrt(2), noise=noise)
+    prior = marginal_prior(data, noise_multiplier=multiplier / math.sqrt(2), noise=noise).hypothesis
     return build_engine(data, config, noise=noise, prior=prior, ledger=ledger)
 
 

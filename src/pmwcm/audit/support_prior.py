@@ -63,6 +63,7 @@ from pmwcm.audit.prior import complement_pair
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
 from pmwcm.mechanisms.priors.marginals import (
+    PriorRelease,
     measure_marginals,
     measurement_event,
     pairwise_cliques,
@@ -88,7 +89,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-SupportPrior = Callable[..., SupportHistogram]
+SupportPrior = Callable[..., PriorRelease[SupportHistogram]]
 """``prior(data, *, noise_multiplier, noise, size, iterations)``, as
 :func:`~pmwcm.mechanisms.priors.support.support_marginal_prior`."""
 
@@ -118,7 +119,7 @@ class SupportPriorMechanism:
             noise=noise,
             size=self.size,
             iterations=self.iterations,
-        )
+        ).hypothesis
         held = np.zeros(data.domain.size)
         cells = np.ravel_multi_index(tuple(np.asarray(h.records, dtype=np.int64).T), h.domain.shape)
         held[cells] = 1.0
@@ -233,7 +234,7 @@ def private_support_prior(
     noise: NoiseSource,
     size: int,
     iterations: int | None = None,
-) -> SupportHistogram:
+) -> PriorRelease[SupportHistogram]:
     """Broken: the real release, fitted on a support of the PRIVATE records (PMW^Pub
     with private instead of public records; ``size`` ignored). The support itself
     publishes which cells hold a record, whatever the noise."""
@@ -243,7 +244,7 @@ def private_support_prior(
     start = SupportHistogram.full(data.domain, records)
     if iterations is None:
         iterations = support_iterations(start.size, len(cliques))
-    return fit_support(start, measured, iterations=iterations)
+    return PriorRelease(fit_support(start, measured, iterations=iterations), tuple(measured))
 
 
 def add_remove_support_prior(
@@ -253,7 +254,7 @@ def add_remove_support_prior(
     noise: NoiseSource,
     size: int,
     iterations: int | None = None,
-) -> SupportHistogram:
+) -> PriorRelease[SupportHistogram]:
     """Broken: the support prior measured with the add/remove ``sigma = m sqrt(K) / n``
     (``m / sqrt(2)`` passed on), while ``measurement_event(m)`` is claimed."""
     return support_marginal_prior(

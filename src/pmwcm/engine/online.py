@@ -57,6 +57,8 @@ from pmwcm.kernels.threads import blas_threads
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
+from pmwcm.mechanisms.priors.marginals import Measurement
+from pmwcm.mechanisms.priors.refit import refit_to_measurements
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import SparseVector
 
@@ -168,6 +170,9 @@ class EngineState:
         sv_paid: whether the sparse vector's one-off charge is in the ledger.
         sparse_vector: the sparse vector's exported state (positives, threshold noise).
         ledger: the ledger's entries, in order.
+        prior_measurements: the paid prior's released marginals, which the
+            refit after each update reads (public; empty without a paid
+            marginal prior).
     """
 
     hypothesis: Histogram
@@ -177,9 +182,11 @@ class EngineState:
     sv_paid: bool = False
     sparse_vector: Mapping[str, Any] = field(default_factory=dict)
     ledger: tuple[LedgerEntry, ...] = ()
+    prior_measurements: tuple[Measurement, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "updates", tuple(self.updates))
+        object.__setattr__(self, "prior_measurements", tuple(self.prior_measurements))
         object.__setattr__(self, "answers", tuple(self.answers))
         object.__setattr__(self, "released", _frozen_mapping(self.released))
         object.__setattr__(self, "sparse_vector", _frozen_mapping(self.sparse_vector))
@@ -207,6 +214,8 @@ class OnlinePMW:
         noise: the random source for the oracle (the sparse vector holds its own).
         prior: the starting hypothesis (default uniform). A prior computed from
             the private data must already be paid for in ``ledger``.
+        prior_measurements: the released marginals ``prior`` was fitted to, for
+            the refit after each update (``settings.refit_iterations``); public.
         backend: the hypothesis backend chosen and why (public; reported, not used).
     """
 
@@ -221,6 +230,7 @@ class OnlinePMW:
         ledger: PrivacyLedger,
         noise: NoiseSource,
         prior: Histogram | None = None,
+        prior_measurements: Iterable[Measurement] = (),
         backend: BackendChoice | None = None,
     ) -> None:
         if sparse_vector.cutoff != settings.max_updates:
@@ -246,6 +256,14 @@ class OnlinePMW:
         self.hypothesis: Histogram = (
             prior.copy() if prior is not None else DenseHistogram.uniform(data.domain)
         )
+        self.prior_measurements: tuple[Measurement, ...] = tuple(prior_measurements)
+        for measurement in self.prior_measurements:
+            shape = tuple(data.domain.size_of(name) for name in measurement.clique)
+            if np.shape(measurement.values) != shape:
+                raise ValueError(
+                    f"The prior measurement on {measurement.clique} has shape "
+                    f"{np.shape(measurement.values)}; the schema's clique has {shape}."
+                )
         self.updates: list[UpdateRecord] = []
         self.answers: list[Answer] = []
         #: released answers by :func:`query_key` (repeats are answered from here).
@@ -298,6 +316,7 @@ class OnlinePMW:
             sv_paid=self.sv_paid,
             sparse_vector=self.sparse_vector.export_state(),
             ledger=tuple(self.ledger.entries),
+            prior_measurements=self.prior_measurements,
         )
 
     @classmethod
@@ -349,6 +368,7 @@ class OnlinePMW:
             # The state's hypothesis as the start: a default uniform start would be a
             # dense tensor, which a universe on the support backend cannot hold.
             prior=state.hypothesis,
+            prior_measurements=state.prior_measurements,
             backend=backend,
         )
         engine._load(state)
@@ -657,6 +677,10 @@ class OnlinePMW:
         The hypothesis is replaced, never changed in place: states taken earlier
         (:meth:`state`) share the old one and must keep seeing it.
 
+        After the sweeps, ``settings.refit_iterations`` steps of the prior's fit
+        pull the hypothesis back onto the prior's released marginals
+        (:mod:`pmwcm.mechanisms.priors.refit`; public, so free).
+
         A sweep that raised after the record was appended would leave an update
         on file that every later round replays and fails on again; working on a
         copy keeps the engine's hypothesis and updates as they were until the
@@ -674,6 +698,9 @@ class OnlinePMW:
         for _ in range(self.settings.sweeps):
             for past in history:
                 _replay(updated, past, rule, context)
+        updated = refit_to_measurements(
+            updated, self.prior_measurements, iterations=self.settings.refit_iterations
+        )
         self.hypothesis = updated
         self.updates.append(record)
 

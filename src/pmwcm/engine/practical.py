@@ -118,7 +118,12 @@ from pmwcm.mechanisms.accounting import (
 from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
-from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
+from pmwcm.mechanisms.priors.marginals import (
+    Measurement,
+    PriorRelease,
+    marginal_prior,
+    measurement_event,
+)
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
@@ -146,6 +151,9 @@ SHORT_STREAM_QUERIES = 1000
 #: The updates each post-processing sweep replays (the most recent): every update of
 #: an informed start's default ``T``; beyond it an oracle round's cost stops growing.
 SWEEP_WINDOW = INFORMED_UPDATES
+#: Steps of the prior's fit back onto its released marginals after each update
+#: (:mod:`pmwcm.mechanisms.priors.refit`; measured in docs/results.md, "Do updates help?").
+REFIT_ITERATIONS = 3
 #: The priors measured from the private data and paid from the budget.
 PAID_PRIORS: tuple[PriorName, ...] = ("marginals", "aim", "mst")
 
@@ -193,6 +201,12 @@ class PMWConfig:
             by the multiple of ``eta`` that minimises the released answer's excess
             risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
             ``"fixed"`` (the paper's ``eta``).
+        refit_iterations: after each update and its sweeps, this many steps of
+            the marginal prior's fit from the updated hypothesis back onto the
+            prior's released marginals (default :data:`REFIT_ITERATIONS`; free
+            post-processing, :mod:`pmwcm.mechanisms.priors.refit`). Only the
+            paid marginal prior has measurements; with any other prior it does
+            nothing.
         oracle: the single-query oracle; by default noisy gradient descent
             configured by its per-call budget
             (:class:`~pmwcm.mechanisms.oracles.BudgetTunedGradientDescent`).
@@ -237,6 +251,7 @@ class PMWConfig:
     sweeps: int = 2
     sweep_window: int | None = SWEEP_WINDOW
     step_rule: StepRule = "calibrated"
+    refit_iterations: int = REFIT_ITERATIONS
     oracle: Oracle = field(default_factory=BudgetTunedGradientDescent)
     accountant: AccountantName = "pld"
     backend: BackendName = "auto"
@@ -302,6 +317,15 @@ class PMWConfig:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
         if self.step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
+        if not (
+            isinstance(self.refit_iterations, int)
+            and not isinstance(self.refit_iterations, bool)
+            and self.refit_iterations >= 0
+        ):
+            raise ValueError(
+                "refit_iterations must be a non-negative integer, got "
+                f"refit_iterations={self.refit_iterations!r}."
+            )
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
         self.split  # noqa: B018  (validates the shares)
@@ -349,6 +373,7 @@ class PMWConfig:
             max_updates=self.announced_queries,
             sweeps=0,
             step_rule="fixed",
+            refit_iterations=0,
             budget_rule="fixed",
         )
 
@@ -433,6 +458,7 @@ class PMWConfig:
             sweeps=self.sweeps,
             sweep_window=self.sweep_window,
             step_rule=self.step_rule,
+            refit_iterations=self.refit_iterations,
         )
 
 
@@ -596,12 +622,12 @@ def _paid_marginal_prior(
     ledger: PrivacyLedger,
     noise: NoiseSource,
     backend: BackendChoice,
-) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
+) -> tuple[PriorRelease[Histogram], list[dp_accounting.DpEvent]]:
     """Charges, then measures, all 2-way marginals at the prior's share of the budget,
     and fits them on the chosen backend (dense, or a support of ``M`` records:
     :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way).
 
-    Returns the prior and the events charged for it.
+    Returns the prior with its measurements, and the events charged for it.
     """
     epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
     multiplier = calibrate_gaussian_multiplier(
@@ -609,13 +635,14 @@ def _paid_marginal_prior(
     )
     event = measurement_event(multiplier)
     ledger.spend(event, label="prior: noisy 2-way marginals")
+    release: PriorRelease[Histogram]
     if backend.kind == "support":
-        prior: Histogram = support_marginal_prior(
+        release = support_marginal_prior(
             data, noise_multiplier=multiplier, noise=noise, size=backend.support_size
         )
     else:
-        prior = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
-    return prior, [event]
+        release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    return release, [event]
 
 
 def _paid_synthetic_prior(
@@ -687,10 +714,12 @@ def build_engine(
     backend = config.backend_choice(data.domain, data.n)
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]
+    measurements: tuple[Measurement, ...] = ()
     if prior is None and config.prior == "marginals":
-        prior, prior_events = _paid_marginal_prior(
+        release, prior_events = _paid_marginal_prior(
             data, config, ledger=ledger, noise=noise, backend=backend
         )
+        prior, measurements = release.hypothesis, release.measurements
         fixed_events += prior_events
     elif prior is None and config.prior == "uniform" and backend.kind == "support":
         rng = post_processing_rng(noise)
@@ -728,5 +757,6 @@ def build_engine(
         ledger=ledger,
         noise=noise,
         prior=prior,
+        prior_measurements=measurements,
         backend=backend,
     )

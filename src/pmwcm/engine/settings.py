@@ -65,6 +65,10 @@ class EngineSettings:
         step_rule: ``"fixed"`` (the paper's ``eta``; theory mode) or
             ``"calibrated"`` (the step that minimises the released answer's
             excess risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`).
+        refit_iterations: after each update and its sweeps, this many steps of
+            the prior's fit from the updated hypothesis back onto the prior's
+            released marginals (:mod:`pmwcm.mechanisms.priors.refit`); ``0``
+            (or an engine without prior measurements) does none.
 
     Frozen: derive a variant with :func:`dataclasses.replace`. The solver
     defaults are the named budgets :data:`HYPOTHESIS_SOLVE`,
@@ -85,6 +89,7 @@ class EngineSettings:
     sweep_window: int | None = None
     absolute_threshold: float | None = None
     step_rule: StepRule = "fixed"
+    refit_iterations: int = 0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
@@ -110,6 +115,15 @@ class EngineSettings:
             )
         if self.step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
+        if not (
+            isinstance(self.refit_iterations, int)
+            and not isinstance(self.refit_iterations, bool)
+            and self.refit_iterations >= 0
+        ):
+            raise ValueError(
+                "refit_iterations must be a non-negative integer, got "
+                f"refit_iterations={self.refit_iterations!r}."
+            )
         if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
             raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")
         if self.sweep_window is not None and not (

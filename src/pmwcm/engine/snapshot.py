@@ -2,8 +2,9 @@
 
 A snapshot holds everything the engine's future behaviour depends on: the
 hypothesis histogram, the update history (queries and private answers, for the
-post-processing sweeps), every released answer (so repeats are answered from
-the log, never with fresh noise), the sparse vector's state *including its
+post-processing sweeps), the paid prior's released marginals (for the refit
+after each update), every released answer (so repeats are answered from the
+log, never with fresh noise), the sparse vector's state *including its
 secret threshold noise*, and the ledger's entries: the JSON encoding of an
 :class:`~pmwcm.engine.online.EngineState`. Restoring it with the ingredients of a
 freshly built engine (same data, same configuration) continues the interaction
@@ -33,6 +34,7 @@ from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
+from pmwcm.mechanisms.priors.marginals import Measurement
 
 STATE_VERSION = 1
 
@@ -118,6 +120,10 @@ def encode_state(state: EngineState) -> EngineSnapshot:
         "sv_paid": state.sv_paid,
         "sparse_vector": dict(state.sparse_vector),
         "ledger": [{"label": e.label, "event": event_to_dict(e.event)} for e in state.ledger],
+        "prior_measurements": [
+            {"clique": list(m.clique), "values": m.values.tolist(), "sigma": m.sigma}
+            for m in state.prior_measurements
+        ],
     }
     return EngineSnapshot(state=encoded, hypothesis=state.hypothesis)
 
@@ -154,6 +160,15 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
         ledger=tuple(
             LedgerEntry(label=e["label"], event=event_from_dict(e["event"]), epsilon_after=math.nan)
             for e in state["ledger"]
+        ),
+        # Absent from snapshots saved before the refit: an engine without measurements.
+        prior_measurements=tuple(
+            Measurement(
+                clique=tuple(m["clique"]),
+                values=np.asarray(m["values"], dtype=np.float64),
+                sigma=float(m["sigma"]),
+            )
+            for m in state.get("prior_measurements", ())
         ),
     )
 

@@ -29,17 +29,25 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import dp_accounting
 import numpy as np
 
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, FloatArray, broadcast_factor, dense_marginal
+from pmwcm.kernels.histogram import (
+    DenseHistogram,
+    FloatArray,
+    Histogram,
+    broadcast_factor,
+    dense_marginal,
+)
 from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
 from pmwcm.mechanisms.private_data import PrivateData
 
 State = TypeVar("State")
+#: The backend a :class:`PriorRelease` was fitted on.
+Fitted = TypeVar("Fitted", bound=Histogram, covariant=True)
 
 #: A fit whose loss is above this multiple of :func:`noise_energy` after its
 #: iteration budget goes on (:func:`entropic_descent`): Morozov's ``tau``, which
@@ -57,6 +65,18 @@ class Measurement:
     clique: tuple[str, ...]
     values: FloatArray
     sigma: float
+
+
+@dataclass(frozen=True)
+class PriorRelease(Generic[Fitted]):
+    """A paid prior: the fitted starting hypothesis and the released marginals behind it.
+
+    The measurements are public once released; the engine keeps them to pull
+    its hypothesis back onto them after each update (:mod:`pmwcm.mechanisms.priors.refit`).
+    """
+
+    hypothesis: Fitted
+    measurements: tuple[Measurement, ...]
 
 
 def pairwise_cliques(domain: Domain, *, order: int = 2) -> list[tuple[str, ...]]:
@@ -468,7 +488,7 @@ def marginal_prior(
     noise: NoiseSource,
     cliques: Sequence[tuple[str, ...]] | None = None,
     iterations: int | None = None,
-) -> DenseHistogram:
+) -> PriorRelease[DenseHistogram]:
     """Measure (default: all 2-way) marginals and fit a starting hypothesis.
 
     The caller charges ``measurement_event(noise_multiplier)`` first;
@@ -478,7 +498,8 @@ def marginal_prior(
     measured = measure_marginals(data, chosen, noise_multiplier=noise_multiplier, noise=noise)
     if iterations is None:
         iterations = default_iterations(data.domain, len(chosen))
-    return fit_histogram(data.domain, measured, iterations=iterations)
+    fitted = fit_histogram(data.domain, measured, iterations=iterations)
+    return PriorRelease(fitted, tuple(measured))
 
 
 def public_prior(

@@ -59,6 +59,7 @@ from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
     Measurement,
+    PriorRelease,
     entropic_descent,
     measure_marginals,
     pairwise_cliques,
@@ -241,6 +242,7 @@ def fit_support(
     iterations: int,
     step: float = 1.0,
     rtol: float = 1e-5,
+    continuation: int | None = None,
 ) -> SupportHistogram:
     """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights.
 
@@ -298,6 +300,7 @@ def fit_support(
         iterations=iterations,
         step=step,
         rtol=rtol,
+        continuation=continuation,
     )
     return SupportHistogram(domain, records, fitted)
 
@@ -317,7 +320,7 @@ def support_marginal_prior(
     size: int,
     cliques: Sequence[tuple[str, ...]] | None = None,
     iterations: int | None = None,
-) -> SupportHistogram:
+) -> PriorRelease[SupportHistogram]:
     """Measure (default: all 2-way) marginals, then propose and fit a support of ``size`` records.
 
     The caller charges
@@ -331,7 +334,8 @@ def support_marginal_prior(
     records = tree_proposal(data.domain, measured, size=size, rng=rng)
     if iterations is None:
         iterations = support_iterations(size, len(chosen))
-    return fit_support(SupportHistogram(data.domain, records), measured, iterations=iterations)
+    fitted = fit_support(SupportHistogram(data.domain, records), measured, iterations=iterations)
+    return PriorRelease(fitted, tuple(measured))
 
 
 def public_support_prior(

@@ -1,0 +1,67 @@
+"""Pulling an updated hypothesis back onto the prior's released marginals (post-processing).
+
+The paid prior is a fit to noisy marginals ``y_k`` (:func:`~pmwcm.mechanisms.priors.
+marginals.measure_marginals`), released once and public from then on. An update
+then tilts the hypothesis along one query's clique: it fixes that query, but
+a one-dimensional tilt also moves lower-order marginals the prior had right,
+and the post-processing sweeps replay only past *updates*. MWEM (Hardt, Ligett,
+McSherry 2012, section 3) replays every measurement it has made; this is the
+same idea for the measurements the prior made: after each update,
+``iterations`` steps of the prior's own entropic mirror descent
+(:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`) from the
+updated hypothesis, on ``sum_k ||Dhat_{C_k} - y_k||^2 / 2``.
+
+**Privacy.** It reads the released ``y_k``, their ``sigma`` and the
+hypothesis, all public: post-processing (Dwork, Roth 2014, Proposition 2.1),
+with no charge and no access to the data.
+
+**How far.** ``iterations`` steps, then, like the prior's own fit, on only
+while the hypothesis is visibly short of the measurements (above the
+discrepancy bound ``DISCREPANCY * sum_k |C_k| sigma_k^2 / 2``), up to
+``CONTINUATION`` times as many. With noisy measurements (small ``n``) the
+bound is reached at once and the refit is ``iterations`` small steps; with
+precise ones (``n`` of 10^6 and more) an update leaves the pairs far outside a
+tight bound, and the refit goes on until they are back within it. Its cost is
+bounded by public values alone, whatever the number of updates before it.
+
+**Measured** (``benchmarks/accuracy/updates.py``; docs/results.md, "Do updates
+help?"): see the refit rows there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.support import SupportHistogram
+from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram
+from pmwcm.mechanisms.priors.support import fit_support
+
+__all__ = ["refit_to_measurements"]
+
+
+def refit_to_measurements(
+    hypothesis: Histogram, measurements: Sequence[Measurement], *, iterations: int
+) -> Histogram:
+    """``iterations`` entropic mirror-descent steps from ``hypothesis`` onto ``measurements``.
+
+    A new histogram of the same backend; ``hypothesis`` is not changed. With no
+    measurements or no iterations it is returned as it is.
+
+    Raises:
+        ValueError: ``iterations`` is negative, or the backend has no fit.
+    """
+    if iterations < 0:
+        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
+    if iterations == 0 or not measurements:
+        return hypothesis
+    if isinstance(hypothesis, DenseHistogram):
+        return fit_histogram(
+            hypothesis.domain, measurements, iterations=iterations, start=hypothesis
+        )
+    if isinstance(hypothesis, SupportHistogram):
+        return fit_support(hypothesis, measurements, iterations=iterations)
+    raise ValueError(
+        f"No fit onto measurements for a {type(hypothesis).__name__} hypothesis "
+        "(dense and support histograms have one)."
+    )
