@@ -151,3 +151,20 @@ def test_a_session_stored_before_the_sweep_window_keeps_replaying_every_update()
     })  # fmt: skip
     _, pmw, _ = _parts(old, None, creating=False)
     assert pmw.sweep_window is None
+
+
+def test_a_session_stored_before_the_refit_does_not_refit() -> None:
+    from pmwcm.service.build import _parts
+
+    config = session_config(
+        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
+        parameters={},
+    )  # fmt: skip
+    assert config["parameters"]["refit_iterations"] == 3  # new sessions store the refit
+    _, pmw, _ = _parts(config, None, creating=True)
+    assert pmw.refit_iterations == 3
+    old = dict(config, parameters={
+        k: v for k, v in config["parameters"].items() if k != "refit_iterations"
+    })  # fmt: skip
+    _, pmw, _ = _parts(old, None, creating=False)
+    assert pmw.refit_iterations == 0

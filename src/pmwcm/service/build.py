@@ -220,9 +220,14 @@ def _parts(
             )
     schema = _read("schema_path", lambda: Schema.from_json(Path(config["schema_path"])))
     private = open_private(config, schema, connections=connections, creating=creating)
-    # A session stored before the budget rule (the sweep window) existed keeps the fixed
-    # split (the sweeps over every past update) it ran with.
-    parameters = {"budget_rule": "fixed", "sweep_window": None, **config["parameters"]}
+    # A session stored before the budget rule (the sweep window, the refit) existed keeps
+    # the fixed split (the sweeps over every past update, no refit) it ran with.
+    parameters = {
+        "budget_rule": "fixed",
+        "sweep_window": None,
+        "refit_iterations": 0,
+        **config["parameters"],
+    }
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **parameters)
     public = config.get("public_data_path")
     return private, pmw, None if public is None else Path(public)

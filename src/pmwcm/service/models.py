@@ -147,6 +147,14 @@ class SessionParameters(_Request):
         description="How far an update moves: 'calibrated' (the released answer's "
         "excess risk on the updated hypothesis decides) or 'fixed' (the paper's eta).",
     )
+    refit_iterations: int = Field(
+        default=_DEFAULTS["refit_iterations"],
+        ge=0,
+        le=100,
+        description="After each update, this many steps of the marginal prior's fit back "
+        "onto its released marginals (then on while above their noise; free "
+        "post-processing); 0: none.",
+    )
     accountant: Literal["pld", "zcdp"] = _DEFAULTS["accountant"]
     backend: Literal["auto", "dense", "support"] = Field(
         default=_DEFAULTS["backend"],
