@@ -377,18 +377,20 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def _targets(rows: list[dict]) -> str:
+def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
+    """The issue's targets on ``dataset`` (Adult at full resolution; TV16 "the same way")."""
+    title = {"adult-full": "Full-resolution Adult", "tv16": "TV16"}[dataset]
     sel = [
         r
         for r in rows
         if r["experiment"] == "full"
-        and r["dataset"] == "adult-full"
+        and r["dataset"] == dataset
         and r["workload"] == "random"
         and r["epsilon"] == 1.0
         and "failed" not in r
     ]
     if not sel:
-        return "No full-resolution Adult eps = 1 cells yet: targets not evaluated."
+        return f"No {title} eps = 1 cells yet: targets not evaluated."
     k = max(r["k"] for r in sel)
     by = {m: [r for r in sel if r["method"] == m and r["k"] == k] for m in ORDER}
 
@@ -402,7 +404,7 @@ def _targets(rows: list[dict]) -> str:
         return float(np.mean(vals)) if vals else float("nan")
 
     lines = [
-        f"Full-resolution Adult, eps = 1, random workload, k = {k} (the issue asks 10,000):",
+        f"{title}, eps = 1, random workload, k = {k} (the issue asks 10,000):",
         "",
     ]
     if paired:
@@ -443,6 +445,7 @@ def section() -> str:
     failed = [r for r in rows if "failed" in r and key_of(r) not in redone]
     rows = rows_ok
     parts = [HEADING, "", NOTES.strip(), "", "### Targets", "", _targets(rows), ""]
+    parts += [_targets(rows, "tv16"), ""]
     parts += [READING.strip(), ""]
     for dataset, title in (("adult-full", "Adult, full resolution"), ("tv16", "TV16")):
         for workload in ("random", "stepwise"):

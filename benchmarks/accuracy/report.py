@@ -325,6 +325,7 @@ RERUNS = (
     "rerun_large_n.jsonl",
     "rerun_composition_all.jsonl",
     "rerun_announced_k.jsonl",
+    "rerun_refit.jsonl",
 )
 
 WINS_INTRO = (
@@ -342,7 +343,8 @@ WINS_INTRO = (
     "tuned oracle wherever it was re-run, pmw at n = 10^6 and 10^7 is told k, as "
     "`run.py` now does, and pmw on the announced streams of fewer than 10,000 queries "
     "at n <= 39,073 (parity, scaling-n, wide, interactions, adaptive) uses that k in its "
-    "threshold rule).\n"
+    "threshold rule, and from `rerun_refit.jsonl` on refits the prior's marginals after "
+    "each update).\n"
 )
 
 
