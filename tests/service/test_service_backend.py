@@ -136,35 +136,25 @@ def test_a_session_stored_before_the_budget_rule_keeps_the_fixed_split() -> None
     assert pmw.budget_rule == "fixed" and pmw.resolved_for(10**4, 20) == pmw
 
 
-def test_a_session_stored_before_the_sweep_window_keeps_replaying_every_update() -> None:
+@pytest.mark.parametrize(
+    ("key", "today", "before"),
+    [
+        ("sweep_window", 10, None),  # sessions from before the window replay every update
+        ("refit_iterations", 3, 0),  # and those from before the refit do not refit
+    ],
+)
+def test_a_session_stored_before_a_setting_existed_keeps_running_without_it(
+    key: str, today: int, before: int | None
+) -> None:
     from pmwcm.service.build import _parts
 
     config = session_config(
         data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
         parameters={},
     )  # fmt: skip
-    assert config["parameters"]["sweep_window"] == 10  # new sessions store the window
+    assert config["parameters"][key] == today  # new sessions store the setting
     _, pmw, _ = _parts(config, None, creating=True)
-    assert pmw.sweep_window == 10
-    old = dict(config, parameters={
-        k: v for k, v in config["parameters"].items() if k != "sweep_window"
-    })  # fmt: skip
+    assert getattr(pmw, key) == today
+    old = dict(config, parameters={k: v for k, v in config["parameters"].items() if k != key})
     _, pmw, _ = _parts(old, None, creating=False)
-    assert pmw.sweep_window is None
-
-
-def test_a_session_stored_before_the_refit_does_not_refit() -> None:
-    from pmwcm.service.build import _parts
-
-    config = session_config(
-        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
-        parameters={},
-    )  # fmt: skip
-    assert config["parameters"]["refit_iterations"] == 3  # new sessions store the refit
-    _, pmw, _ = _parts(config, None, creating=True)
-    assert pmw.refit_iterations == 3
-    old = dict(config, parameters={
-        k: v for k, v in config["parameters"].items() if k != "refit_iterations"
-    })  # fmt: skip
-    _, pmw, _ = _parts(old, None, creating=False)
-    assert pmw.refit_iterations == 0
+    assert getattr(pmw, key) == before

@@ -93,6 +93,7 @@ from pmwcm.engine.settings import (
     AfterHalt,
     EngineSettings,
     StepRule,
+    check_count,
 )
 from pmwcm.kernels.backend import (
     BACKENDS,
@@ -317,15 +318,7 @@ class PMWConfig:
             raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
         if self.step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
-        if not (
-            isinstance(self.refit_iterations, int)
-            and not isinstance(self.refit_iterations, bool)
-            and self.refit_iterations >= 0
-        ):
-            raise ValueError(
-                "refit_iterations must be a non-negative integer, got "
-                f"refit_iterations={self.refit_iterations!r}."
-            )
+        check_count("refit_iterations", self.refit_iterations)
         if self.accountant not in ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
         self.split  # noqa: B018  (validates the shares)

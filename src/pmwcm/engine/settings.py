@@ -35,6 +35,16 @@ THEORY_HYPOTHESIS_SOLVE = SolverBudget(tol=1e-10, max_iter=1000)
 DATA_SOLVE_MAX_ITERATIONS = 100_000
 
 
+def check_count(name: str, value: object) -> None:
+    """Refuses ``value`` unless it is a non-negative ``int`` (``bool`` is not a count).
+
+    Raises:
+        ValueError: naming ``name`` and the value given.
+    """
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        raise ValueError(f"{name} must be a non-negative integer, got {name}={value!r}.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     """The non-privacy knobs of the loop (see :mod:`pmwcm.engine.practical` for defaults).
@@ -115,15 +125,7 @@ class EngineSettings:
             )
         if self.step_rule not in STEP_RULES:
             raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
-        if not (
-            isinstance(self.refit_iterations, int)
-            and not isinstance(self.refit_iterations, bool)
-            and self.refit_iterations >= 0
-        ):
-            raise ValueError(
-                "refit_iterations must be a non-negative integer, got "
-                f"refit_iterations={self.refit_iterations!r}."
-            )
+        check_count("refit_iterations", self.refit_iterations)
         if not (isinstance(self.sweeps, int) and self.sweeps >= 0):
             raise ValueError(f"sweeps must be a non-negative integer, got {self.sweeps!r}.")
         if self.sweep_window is not None and not (
