@@ -385,6 +385,7 @@ def main() -> None:
                     continue
                 segments = null_segments(evaluator(regime_of(row)), row)
                 keep = {f: row.get(f, "joint") for f in ("rule", "tilt", "epsilon", "seed", "k")}
+                keep["refit"] = row.get("refit", 0)  # part of the run's key (rule_label)
                 fh.write(
                     json.dumps({"regime": regime_of(row)} | keep | {"segments": segments}) + "\n"
                 )
