@@ -563,12 +563,16 @@ full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its add/remove unit
 (1,565-3,920 s, depending on the machine's load) and about 11 min at the matched
 unit. On TV16: pmwcm, composition and both MSTs at eps = 1 (3 seeds). **AIM on
 TV16 has no row**: its synthesis (16 rounds over OpenDP's default workload of
-every 3-way marginal, 680 of them on 17 attributes) did not finish in over an
-hour of one core here, nor in 530 s on a borrowed machine with an H100 GPU (JAX
-on the GPU) and 16 cores (`benchmarks/accuracy/device_synthesis.py`, which
-writes the release into the cache these cells read, so a longer run elsewhere
-completes the row; the failed TV16 AIM-ar cell listed last is an earlier
-attempt that stopped on a benchmark bug, since fixed). The tables below say
+every 3-way marginal, 680 of them on 17 attributes) did not finish in 530 s on
+a borrowed machine with an H100 GPU (JAX on the GPU) and 16 cores, and in round
+2 session 8 two releases (seeds 0 and 1, side by side on the 2 cores) were still
+in their 16th and last round after 2 h 40 min, when the session ended: its
+rounds grow from seconds to over 20 min, mostly mbi's variable elimination over
+the 680 candidates (`benchmarks/accuracy/device_synthesis.py` writes a release
+made elsewhere into the cache these cells read; here a cell needs
+`--timeout 14400`, about 3 h of a quiet core per release; the failed TV16
+AIM-ar cell listed last is an earlier attempt that stopped on a benchmark bug,
+since fixed). The tables below say
 exactly which cells exist (`seeds`
 column); anything not in a table was not run. MST on TV16 first failed at both
 units: OpenDP 0.16's MST composes its 16 noisy-max selections with upward
