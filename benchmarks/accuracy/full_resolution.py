@@ -562,17 +562,12 @@ and AIM at eps = 1. AIM at eps = 0.5 and 4 was not run: one AIM release on
 full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its add/remove unit
 (1,565-3,920 s, depending on the machine's load) and about 11 min at the matched
 unit. On TV16: pmwcm, composition and both MSTs at eps = 1 (3 seeds). **AIM on
-TV16 has no row**: its synthesis (16 rounds over OpenDP's default workload of
-every 3-way marginal, 680 of them on 17 attributes) did not finish in 530 s on
-a borrowed machine with an H100 GPU (JAX on the GPU) and 16 cores, and in round
-2 session 8 two releases (seeds 0 and 1, side by side on the 2 cores) were still
-in their 16th and last round after 2 h 40 min, when the session ended: its
-rounds grow from seconds to over 20 min, mostly mbi's variable elimination over
-the 680 candidates (`benchmarks/accuracy/device_synthesis.py` writes a release
-made elsewhere into the cache these cells read; here a cell needs
-`--timeout 14400`, about 3 h of a quiet core per release; the failed TV16
-AIM-ar cell listed last is an earlier attempt that stopped on a benchmark bug,
-since fixed). The tables below say
+TV16** (16 rounds over OpenDP's default workload of every 3-way marginal, 680 of
+them on 17 attributes) took 2.7-2.7 h per release at its add/remove unit with
+the two seeds' releases side by side on the 2 cores (round 2 session 8; earlier
+attempts of up to an hour had not finished), so it has seed 0 only, and the
+matched unit was not run. `--timeout 14400` lets a cell make such a release. The
+tables below say
 exactly which cells exist (`seeds`
 column); anything not in a table was not run. MST on TV16 first failed at both
 units: OpenDP 0.16's MST composes its 16 noisy-max selections with upward
@@ -641,8 +636,12 @@ below composition by 44x, 97x and 15x on the mean at eps = 0.5, 1 and 4.
 pmwcm's prior fit (13-35 s on the busy machine) is 45-180x faster than
 AIM-ar's synthesis (1,561-3,887 s). On TV16 (k = 10,000, 3 seeds) pmwcm has
 mean 4.4e-4 and max 1.66e-3: 16x below MST on the mean at either unit (7.1e-3)
-and 13x on the max (2.2e-2), and 30x below composition. AIM on TV16
-did not finish (above), so TV16 has no AIM comparison. On the 14-binary schema
+and 13x on the max (2.2e-2), and 30x below composition. Against AIM at its own
+add/remove unit on TV16 (k = 10,000, eps = 1, seed 0, the only release that
+finished): pmwcm 0.00039 / 0.0015 (mean / max) against AIM-ar's 0.0018 / 0.013:
+pmwcm is 4.7x below AIM-ar on the mean and 8.2x below AIM-ar on the max. On the
+stepwise workload (the same seeds) pmwcm has mean / max 0.0004 / 0.0027 against
+AIM-ar's 0.0012 / 0.0078. On the 14-binary schema
 the support backend (M = 2^18 records on 2^14 cells) is within noise of the
 dense backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3
 seeds) at 6x the wall time (35 s against 6 s, mostly the prior fit on the
