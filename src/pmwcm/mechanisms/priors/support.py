@@ -242,7 +242,6 @@ def fit_support(
     iterations: int,
     step: float = 1.0,
     rtol: float = 1e-5,
-    continuation: int | None = None,
 ) -> SupportHistogram:
     """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights.
 
@@ -300,7 +299,6 @@ def fit_support(
         iterations=iterations,
         step=step,
         rtol=rtol,
-        continuation=continuation,
     )
     return SupportHistogram(domain, records, fitted)
 
