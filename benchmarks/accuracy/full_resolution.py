@@ -637,11 +637,12 @@ pmwcm's prior fit (13-35 s on the busy machine) is 45-180x faster than
 AIM-ar's synthesis (1,561-3,887 s). On TV16 (k = 10,000, 3 seeds) pmwcm has
 mean 4.4e-4 and max 1.66e-3: 16x below MST on the mean at either unit (7.1e-3)
 and 13x on the max (2.2e-2), and 30x below composition. Against AIM at its own
-add/remove unit on TV16 (k = 10,000, eps = 1, seed 0; seed 1's AIM-ar
-release, which finished later, scored 1.9e-3 / 1.1e-2, see the target lines): pmwcm 0.00039 / 0.0015 (mean / max) against AIM-ar's 0.0018 / 0.013:
-pmwcm is 4.7x below AIM-ar on the mean and 8.2x below AIM-ar on the max. On the
-stepwise workload (the same seeds) pmwcm has mean / max 0.0004 / 0.0027 against
-AIM-ar's 0.0012 / 0.0078. On the 14-binary schema
+add/remove unit on TV16 (k = 10,000, eps = 1, seeds 0 and 1, the only releases
+that finished): pmwcm 3.9e-4 / 1.5e-3 (mean / max) against AIM-ar's 1.85e-3 /
+1.2e-2, 4.8x below on the mean and 7.6x on the max (seed by seed 3.9e-4 /
+1.5e-3 against 1.8e-3 / 1.3e-2, and 3.8e-4 / 1.5e-3 against 1.9e-3 / 1.1e-2).
+On the stepwise workload (the same seeds) pmwcm has mean / max 4.3e-4 / 2.4e-3
+against AIM-ar's 1.4e-3 / 7.3e-3. On the 14-binary schema
 the support backend (M = 2^18 records on 2^14 cells) is within noise of the
 dense backend (mean 5.3e-5 against 5.6e-5, max 8.6e-4 against 8.3e-4, 3
 seeds) at 6x the wall time (35 s against 6 s, mostly the prior fit on the
