@@ -563,12 +563,12 @@ full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its add/remove unit
 (1,565-3,920 s, depending on the machine's load) and about 11 min at the matched
 unit. On TV16: pmwcm, composition and both MSTs at eps = 1 (3 seeds). **AIM on
 TV16** (16 rounds over OpenDP's default workload of every 3-way marginal, 680 of
-them on 17 attributes) took 2.7-2.7 h per release at its add/remove unit with
-the two seeds' releases side by side on the 2 cores (round 2 session 8; earlier
-attempts of up to an hour had not finished), so it has seeds 0 and 1 only, and the
-matched unit was not run. `--timeout 14400` lets a cell make such a release. The
-tables below say
-exactly which cells exist (`seeds`
+them on 17 attributes) took 2.7 h and 2.8 h (9,761 s and 10,009 s) per release
+at its add/remove unit, the two seeds' releases side by side on the 2 cores
+(round 2 session 8; earlier attempts of up to an hour had not finished), so it
+has seeds 0 and 1 only, and the matched unit was not run. `--timeout 14400`
+lets a cell make such a release. The tables below say exactly which cells exist
+(`seeds`
 column); anything not in a table was not run. MST on TV16 first failed at both
 units: OpenDP 0.16's MST composes its 16 noisy-max selections with upward
 rounding and asks one or two float ulps more than its share ("insufficient
