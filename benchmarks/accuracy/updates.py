@@ -16,7 +16,12 @@ squared and smoothed-hinge losses, wide and interaction features, the parity
 label at n = 39,073, 10^6 and 10^7, and the scaling-n populations), each with
 its own query family for the stream and the panel. One JSON line per (regime,
 rule, eps, seed) goes to ``results/updates.jsonl`` (rows without a ``regime``
-are ``random``); ``--report`` prints the tables that docs/results.md quotes::
+are ``random``). The segment ratio compares whichever queries fell on either side
+of an update; ``--null`` scores the same segments on the frozen prior (the query
+mix's share), and ``--same-queries`` runs the default engine's streams again with
+each segment also answered by the hypothesis from before the update that opened it
+(the update's own effect on the queries after it: :func:`same_query_ratios`).
+``--report`` prints the tables that docs/results.md quotes::
 
     .venv/bin/python benchmarks/accuracy/updates.py --rules calibrated --regimes \
         squared smoothed_hinge wide interactions parity parity-1e6 parity-1e7 \
@@ -51,6 +56,9 @@ RESULTS = Path(__file__).parent / "results" / "updates.jsonl"
 #: The frozen prior's errors on the same stream segments (``--null``): what the
 #: segment ratio reads when no update moves the hypothesis at all.
 NULL_RESULTS = RESULTS.with_name("updates_null.jsonl")
+#: The default engine's streams run again (``--same-queries``) with each segment's
+#: queries also answered by the hypothesis from before the update that opened it.
+SAME_QUERY_RESULTS = RESULTS.with_name("updates_same_queries.jsonl")
 #: Probe queries (seeded 5000 + s, never a benchmark stream) on which the hypothesis
 #: is scored before and after every update: the same queries each time, so a
 #: ratio above one is the update's own doing, not a change in which queries came.
@@ -144,28 +152,46 @@ def run_one(
     engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
     panel = make(ev.domain, PANEL, np.random.default_rng(5000 + seed))
     panel_means = [panel_error(engine, ev, panel)]
-    errors, sources, updates = [], [], []
+    # The engine replaces its hypothesis at an update, never changes it in place, so
+    # hypotheses[t] is the one the answers after t updates came from.
+    hypotheses = [engine.hypothesis]
+    errors, sources, updates, before, repeats = [], [], [], [], 0
     for q in queries:
         answer = engine.answer(q)
+        repeats += answer.repeated
+        if len(engine.updates) > len(hypotheses) - 1:
+            hypotheses.append(engine.hypothesis)
         if answer.source == "oracle":
+            # Also after a repeat of an oracle answer (rows stored before "updates"
+            # was: there the panel is unchanged, a ratio of exactly one).
             panel_means.append(panel_error(engine, ev, panel))
         errors.append(ev.excess_risk(q, np.asarray(answer.value)))
         sources.append(answer.source)
         updates.append(answer.updates if answer.source != "oracle" else answer.updates - 1)
-    err = np.asarray(errors)
+        # A fresh below-threshold answer after an update, answered again by the
+        # hypothesis from before that update: what the update changed for it. A
+        # repeat is the released answer given again, which no later update touches.
+        t = updates[-1]
+        fresh = answer.source != "oracle" and not answer.repeated and t >= 1
+        before.append(_error_on(engine, hypotheses[t - 1], ev, q) if fresh else np.nan)
+    err, err_before = np.asarray(errors), np.asarray(before)
     below = np.asarray([s != "oracle" for s in sources])
     segments = []
     for t in range(max(updates) + 1):
         mask = below & (np.asarray(updates) == t)
         if mask.any():
-            segments.append(
-                {
-                    "t": t,
-                    "count": int(mask.sum()),
-                    "mean": float(err[mask].mean()),
-                    "max": float(err[mask].max()),
-                }
-            )
+            segment = {
+                "t": t,
+                "count": int(mask.sum()),
+                "mean": float(err[mask].mean()),
+                "max": float(err[mask].max()),
+            }
+            fresh = mask & ~np.isnan(err_before)
+            if fresh.any():
+                segment["fresh"] = int(fresh.sum())
+                segment["fresh_mean"] = float(err[fresh].mean())
+                segment["before_mean"] = float(err_before[fresh].mean())
+            segments.append(segment)
     oracle = [float(e) for e, s in zip(err, sources, strict=True) if s == "oracle"]
     return {
         "regime": regime, "rule": rule, "tilt": tilt_of(rule), "refit": refit,
@@ -174,6 +200,7 @@ def run_one(
         "mean": float(err.mean()), "max": float(err.max()),
         "mean_first_1000": float(err[:1000].mean()), "max_first_1000": float(err[:1000].max()),
         "segments": segments, "oracle_errors": oracle, "panel": panel_means,
+        "updates": len(engine.updates), "repeats": repeats,
         "seconds": time.perf_counter() - start,
     }  # fmt: skip
 
@@ -208,8 +235,13 @@ def null_segments(ev: Evaluator, row: dict[str, object]) -> list[dict[str, float
 
 
 def _hypothesis_error(engine: object, ev: Evaluator, query: object) -> float:
+    return _error_on(engine, engine.hypothesis, ev, query)  # type: ignore[attr-defined]
+
+
+def _error_on(engine: object, hypothesis: object, ev: Evaluator, query: object) -> float:
+    """The excess risk of ``hypothesis``'s answer to ``query`` (the engine's compiled round)."""
     round_ = engine.cm_round(query)  # type: ignore[attr-defined]
-    table = engine.hypothesis.clique_table(round_.clique)  # type: ignore[attr-defined]
+    table = hypothesis.clique_table(round_.clique)  # type: ignore[attr-defined]
     return ev.excess_risk(query, round_.hypothesis_answer(table))  # type: ignore[arg-type]
 
 
@@ -269,6 +301,14 @@ def table_group(row: dict[str, object]) -> tuple[int, str, str, float, int]:
     return (order, regime, rule_label(row), float(row["epsilon"]), int(row["k"]))  # type: ignore[arg-type]
 
 
+def updates_made(path: Path = SAME_QUERY_RESULTS) -> dict[tuple[object, ...], int]:
+    """The updates each stored run made, by :func:`run_key`: a row's own ``updates``, or
+    its ``--same-queries`` re-run's (rows stored before runs counted them hold only
+    their answers marked "oracle", which include repeats of an oracle answer)."""
+    rows = [*stored(RESULTS), *(stored(path) if path.exists() else [])]
+    return {run_key(r): int(r["updates"]) for r in rows if "updates" in r}  # type: ignore[call-overload]
+
+
 def report(path: Path = RESULTS) -> str:
     """Markdown: per (rule, eps), the mean over seeds of the stream's mean, the worst
     segment ratio and the k = 10,000 / 1,000 ratio."""
@@ -278,13 +318,16 @@ def report(path: Path = RESULTS) -> str:
     lines = [
         "| regime | n | step rule | eps | k | seeds | mean | max | worst segment ratio (mean "
         "over seeds; max) | worst panel ratio (mean; max) | panel after / before all updates "
-        "| k / first 1,000 mean (mean; max) | updates |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| k / first 1,000 mean (mean; max) | oracle answers (repeats included) | updates |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    made = updates_made()
     for (_, regime, rule, eps, k), group in sorted(groups.items()):
         seg = [worst_segment_ratio(g["segments"]) for g in group]  # type: ignore[arg-type]
         flat = [float(g["mean"]) / float(g["mean_first_1000"]) for g in group]  # type: ignore[arg-type]
-        ups = [len(g["oracle_errors"]) for g in group]  # type: ignore[arg-type]
+        oracle = [len(g["oracle_errors"]) for g in group]  # type: ignore[arg-type]
+        counts = [made.get(run_key(g)) for g in group]
+        ups = f"{np.mean(counts):.1f}" if None not in counts else "-"
         pan = [worst_panel_ratio(g["panel"]) for g in group]  # type: ignore[arg-type]
         whole = [g["panel"][-1] / g["panel"][0] for g in group]  # type: ignore[index]
         lines.append(
@@ -293,7 +336,7 @@ def report(path: Path = RESULTS) -> str:
             f"| {np.mean([g['max'] for g in group]):.2g} "
             f"| {np.mean(seg):.2f}; {max(seg):.2f} | {np.mean(pan):.2f}; {max(pan):.2f} "
             f"| {np.mean(whole):.2f} | {np.mean(flat):.2f}; {max(flat):.2f} "
-            f"| {np.mean(ups):.1f} |"
+            f"| {np.mean(oracle):.1f} | {ups} |"
         )
     return "\n".join(lines)
 
@@ -309,6 +352,75 @@ def own_shares(run: dict[int, float], frozen: dict[int, float]) -> list[float]:
     """Each boundary's segment ratio over the frozen prior's at the same boundary
     (both from :func:`segment_ratios`): the update's own share of the ratio."""
     return [run[t] / frozen[t] for t in run if frozen.get(t)]
+
+
+def same_query_ratios(segments: list[dict[str, float]]) -> dict[int, float]:
+    """Each segment's fresh answers (not repeats) over the same queries answered by the
+    hypothesis from before the update that opened it, keyed by ``t``: the update's
+    effect on the queries that came after it, with nothing else changed."""
+    return {
+        int(g["t"]): g["fresh_mean"] / g["before_mean"]
+        for g in segments
+        if g.get("before_mean", 0.0) > 0
+    }
+
+
+def rerun_same_queries(ev: Evaluator, row: dict[str, object]) -> dict[str, object]:
+    """``row``'s stream run again with :func:`run_one`, which now also scores each
+    segment on the hypothesis from before its update; checked to reproduce the stored
+    segments (counts exactly, means to 1e-9), so the ratios are about that very run."""
+    again = run_one(
+        ev,
+        rule=str(row["rule"]),
+        epsilon=float(row["epsilon"]),  # type: ignore[arg-type]
+        seed=int(row["seed"]),  # type: ignore[call-overload]
+        k=int(row["k"]),  # type: ignore[call-overload]
+        regime=regime_of(row),
+        refit=int(row.get("refit", 0)),  # type: ignore[call-overload]
+    )
+    old, new = row["segments"], again["segments"]
+    same = len(old) == len(new) and all(  # type: ignore[arg-type]
+        a["t"] == b["t"]
+        and a["count"] == b["count"]
+        and np.isclose(a["mean"], b["mean"], rtol=1e-9)
+        for a, b in zip(old, new, strict=True)  # type: ignore[call-overload]
+    )
+    if not same:
+        raise AssertionError(f"The re-run of {run_key(row)} did not reproduce its segments.")
+    keep = {f: row.get(f) for f in ("rule", "tilt", "refit", "epsilon", "seed", "k")}
+    counts = {f: again[f] for f in ("updates", "repeats")}
+    return {"regime": regime_of(row)} | keep | counts | {"segments": new}
+
+
+def same_query_report(path: Path = SAME_QUERY_RESULTS) -> str:
+    """Markdown: per regime and eps, the worst same-query ratio over each stream's
+    segments, the segments above 1.1 (with their fresh answers), and the ratio of the
+    summed errors of every fresh answer after a first update."""
+    groups: dict[tuple[int, str, float], list[dict[str, object]]] = {}
+    for row in stored(path):
+        regime = regime_of(row)
+        key = (list(REGIMES).index(regime), regime, float(row["epsilon"]))  # type: ignore[arg-type]
+        groups.setdefault(key, []).append(row)
+    lines = [
+        "| regime | eps | seeds | segments | worst same-query ratio (mean over seeds; max) "
+        "| segments above 1.1 (fresh answers in each) | every fresh answer after a first "
+        "update, after / before |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (_, regime, eps), rows in sorted(groups.items()):
+        ratios = [same_query_ratios(r["segments"]) for r in rows]  # type: ignore[arg-type]
+        scored = [g for r in rows for g in r["segments"] if "before_mean" in g]  # type: ignore[attr-defined]
+        above = [g for g in scored if g["fresh_mean"] > 1.1 * g["before_mean"]]
+        worst = [max(r.values(), default=1.0) for r in ratios]
+        after = sum(g["fresh_mean"] * g["fresh"] for g in scored)
+        before = sum(g["before_mean"] * g["fresh"] for g in scored)
+        sizes = f" ({', '.join(str(g['fresh']) for g in above)})" if above else ""
+        overall = f"{after / before:.3f}" if before > 0 else "-"
+        lines.append(
+            f"| {regime} | {eps:g} | {len(rows)} | {len(scored)} "
+            f"| {np.mean(worst):.2f}; {max(worst):.2f} | {len(above)}{sizes} | {overall} |"
+        )
+    return "\n".join(lines)
 
 
 def null_report(path: Path = RESULTS, nulls: Path = NULL_RESULTS) -> str:
@@ -364,11 +476,20 @@ def main() -> None:
         help="score the stored runs of --regimes on the frozen prior "
         "(results/updates_null.jsonl); runs already scored there are kept",
     )
+    parser.add_argument(
+        "--same-queries",
+        action="store_true",
+        help="run the default engine's stored streams of --regimes again, each segment's "
+        "queries also scored on the hypothesis from before its update "
+        "(results/updates_same_queries.jsonl); runs already there are kept",
+    )
     args = parser.parse_args()
     if args.report:
         print(report())
         if NULL_RESULTS.exists():
             print("\n" + null_report())
+        if SAME_QUERY_RESULTS.exists():
+            print("\n" + same_query_report())
         return
     evaluators: dict[str, Evaluator] = {}
 
@@ -377,6 +498,28 @@ def main() -> None:
             evaluators[regime] = REGIMES[regime][0]()
         return evaluators[regime]
 
+    if args.same_queries:
+        done = set()
+        if SAME_QUERY_RESULTS.exists():
+            done = {run_key(row) for row in stored(SAME_QUERY_RESULTS)}
+        default = "calibrated + refit" if REFIT_ITERATIONS else "calibrated"
+        with SAME_QUERY_RESULTS.open("a") as fh:
+            for row in stored(RESULTS):
+                if (
+                    run_key(row) in done
+                    or regime_of(row) not in args.regimes
+                    or rule_label(row) != default
+                    or int(row.get("refit", 0)) != REFIT_ITERATIONS  # type: ignore[call-overload]
+                ):
+                    continue
+                again = rerun_same_queries(evaluator(regime_of(row)), row)
+                fh.write(json.dumps(again) + "\n")
+                fh.flush()
+                print(
+                    regime_of(row), row["epsilon"], row["seed"],
+                    same_query_ratios(again["segments"]), flush=True,  # type: ignore[arg-type]
+                )  # fmt: skip
+        return
     if args.null:
         scored = {run_key(row) for row in stored(NULL_RESULTS)} if NULL_RESULTS.exists() else set()
         with NULL_RESULTS.open("a") as fh:

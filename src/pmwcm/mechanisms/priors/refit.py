@@ -27,9 +27,11 @@ bounded by public values alone, whatever the number of updates before it.
 **Measured** (``benchmarks/accuracy/updates.py``, 13 random-stream regimes, 5
 seeds each, k = 10,000; docs/results.md, "Do updates help?"): on the parity
 label at n = 10^6 and 10^7, where single updates had raised a 300-query panel
-up to 1.87x and 3.34x, no update raises it by more than 0.4%; the stream's mean
-falls 3.2x at 10^6 and rises 1.5x at 10^7 (more updates are made), its max
-falls 1.7x and 4%. Every other regime moves by less than 1%.
+up to 1.87x and 3.34x, no update raises it by more than 0.4%; the stream's max
+falls 1.7x and 4%, its mean falls 3.2x at 10^6 (one seed of five; the others
+rise) and rises 1.5x at 10^7: pulling the pairs back also pulls back part of
+what the updates learned about the parity. Every other regime moves by less
+than 1%.
 """
 
 from __future__ import annotations
