@@ -605,26 +605,28 @@ during these runs), so every time is inflated and noisy, alike for all methods.
 
 **What was run and what was not.** At k = 10,000 on full-resolution Adult
 (random workload): pmwcm, composition and both MSTs at eps = 0.5, 1 and 4 with
-3 seeds each (0, 1, 2: the same streams and seeds for every method); AIM-ar with
-3 seeds and matched AIM with the seeds its table shows, at eps = 1 only. The
+3 seeds each (0, 1, 2: the same streams and seeds for every method); AIM at both
+units at eps = 1 (3 seeds), and since round 2 session 9 matched AIM at eps = 0.5
+(3 seeds) and whatever AIM cells at eps = 0.5 and 4 the tables show. The
 stepwise workload has pmwcm, composition and MST at eps 0.5, 1 and 4 (3 seeds)
-and AIM at eps = 1. AIM at eps = 0.5 and 4 was not run: one AIM release on
-full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its add/remove unit
-(1,565-3,920 s, depending on the machine's load) and about 11 min at the matched
-unit. On TV16: pmwcm, composition and both MSTs at eps = 1 (3 seeds). **AIM on
+and AIM where its release exists (a release is shared by both workloads). One
+AIM release on full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its
+add/remove unit (1,565-3,920 s, depending on the machine's load) and 7-11 min
+at the matched unit. On TV16: pmwcm, composition and both MSTs at eps = 0.5, 1
+and 4 (3 seeds, both workloads; eps 0.5 and 4 since session 9). **AIM on
 TV16** (16 rounds over OpenDP's default workload of every 3-way marginal, 680 of
 them on 17 attributes) took 2.7 h and 2.8 h (9,761 s and 10,009 s) per release
 at its add/remove unit, the two seeds' releases side by side on the 2 cores
 (round 2 session 8; earlier attempts of up to an hour had not finished), so it
-has seeds 0 and 1 only, and the matched unit was not run. `--timeout 14400`
-lets a cell make such a release. The tables below say exactly which cells exist
-(`seeds`
-column); anything not in a table was not run. MST on TV16 first failed at both
-units: OpenDP 0.16's MST composes its 16 noisy-max selections with upward
-rounding and asks one or two float ulps more than its share ("insufficient
-budget for query: 0.000873445151111648 > 0.0008734451511116478"), for every
-total tried; `synthetic.py` now lowers each of MST's internal shares by a
-relative 1e-12 (it spends less than its budget, never more), and MST runs.
+has seeds 0 and 1 only, at eps = 1, and no matched-unit release (below).
+`--timeout 14400` lets a cell make such a release. The tables below say exactly
+which cells exist (`seeds` column); anything not in a table was not run. MST
+on TV16 first failed at both units: OpenDP 0.16's MST composes its 16
+noisy-max selections with upward rounding and asks one or two float ulps
+more than its share ("insufficient budget for query: 0.000873445151111648 >
+0.0008734451511116478"), for every total tried; `synthetic.py` now lowers each
+of MST's internal shares by a relative 1e-12 (it spends less than its budget,
+never more), and MST runs.
 
 **Memory.** pmwcm's peak RSS is 0.7-1.0 GB at k = 2,000 on Adult with the
 256-entry LRU clique caches of commit caf8cba; before them (the first runs of
@@ -656,6 +658,8 @@ $FR --datasets adult-full --epsilons 0.5 4 --k 1000 --seeds 3 --workloads random
     --methods pmw composition
 $FR --datasets adult-full --epsilons 0.5 4 --k 1000 --seed-list 0 --workloads random \\
     --methods mst-ar mst
+$FR --datasets tv16 --methods pmw composition mst-ar mst --epsilons 0.5 4 --seeds 3
+$FR --datasets adult-full --methods aim aim-ar --epsilons 0.5 4 --seeds 3 --timeout 7200
 $FR --report                                  # rewrites this section
 ```
 
@@ -696,8 +700,9 @@ tilt and refit; their earlier rows (commits a8d2f67-57c35a2 at eps = 1, 13c93d9
 at eps = 0.5 and 4) are kept in `full_resolution_before_refit.jsonl`, and the
 re-run moved their means by at most 12% and their maxima by at most 16%. Rows
 without an update (the stepwise ones, TV16's random seed 1) are untouched by
-those changes (both act only at an update) and were kept. The AIM, MST and composition rows ran on the code of their
-`head` (the baselines did not change in between).
+those changes (both act only at an update) and were kept. The AIM, MST and
+composition rows ran on the code of their `head` (the baselines did not change
+in between).
 
 **Query rate.** `benchmarks/support_scale.py --table adult-full --sizes 65536
 262144 --k 1000` on the 2-core machine, everything else paused: at the default
