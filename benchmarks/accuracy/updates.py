@@ -162,8 +162,9 @@ def run_one(
         if len(engine.updates) > len(hypotheses) - 1:
             hypotheses.append(engine.hypothesis)
         if answer.source == "oracle":
-            # Also after a repeat of an oracle answer (rows stored before "updates"
-            # was: there the panel is unchanged, a ratio of exactly one).
+            # Also after a repeat of an oracle answer, where no update happened and
+            # the panel is unchanged (a ratio of exactly one): rows stored before
+            # runs counted their updates were made this way, and new ones match them.
             panel_means.append(panel_error(engine, ev, panel))
         errors.append(ev.excess_risk(q, np.asarray(answer.value)))
         sources.append(answer.source)
