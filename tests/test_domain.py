@@ -51,6 +51,18 @@ def test_unknown_attribute_raises_keyerror_listing_the_domain() -> None:
         d.project(["zz"])
 
 
+def test_lookups_refuse_what_is_not_an_attribute_name_and_read_iterators_once() -> None:
+    d = Domain.from_sizes({"a": 2, "b": 3})
+    assert ["a"] not in d  # unhashable: no attribute, not a TypeError
+    for lookup in (d.index, d.size_of):
+        with pytest.raises(KeyError, match=r"\['a'\]"):
+            lookup(["a"])  # type: ignore[arg-type]
+    with pytest.raises(KeyError, match="zz"):
+        d.axes(name for name in ("b", "zz"))
+    assert d.axes(name for name in ("b", "a")) == (1, 0)
+    assert dataclasses.replace(d, names=("b", "a")).index("b") == 0  # the look-up is rebuilt
+
+
 def test_project_keeps_the_given_order_sizes_and_labels() -> None:
     d = Domain.from_values({"a": ["x", "y"], "b": ["p", "q", "r"], "c": ["u"]})
     sub = d.project(["b", "a"])

@@ -36,6 +36,8 @@ from conftest import RecordingNoise
 from pmwcm.kernels.compiled import (
     LOGISTIC,
     _objective_and_gradient,
+    _paired_fista_dense,
+    _paired_fista_sparse,
     ball_quadratic_min,
     fixed_fista,
     fixed_fista_paired_logistic,
@@ -60,7 +62,7 @@ from pmwcm.kernels.fixed_budget import (
 from pmwcm.kernels.histogram import (
     CACHED_MARGINAL_CELLS,
     DenseHistogram,
-    _MarginalCache,
+    MarginalCache,
     _planned_marginal,
 )
 from pmwcm.kernels.queries import CMQuery
@@ -243,7 +245,9 @@ def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited()
                 assert counts() == {outer}
 
 
-@pytest.mark.parametrize("features", [("a",), ("a", "b"), ("a", "c", "d"), ("b", "c", "d", "z")])
+@pytest.mark.parametrize(
+    "features", [("a",), ("a", "b"), ("a", "c", "d"), ("b", "c", "d", "z"), ("c", "z")]
+)
 def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
     features: tuple[str, ...], seed: int
 ) -> None:
@@ -290,6 +294,31 @@ def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
     swapped = values.copy()
     swapped[1, 0] = -swapped[1, 0]
     assert not paired_logistic_rows(columns, swapped, problem.labels)
+
+
+@pytest.mark.parametrize(("features", "dense"), [(("a", "b", "d"), True), (("c", "z"), False)])
+def test_paired_fista_takes_its_dense_or_row_major_loop_and_both_agree(
+    features: tuple[str, ...], dense: bool, seed: int
+) -> None:
+    """Binary features touch every coordinate (the dense ``pairs x dim`` loop); one-hot
+    blocks touch few (the row-major loop). The two loops are one FISTA up to rounding."""
+    problem = CMQuery(loss="logistic", target="y", features=features, l2=0.2).compile(DOMAIN)
+    assert isinstance(problem.design, DenseDesign)
+    columns, values = problem.design.row_major
+    assert (problem.dim <= 2 * columns.shape[1]) is dense
+    weights = np.random.default_rng(seed).dirichlet(np.full(columns.shape[0], 0.4))
+    args = (0.2, problem.radius, 1.0 / (float(problem.smoothness or 0.0) + 0.2), 200)
+    features_matrix = np.zeros((columns.shape[0] // 2, problem.dim))
+    for p in range(features_matrix.shape[0]):
+        np.add.at(features_matrix[p], columns[2 * p], values[2 * p])
+    by_matrix = _paired_fista_dense(features_matrix, weights, *args)
+    by_rows = _paired_fista_sparse(
+        np.ascontiguousarray(columns[::2]), np.ascontiguousarray(values[::2]), weights,
+        problem.dim, *args,
+    )  # fmt: skip
+    np.testing.assert_allclose(by_matrix, by_rows, rtol=1e-12, atol=1e-13)
+    taken = fixed_fista_paired_logistic(columns, values, weights, problem.dim, *args)
+    np.testing.assert_array_equal(taken, by_matrix if dense else by_rows)
 
 
 def test_compiled_trust_region_step_is_the_numpy_one_up_to_rounding(seed: int) -> None:
@@ -372,7 +401,7 @@ def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
     """Past its budget the cache drops its oldest tables; what it serves stays exact."""
     rng = np.random.default_rng(seed)
     values = rng.random((4,) * 7)
-    cache = _MarginalCache(budget=CACHED_MARGINAL_CELLS)
+    cache = MarginalCache(budget=CACHED_MARGINAL_CELLS)
     for _ in range(80):
         axes = tuple(int(a) for a in rng.permutation(7)[: int(rng.integers(1, 6))])
         np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))

@@ -22,7 +22,7 @@ from scipy.optimize import minimize as scipy_minimize
 from pmwcm.kernels.losses import Absolute, Hinge, Quantile
 from pmwcm.kernels.problem import CallableProblem, ConvexProblem
 from pmwcm.kernels.queries import CMQuery, GLMProblem
-from pmwcm.kernels.solvers import Solution, frank_wolfe_gap, minimize, project_ball
+from pmwcm.kernels.solvers import Solution, frank_wolfe_gap, minimize, minimizer, project_ball
 from test_queries import DOMAIN, SPECS
 
 FloatArray = NDArray[np.float64]
@@ -204,6 +204,20 @@ def test_newton_and_fista_agree(name: str, seed: int) -> None:
     assert newton.converged and fista.converged
     assert abs(newton.value - fista.value) <= 1e-10 + 1e-13
     assert minimize(p, w, tol=1e-10).method == "newton"
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_minimizer_is_minimize_theta_bit_for_bit(name: str, seed: int) -> None:
+    """The point-only solve the hypothesis's answer takes is :func:`minimize`'s point
+    exactly, for every loss (compiled or not, smooth or not), when Newton converges
+    and when it runs out of steps and FISTA finishes (``max_iter=1``), on a
+    one-point table too."""
+    p = PROBLEMS[name]
+    rng = np.random.default_rng(seed)
+    for w in (rng.dirichlet(np.full(p.labels.size, 0.3)), np.eye(p.labels.size)[-1]):
+        for tol, max_iter in ((1e-10, 50), (1e-12, 1)):
+            expected = minimize(p, w, tol=tol, max_iter=max_iter).theta
+            np.testing.assert_array_equal(minimizer(p, w, tol=tol, max_iter=max_iter), expected)
 
 
 def test_warm_start(seed: int) -> None:

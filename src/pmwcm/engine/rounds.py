@@ -51,7 +51,7 @@ from pmwcm.engine.settings import HYPOTHESIS_SOLVE
 from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimize
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
-from pmwcm.kernels.solvers import minimize
+from pmwcm.kernels.solvers import minimizer
 from pmwcm.mechanisms.noise import NoiseSource, add_laplace
 from pmwcm.mechanisms.oracles.base import Oracle, OracleInput
 
@@ -171,12 +171,12 @@ class CMRound:
         measures its excess risk on the real data like any other ``theta_hat``.
         """
         table = as_table(dhat_marginal)
-        return minimize(
+        return minimizer(
             self.problem_on(table),
             table.mass,
             tol=self.hypothesis_tol,
             max_iter=HYPOTHESIS_SOLVE.max_iter,
-        ).theta
+        )
 
     def error(self, data_marginal: FloatArray | CliqueTable, answer: FloatArray) -> float:
         """``max(0, L_D(theta_hat) - L_D(theta_D))``, ``theta_D`` from the fixed-budget solve."""

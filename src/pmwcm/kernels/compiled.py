@@ -635,6 +635,18 @@ def newton_solve(
     return theta, max_iter, gap <= tol
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _paired_slope(u: float, w_minus: float, w_plus: float) -> float:
+    """``w_- expit(u) - w_+ expit(-u)`` from one ``exp(-|u|) <= 1`` and one division
+    (never an overflow, never ``inf / inf``): with ``s = 1 / (1 + e)``, the two
+    sigmoids are ``s`` and ``e s``, in the order the sign of ``u`` gives."""
+    e = math.exp(-abs(u))
+    s = 1.0 / (1.0 + e)
+    if u >= 0.0:
+        return w_minus * s - w_plus * (e * s)
+    return w_minus * (e * s) - w_plus * s
+
+
 @njit(cache=True, nogil=True)
 def fixed_fista_paired_logistic(
     columns: NDArray[np.int64],
@@ -651,33 +663,83 @@ def fixed_fista_paired_logistic(
 
     In C order such a table's rows come in pairs ``(x, -1), (x, +1)`` with the same
     features ``phi_x`` (the target is not a feature). With ``u = <phi_x, y>`` the
-    pair's gradient is ``(w_- expit(u) - w_+ expit(-u)) phi_x``, and ``expit(u)``,
-    ``expit(-u) = 1 - expit(u)`` both come from one ``exp(-|u|) <= 1`` (never an
-    overflow, never ``inf / inf``): half the exponentials, the products and the
-    scatter of the row-by-row loop, the same FISTA step (:func:`_fista_update`).
-    Equal to :func:`fixed_fista` up to rounding. ``columns``/``values`` are the
-    row-major design of all the rows; the labels are implied by the row order. No
-    early exit: the work is the same for every ``weights``.
+    pair's gradient is ``(w_- expit(u) - w_+ expit(-u)) phi_x`` (:func:`_paired_slope`):
+    half the exponentials, the products and the scatter of the row-by-row loop, the
+    same FISTA step (:func:`_fista_update`). Each iteration first takes every pair's
+    slope (independent of one another, so the ``exp`` calls overlap), then scatters.
+    When every row touches most of ``theta`` (binary and ordinal features), the
+    pairs' features are held as a dense ``pairs x dim`` matrix, so the products run
+    without the column look-ups; one-hot blocks keep the row-major form (a dense
+    matrix would be mostly zeros). Equal to
+    :func:`fixed_fista` up to rounding. ``columns``/``values`` are the row-major
+    design of all the rows; the labels are implied by the row order. No early exit:
+    the work is the same for every ``weights`` (the layout is the query's, public).
     """
     rows, blocks = columns.shape
+    pairs = rows // 2
+    if dim <= 2 * blocks:
+        features = np.zeros((pairs, dim))
+        for p in range(pairs):
+            for b in range(blocks):
+                features[p, columns[2 * p, b]] += values[2 * p, b]
+        return _paired_fista_dense(features, weights, l2, radius, step, iterations)
+    return _paired_fista_sparse(
+        np.ascontiguousarray(columns[::2]), np.ascontiguousarray(values[::2]), weights,
+        dim, l2, radius, step, iterations,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _paired_fista_dense(
+    features: FloatArray, weights: FloatArray, l2: float, radius: float, step: float,
+    iterations: int,
+) -> FloatArray:  # fmt: skip
+    """:func:`fixed_fista_paired_logistic`'s loop on the pairs' dense ``pairs x dim`` features."""
+    pairs, dim = features.shape
+    slopes = np.empty(pairs)
     theta = np.zeros(dim)
     y = np.zeros(dim)
     nxt = np.zeros(dim)
     momentum = 1.0
     for _ in range(iterations):
+        for p in range(pairs):
+            u = 0.0
+            for j in range(dim):
+                u += features[p, j] * y[j]
+            slopes[p] = _paired_slope(u, weights[2 * p], weights[2 * p + 1])
         for j in range(dim):
             nxt[j] = l2 * y[j]
-        for r in range(0, rows - 1, 2):
-            u = _row_dot(columns, values, r, y)
-            if u >= 0.0:
-                e = math.exp(-u)
-                below, above = 1.0 / (1.0 + e), e / (1.0 + e)
-            else:
-                e = math.exp(u)
-                below, above = e / (1.0 + e), 1.0 / (1.0 + e)
-            c = weights[r] * below - weights[r + 1] * above
+        for p in range(pairs):
+            c = slopes[p]
+            for j in range(dim):
+                nxt[j] += c * features[p, j]
+        momentum = _fista_update(nxt, y, theta, nxt, step, radius, momentum)
+    return theta
+
+
+@njit(cache=True, nogil=True)
+def _paired_fista_sparse(
+    columns: NDArray[np.int64], values: FloatArray, weights: FloatArray, dim: int, l2: float,
+    radius: float, step: float, iterations: int,
+) -> FloatArray:  # fmt: skip
+    """:func:`fixed_fista_paired_logistic`'s loop on one row-major design row per pair."""
+    pairs, blocks = columns.shape
+    slopes = np.empty(pairs)
+    theta = np.zeros(dim)
+    y = np.zeros(dim)
+    nxt = np.zeros(dim)
+    momentum = 1.0
+    for _ in range(iterations):
+        for p in range(pairs):
+            slopes[p] = _paired_slope(
+                _row_dot(columns, values, p, y), weights[2 * p], weights[2 * p + 1]
+            )
+        for j in range(dim):
+            nxt[j] = l2 * y[j]
+        for p in range(pairs):
+            c = slopes[p]
             for b in range(blocks):
-                nxt[columns[r, b]] += c * values[r, b]
+                nxt[columns[p, b]] += c * values[p, b]
         momentum = _fista_update(nxt, y, theta, nxt, step, radius, momentum)
     return theta
 

@@ -35,6 +35,9 @@ class Domain:
     names: tuple[str, ...]
     sizes: tuple[int, ...]
     values: tuple[tuple[str, ...], ...] = field(default=())
+    #: ``name -> axis``: the engine looks attributes up several times a query, and a
+    #: tuple's ``index`` is a scan of every name (derived from ``names``; not compared).
+    _axis_of: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         names = tuple(self.names)
@@ -70,6 +73,7 @@ class Domain:
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "values", values)
+        object.__setattr__(self, "_axis_of", {name: axis for axis, name in enumerate(names)})
 
     @classmethod
     def from_sizes(cls, sizes: Mapping[str, int]) -> Domain:
@@ -104,7 +108,10 @@ class Domain:
         return len(self.names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.names
+        try:
+            return name in self._axis_of
+        except TypeError:  # an unhashable value is no attribute name
+            return False
 
     def index(self, name: str) -> int:
         """The axis of attribute ``name``.
@@ -113,19 +120,27 @@ class Domain:
             KeyError: if the domain has no such attribute (the message lists them).
         """
         try:
-            return self.names.index(name)
-        except ValueError:
+            return self._axis_of[name]
+        except (KeyError, TypeError):
             raise KeyError(
                 f"Unknown attribute {name!r}; the domain has {list(self.names)}."
             ) from None
 
     def axes(self, attrs: Iterable[str]) -> tuple[int, ...]:
         """The axes of ``attrs``, in the order given."""
-        return tuple(self.index(a) for a in attrs)
+        attrs = tuple(attrs)  # read twice when one is unknown (the same object for a tuple)
+        axis_of = self._axis_of
+        try:
+            return tuple([axis_of[a] for a in attrs])
+        except (KeyError, TypeError):
+            return tuple(self.index(a) for a in attrs)  # raises, naming the attribute
 
     def size_of(self, name: str) -> int:
         """``s_i`` for attribute ``name``."""
-        return self.sizes[self.index(name)]
+        try:
+            return self.sizes[self._axis_of[name]]
+        except (KeyError, TypeError):
+            return self.sizes[self.index(name)]  # raises, naming the attribute
 
     def values_of(self, name: str) -> tuple[str, ...]:
         """The value labels of attribute ``name``."""

@@ -390,7 +390,7 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     _scale_rows(array.reshape(-1, plan.width), plan.rows, table)
 
 
-class _MarginalCache:
+class MarginalCache:
     """Marginals of one array of values, by clique, while the values stay as they are.
 
     Kept in sorted-axis order: the planned passes (:class:`_MarginalPlan`) depend on
@@ -407,10 +407,14 @@ class _MarginalCache:
         self._budget = min(max(budget, CACHED_MARGINAL_CELLS), CACHED_MARGINAL_TOTAL)
 
     def clear(self) -> None:
+        """Forgets every table (the owner's values have changed)."""
         self._tables.clear()
         self._cells = 0
 
     def marginal(self, values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+        """The marginal of ``values`` (C-contiguous float64) on distinct ``axes``, in
+        their order: a fresh array, bit for bit :func:`_planned_marginal`'s for the
+        sorted axes, transposed."""
         key = tuple(sorted(axes))
         table = self._tables.get(key)
         if table is None:
@@ -431,7 +435,7 @@ class _MarginalCache:
         return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
 
 
-#: The largest marginal a :class:`_MarginalCache` keeps (cells), and the most it keeps
+#: The largest marginal a :class:`MarginalCache` keeps (cells), and the most it keeps
 #: in all; a histogram's cache holds at most as many cells as the histogram (or this
 #: many for a small one), and never more than ``CACHED_MARGINAL_TOTAL``.
 CACHED_MARGINAL_CELLS = 4096
@@ -468,7 +472,7 @@ class DenseHistogram:
         self.domain = domain
         self._values = values
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
-        self._marginals = _MarginalCache(self._values.size)
+        self._marginals = MarginalCache(self._values.size)
 
     @classmethod
     def from_normalized(
@@ -528,7 +532,7 @@ class DenseHistogram:
         """The marginal on ``attrs`` (axes in ``attrs`` order; a fresh array).
 
         Small marginals are kept per clique until the values change
-        (:class:`_MarginalCache`): below-threshold rounds leave the hypothesis as it
+        (:class:`MarginalCache`): below-threshold rounds leave the hypothesis as it
         is and ask for the same cliques again.
         """
         return self._marginals.marginal(self._values, self._axes(attrs))
@@ -620,5 +624,5 @@ class DenseHistogram:
         copied.domain = self.domain
         copied._axes_cache = self._axes_cache  # same domain: shared
         copied._values = self._values / float(self._values.sum())
-        copied._marginals = _MarginalCache(copied._values.size)  # other values: none carry over
+        copied._marginals = MarginalCache(copied._values.size)  # other values: none carry over
         return copied

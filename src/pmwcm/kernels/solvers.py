@@ -188,6 +188,39 @@ def minimize(
     )
 
 
+def minimizer(
+    problem: ConvexProblem,
+    weights: FloatArray,
+    *,
+    tol: float = DEFAULT_SOLVE.tol,
+    max_iter: int = DEFAULT_SOLVE.max_iter,
+) -> FloatArray:
+    """``minimize(problem, weights, tol=tol, max_iter=max_iter).theta``, bit for bit.
+
+    For the caller that needs the point only (the hypothesis's answer in every
+    round). A compiled catalogue GLM with a smooth loss, which :func:`minimize`
+    solves by the compiled Newton from ``0`` (then FISTA, should Newton not
+    converge), skips what only the certificate reads: the Hessian at the start
+    (:func:`minimize`'s "is there one?") and the closing gradient and objective.
+    Any other problem goes through :func:`minimize`.
+    """
+    if (
+        tol > 0
+        and problem.smoothness is not None
+        and type(problem) is GLMProblem
+        and isinstance(problem.design, BlockDesign | DenseDesign)
+        and loss_kind(problem.loss) is not None
+    ):
+        weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
+        theta, _, converged = _compiled_newton(
+            problem, weights, np.zeros(problem.dim), tol, max_iter
+        )
+        if not converged:
+            theta, _, _ = _fista(problem, weights, theta, tol, 200 * max_iter)
+        return theta
+    return minimize(problem, weights, tol=tol, max_iter=max_iter).theta
+
+
 def _compiled_newton(
     problem: ConvexProblem, weights: FloatArray, theta: FloatArray, tol: float, max_iter: int
 ) -> tuple[FloatArray, int, bool]:

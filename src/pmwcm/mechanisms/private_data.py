@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import CliqueTable, is_dense, occupied_cells
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, FloatArray, dense_marginal
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, MarginalCache
 from pmwcm.kernels.lru import LRUCache
 
 __all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PrivateData", "code_dtype"]
@@ -152,6 +152,9 @@ class PrivateData:
         self._histogram = histogram
         self._source = source
         self._counts: FloatArray | None = None  # the data histogram's counts, when built
+        # Its small marginals by set of axes: the counts never change, and a clique in
+        # another order is a transposed copy (integer counts: exact in any order).
+        self._count_marginals = MarginalCache(budget=domain.size)
         self._cache: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
         # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
         self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
@@ -230,7 +233,9 @@ class PrivateData:
         axes = self.domain.axes(key)
         shape = tuple(self.domain.sizes[a] for a in axes)
         if self._use_full_histogram():
-            return CliqueTable.of_marginal(dense_marginal(self._full_counts(), axes))
+            return CliqueTable.of_marginal(
+                self._count_marginals.marginal(self._full_counts(), axes)
+            )
         if self._source is not None:
             return self._source.counts(key)
         if not axes:  # the empty clique: all n records in its one cell
