@@ -670,10 +670,11 @@ def fixed_fista_paired_logistic(
     When every row touches most of ``theta`` (binary and ordinal features), the
     pairs' features are held as a dense ``pairs x dim`` matrix, so the products run
     without the column look-ups; one-hot blocks keep the row-major form (a dense
-    matrix would be mostly zeros). Equal to
-    :func:`fixed_fista` up to rounding. ``columns``/``values`` are the row-major
-    design of all the rows; the labels are implied by the row order. No early exit:
-    the work is the same for every ``weights`` (the layout is the query's, public).
+    matrix would be mostly zeros). The two loops are written out separately so that
+    each compiles to its own tight loop. Equal to :func:`fixed_fista` up to rounding.
+    ``columns``/``values`` are the row-major design of all the rows; the labels are
+    implied by the row order. No early exit: the work is the same for every
+    ``weights`` (the layout is the query's, public).
     """
     rows, blocks = columns.shape
     pairs = rows // 2
