@@ -300,7 +300,7 @@ def test_small_logistic_fista_is_the_scalar_loop_up_to_rounding(
 def test_paired_fista_takes_its_dense_or_row_major_loop_and_both_agree(
     features: tuple[str, ...], dense: bool, seed: int
 ) -> None:
-    """Binary features touch every coordinate (the dense ``pairs x dim`` loop); one-hot
+    """Binary features touch every coordinate (the dense ``dim x pairs`` loop); one-hot
     blocks touch few (the row-major loop). The two loops are one FISTA up to rounding."""
     problem = CMQuery(loss="logistic", target="y", features=features, l2=0.2).compile(DOMAIN)
     assert isinstance(problem.design, DenseDesign)
@@ -308,9 +308,9 @@ def test_paired_fista_takes_its_dense_or_row_major_loop_and_both_agree(
     assert (problem.dim <= 2 * columns.shape[1]) is dense
     weights = np.random.default_rng(seed).dirichlet(np.full(columns.shape[0], 0.4))
     args = (0.2, problem.radius, 1.0 / (float(problem.smoothness or 0.0) + 0.2), 200)
-    features_matrix = np.zeros((columns.shape[0] // 2, problem.dim))
-    for p in range(features_matrix.shape[0]):
-        np.add.at(features_matrix[p], columns[2 * p], values[2 * p])
+    features_matrix = np.zeros((problem.dim, columns.shape[0] // 2))
+    for p in range(features_matrix.shape[1]):
+        np.add.at(features_matrix[:, p], columns[2 * p], values[2 * p])
     by_matrix = _paired_fista_dense(features_matrix, weights, *args)
     by_rows = _paired_fista_sparse(
         np.ascontiguousarray(columns[::2]), np.ascontiguousarray(values[::2]), weights,

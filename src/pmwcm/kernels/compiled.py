@@ -668,8 +668,8 @@ def fixed_fista_paired_logistic(
     same FISTA step (:func:`_fista_update`). Each iteration first takes every pair's
     slope (independent of one another, so the ``exp`` calls overlap), then scatters.
     When every row touches most of ``theta`` (binary and ordinal features), the
-    pairs' features are held as a dense ``pairs x dim`` matrix, so the products run
-    without the column look-ups; one-hot blocks keep the row-major form (a dense
+    pairs' features are held as a dense ``dim x pairs`` matrix, so the products run
+    without the column look-ups and along the pairs; one-hot blocks keep the row-major form (a dense
     matrix would be mostly zeros). The two loops are written out separately so that
     each compiles to its own tight loop. Equal to :func:`fixed_fista` up to rounding.
     ``columns``/``values`` are the row-major design of all the rows; the labels are
@@ -679,10 +679,10 @@ def fixed_fista_paired_logistic(
     rows, blocks = columns.shape
     pairs = rows // 2
     if dim <= 2 * blocks:
-        features = np.zeros((pairs, dim))
+        features = np.zeros((dim, pairs))
         for p in range(pairs):
             for b in range(blocks):
-                features[p, columns[2 * p, b]] += values[2 * p, b]
+                features[columns[2 * p, b], p] += values[2 * p, b]
         return _paired_fista_dense(features, weights, l2, radius, step, iterations)
     return _paired_fista_sparse(
         np.ascontiguousarray(columns[::2]), np.ascontiguousarray(values[::2]), weights,
@@ -695,25 +695,30 @@ def _paired_fista_dense(
     features: FloatArray, weights: FloatArray, l2: float, radius: float, step: float,
     iterations: int,
 ) -> FloatArray:  # fmt: skip
-    """:func:`fixed_fista_paired_logistic`'s loop on the pairs' dense ``pairs x dim`` features."""
-    pairs, dim = features.shape
+    """:func:`fixed_fista_paired_logistic`'s loop on the pairs' dense features, held
+    ``dim x pairs`` so that the products and sums run along the pairs (contiguous,
+    independent: the compiler vectorises them); each sum is taken in the same order
+    as row by row."""
+    dim, pairs = features.shape
+    margins = np.empty(pairs)
     slopes = np.empty(pairs)
     theta = np.zeros(dim)
     y = np.zeros(dim)
     nxt = np.zeros(dim)
     momentum = 1.0
     for _ in range(iterations):
-        for p in range(pairs):
-            u = 0.0
-            for j in range(dim):
-                u += features[p, j] * y[j]
-            slopes[p] = _paired_slope(u, weights[2 * p], weights[2 * p + 1])
+        margins[:] = 0.0
         for j in range(dim):
-            nxt[j] = l2 * y[j]
+            coordinate = y[j]
+            for p in range(pairs):
+                margins[p] += features[j, p] * coordinate
         for p in range(pairs):
-            c = slopes[p]
-            for j in range(dim):
-                nxt[j] += c * features[p, j]
+            slopes[p] = _paired_slope(margins[p], weights[2 * p], weights[2 * p + 1])
+        for j in range(dim):
+            total = l2 * y[j]
+            for p in range(pairs):
+                total += slopes[p] * features[j, p]
+            nxt[j] = total
         momentum = _fista_update(nxt, y, theta, nxt, step, radius, momentum)
     return theta
 

@@ -390,6 +390,15 @@ def scale_by_clique(array: FloatArray, axes: Sequence[int], factor: FloatArray) 
     _scale_rows(array.reshape(-1, plan.width), plan.rows, table)
 
 
+#: The largest marginal a :class:`MarginalCache` keeps (cells), and the most it keeps
+#: in all by default (8 MiB): on a small universe every small marginal of a long
+#: stream stays (the 6,370 cliques of 3 to 6 of Adult's 14 binary attributes hold
+#: about 2^18 cells), where a budget of the histogram's own size (2^14 cells) kept a
+#: few hundred and the rounds recomputed the rest (issue 18).
+CACHED_MARGINAL_CELLS = 4096
+CACHED_MARGINAL_TOTAL = 2**20
+
+
 class MarginalCache:
     """Marginals of one array of values, by clique, while the values stay as they are.
 
@@ -401,7 +410,7 @@ class MarginalCache:
     changes its values in place.
     """
 
-    def __init__(self, budget: int = 0) -> None:
+    def __init__(self, budget: int = CACHED_MARGINAL_TOTAL) -> None:
         self._tables: dict[tuple[int, ...], FloatArray] = {}
         self._cells = 0
         self._budget = min(max(budget, CACHED_MARGINAL_CELLS), CACHED_MARGINAL_TOTAL)
@@ -435,13 +444,6 @@ class MarginalCache:
         return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
 
 
-#: The largest marginal a :class:`MarginalCache` keeps (cells), and the most it keeps
-#: in all; a histogram's cache holds at most as many cells as the histogram (or this
-#: many for a small one), and never more than ``CACHED_MARGINAL_TOTAL``.
-CACHED_MARGINAL_CELLS = 4096
-CACHED_MARGINAL_TOTAL = 2**20
-
-
 def _checked_total(domain: Domain, values: FloatArray) -> float:
     """The total of histogram ``values`` of ``domain``'s shape, finite, non-negative, positive."""
     if values.shape != domain.shape:
@@ -472,7 +474,7 @@ class DenseHistogram:
         self.domain = domain
         self._values = values
         self._axes_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
-        self._marginals = MarginalCache(self._values.size)
+        self._marginals = MarginalCache()
 
     @classmethod
     def from_normalized(
@@ -624,5 +626,5 @@ class DenseHistogram:
         copied.domain = self.domain
         copied._axes_cache = self._axes_cache  # same domain: shared
         copied._values = self._values / float(self._values.sum())
-        copied._marginals = MarginalCache(copied._values.size)  # other values: none carry over
+        copied._marginals = MarginalCache()  # other values: none carry over
         return copied

@@ -154,7 +154,7 @@ class PrivateData:
         self._counts: FloatArray | None = None  # the data histogram's counts, when built
         # Its small marginals by set of axes: the counts never change, and a clique in
         # another order is a transposed copy (integer counts: exact in any order).
-        self._count_marginals = MarginalCache(budget=domain.size)
+        self._count_marginals = MarginalCache()
         self._cache: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
         # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
         self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
