@@ -41,6 +41,7 @@ high-accuracy reference on hypothesis-generated, near-degenerate weights.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -143,27 +144,41 @@ def plan_solve(problem: ConvexProblem, *, gap: float, max_iterations: int) -> Fi
         raise ValueError(f"gap must be positive and finite, got gap={gap}.")
     if not (isinstance(max_iterations, int) and max_iterations >= 1):
         raise ValueError(f"max_iterations must be a positive integer, got {max_iterations!r}.")
-    volume = oscillation_bound(problem)
+    return _cheapest_plan(
+        oscillation_bound(problem), problem.dim, problem.smoothness, float(problem.l2),
+        float(problem.radius), gap, max_iterations,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def _cheapest_plan(
+    volume: float,
+    dim: int,
+    beta: float | None,
+    l2: float,
+    radius: float,
+    gap: float,
+    max_iterations: int,
+) -> FixedSolve:
+    """:func:`plan_solve` from the problem's constants alone (cached: the queries of a
+    stream share a few sets of constants, and the plan is a function of them)."""
     ratio = max(volume / gap, 1.0)
     if ratio > MAX_RESOLUTION:
         raise SolveRefused(
             f"The query's objective can vary by {volume:.3g} over its ball (radius "
-            f"{problem.radius:g}), {ratio:.2g} times the accuracy {gap:.3g} the privacy "
+            f"{radius:g}), {ratio:.2g} times the accuracy {gap:.3g} the privacy "
             f"argument needs; float64 cannot resolve more than {MAX_RESOLUTION:.0e}. "
             "Use a smaller radius."
         )
     options: list[FixedSolve] = [
-        FixedSolve(
-            method="ellipsoid", iterations=_ellipsoid_iterations(problem.dim, ratio), gap=gap
-        )
+        FixedSolve(method="ellipsoid", iterations=_ellipsoid_iterations(dim, ratio), gap=gap)
     ]
-    beta = problem.smoothness
-    if beta is not None and beta + problem.l2 > 0:
-        smoothness = beta + problem.l2
+    if beta is not None and beta + l2 > 0:
+        smoothness = beta + l2
         options.append(
             FixedSolve(
                 method="fista",
-                iterations=_fista_iterations(smoothness, problem.radius, gap),
+                iterations=_fista_iterations(smoothness, radius, gap),
                 gap=gap,
                 smoothness=smoothness,
             )
@@ -171,8 +186,8 @@ def plan_solve(problem: ConvexProblem, *, gap: float, max_iterations: int) -> Fi
     best = min(options, key=lambda plan: plan.iterations)
     if best.iterations > max_iterations:
         raise SolveRefused(
-            f"A bounded solve of this query (dimension {problem.dim}, radius "
-            f"{problem.radius:g}) to the accuracy {gap:.3g} its privacy argument needs takes "
+            f"A bounded solve of this query (dimension {dim}, radius "
+            f"{radius:g}) to the accuracy {gap:.3g} its privacy argument needs takes "
             f"{best.iterations} iterations, over the limit of {max_iterations}. "
             "Use fewer features or a smaller radius."
         )
