@@ -65,6 +65,10 @@ class QueryError(InvalidQuery, ValueError):
     """A query spec that cannot be served; the message names the field and value."""
 
 
+#: ``json.dumps(spec, sort_keys=True)``'s encoder, made once (``dumps`` builds one per
+#: call when given options); the engine keys every query with it.
+_KEY_ENCODER = json.JSONEncoder(sort_keys=True)
+
 @dataclass(frozen=True, kw_only=True)
 class CMQuery:
     """A declarative convex-minimisation query from the GLM catalogue.
@@ -256,7 +260,7 @@ class CMQuery:
         memo = self.__dict__.get("_canonical_json")
         if memo is not None and memo[0] is canonical:
             return str(memo[1])
-        text = json.dumps(canonical.to_dict(), sort_keys=True)
+        text = _KEY_ENCODER.encode(canonical.to_dict())
         object.__setattr__(self, "_canonical_json", (canonical, text))
         return text
 
