@@ -23,7 +23,7 @@ import dp_accounting
 from pmwcm.engine.practical import make_accountant
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import CMQuery
-from pmwcm.kernels.solvers import EXACT_BASELINE_SOLVE, SolverError, minimize
+from pmwcm.kernels.solvers import EXACT_BASELINE_SOLVE, SolverError, minimize, minimizer
 from pmwcm.mechanisms.accounting import PrivacyLedger, calibrate_gaussian_multiplier
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle, OracleInput
@@ -62,7 +62,7 @@ class NonPrivateBaseline:
         problem = query.compile(self.data.domain)
         weights = self.data.marginal(problem.clique).ravel()
         budget = EXACT_BASELINE_SOLVE
-        return minimize(problem, weights, tol=budget.tol, max_iter=budget.max_iter).theta
+        return minimizer(problem, weights, tol=budget.tol, max_iter=budget.max_iter)
 
 
 class CompositionBaseline:
