@@ -69,6 +69,7 @@ class QueryError(InvalidQuery, ValueError):
 #: call when given options); the engine keys every query with it.
 _KEY_ENCODER = json.JSONEncoder(sort_keys=True)
 
+
 @dataclass(frozen=True, kw_only=True)
 class CMQuery:
     """A declarative convex-minimisation query from the GLM catalogue.
