@@ -16,7 +16,8 @@ stepwise selection (:class:`~pmwcm.kernels.workload.StepwiseAnalyst`, 4 features
 for every binary target, driven by each method's own answers.
 
 Methods are those of ``methods.py``: ``pmw`` (defaults: backend chosen
-automatically, so the weighted support of 2^18 records at full resolution),
+automatically, so at full resolution the weighted support of
+``backend.default_support_size(n)`` records: 2^16 for Adult's 39,073 rows),
 ``composition``, ``aim`` / ``mst`` at the matched replace-one unit and
 ``aim-ar`` / ``mst-ar`` at their own add/remove unit.
 
