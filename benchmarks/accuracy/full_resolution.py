@@ -378,6 +378,16 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def seed_means(rows: list[dict], stat: str) -> dict[int, float]:
+    """``stat`` per seed, the mean of a seed's rows where a cell was run more than
+    once (AIM-ar's seed 0 on Adult at eps = 1 has two releases): every summary
+    averages seeds, never rows, so a repeated seed does not weigh more."""
+    values: dict[int, list[float]] = {}
+    for r in rows:
+        values.setdefault(int(r["seed"]), []).append(float(r[stat]))
+    return {seed: float(np.mean(v)) for seed, v in sorted(values.items())}
+
+
 def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
     """The issue's targets on ``dataset`` (Adult at full resolution; TV16 "the same way")."""
     title = {"adult-full": "Full-resolution Adult", "tv16": "TV16"}[dataset]
@@ -401,7 +411,8 @@ def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
     paired = sorted({r["seed"] for r in by["pmw"]} & {r["seed"] for r in by["aim-ar"]})
 
     def avg(m: str, s: str, seeds: list[int] | None = None) -> float:
-        vals = [r[s] for r in by[m] if seeds is None or r["seed"] in seeds]
+        per_seed = seed_means(by[m], s)
+        vals = [v for seed, v in per_seed.items() if seeds is None or seed in seeds]
         return float(np.mean(vals)) if vals else float("nan")
 
     lines = [
@@ -423,7 +434,7 @@ def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
         )
     else:
         lines.append("- AIM-ar was not run at this k: the AIM targets are not evaluated.")
-    pmw_seeds = sorted(r["seed"] for r in by["pmw"])
+    pmw_seeds = sorted({r["seed"] for r in by["pmw"]})
     if len(pmw_seeds) > len(paired):
         lines.append(
             f"- pmwcm over all its seeds {pmw_seeds}: mean {avg('pmw', 'mean'):.3g}, "
@@ -462,18 +473,21 @@ def comparisons(rows: list[dict]) -> str:
                     continue
                 k = max(r["k"] for r in sel)
                 by = {
-                    m: {r["seed"]: r for r in sel if r["method"] == m and r["k"] == k}
+                    m: {
+                        x: seed_means([r for r in sel if r["method"] == m and r["k"] == k], x)
+                        for x in ("mean", "max")
+                    }
                     for m in ORDER
                 }
-                if not by["pmw"]:
+                if not by["pmw"]["mean"]:
                     continue
                 parts = []
                 for method in ORDER:
-                    seeds = sorted(set(by[method]) & set(by["pmw"]))
+                    seeds = sorted(set(by[method]["mean"]) & set(by["pmw"]["mean"]))
                     if method == "pmw" or not seeds:
                         continue
-                    mine = [np.mean([by["pmw"][s][x] for s in seeds]) for x in ("mean", "max")]
-                    other = [np.mean([by[method][s][x] for s in seeds]) for x in ("mean", "max")]
+                    mine = [np.mean([by["pmw"][x][s] for s in seeds]) for x in ("mean", "max")]
+                    other = [np.mean([by[method][x][s] for s in seeds]) for x in ("mean", "max")]
                     parts.append(
                         f"{method} {other[0]:.2g} / {other[1]:.2g} against {mine[0]:.2g} / "
                         f"{mine[1]:.2g} ({other[0] / mine[0]:.1f}x / {other[1] / mine[1]:.1f}x "
