@@ -128,19 +128,11 @@ class Domain:
 
     def axes(self, attrs: Iterable[str]) -> tuple[int, ...]:
         """The axes of ``attrs``, in the order given."""
-        attrs = tuple(attrs)  # read twice when one is unknown (the same object for a tuple)
-        axis_of = self._axis_of
-        try:
-            return tuple([axis_of[a] for a in attrs])
-        except (KeyError, TypeError):
-            return tuple(self.index(a) for a in attrs)  # raises, naming the attribute
+        return tuple(self.index(a) for a in attrs)
 
     def size_of(self, name: str) -> int:
         """``s_i`` for attribute ``name``."""
-        try:
-            return self.sizes[self._axis_of[name]]
-        except (KeyError, TypeError):
-            return self.sizes[self.index(name)]  # raises, naming the attribute
+        return self.sizes[self.index(name)]
 
     def values_of(self, name: str) -> tuple[str, ...]:
         """The value labels of attribute ``name``."""
