@@ -42,7 +42,7 @@ from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
-__all__ = ["CompiledGLMEvaluator", "Evaluator", "evaluator", "is_signed_logistic"]
+__all__ = ["CompiledGLMEvaluator", "Evaluator", "compiled_kind", "evaluator", "is_signed_logistic"]
 
 
 class Evaluator:
@@ -180,6 +180,15 @@ def is_signed_logistic(problem: ConvexProblem) -> bool:
     )
 
 
+def compiled_kind(problem: ConvexProblem) -> tuple[int, float] | None:
+    """The compiled loss kind :func:`evaluator` binds ``problem`` with, or ``None``
+    when it takes a NumPy path: a catalogue GLM on a dense or block design whose
+    loss is compiled (:func:`~pmwcm.kernels.compiled.loss_kind`)."""
+    if type(problem) is GLMProblem and isinstance(problem.design, BlockDesign | DenseDesign):
+        return loss_kind(problem.loss)
+    return None
+
+
 def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
     """``problem`` bound to ``weights`` (float64, flat), on its fastest path.
 
@@ -188,10 +197,10 @@ def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
     with reused buffers (bit for bit the reference); anything else the reference.
     """
     weights = np.ascontiguousarray(weights, dtype=np.float64)
-    if type(problem) is GLMProblem and isinstance(problem.design, BlockDesign | DenseDesign):
-        kind = loss_kind(problem.loss)
-        if kind is not None:
-            return CompiledGLMEvaluator(problem, weights, kind)
+    kind = compiled_kind(problem)
+    if kind is not None:
+        assert isinstance(problem, GLMProblem)
+        return CompiledGLMEvaluator(problem, weights, kind)
     if (
         type(problem) is GLMProblem
         and isinstance(problem.design, DenseDesign)

@@ -54,11 +54,15 @@ from pmwcm.kernels.compiled import (
     VECTOR_EXP_MIN_ROWS,
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
-    loss_kind,
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
-from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator, is_signed_logistic
+from pmwcm.kernels.evaluator import (
+    CompiledGLMEvaluator,
+    compiled_kind,
+    evaluator,
+    is_signed_logistic,
+)
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -302,12 +306,11 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
     (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`, the same loop; equal to
     :func:`_ellipsoid_reference` up to rounding, ``tests/test_fast_paths.py``), else
     the NumPy loop. The choice reads the problem's type only, never the weights."""
-    if isinstance(evaluator(problem, weights), CompiledGLMEvaluator):
-        # evaluator() compiles exactly these: a catalogue GLM loss on a dense or block design.
+    kind = compiled_kind(problem)
+    if kind is not None:
+        # compiled_kind admits exactly these: a catalogue GLM loss, dense or block design.
         assert isinstance(problem, GLMProblem)
         assert isinstance(problem.design, BlockDesign | DenseDesign)
-        kind = loss_kind(problem.loss)
-        assert kind is not None
         columns, values = problem.design.row_major
         return fixed_ellipsoid(
             columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64), weights,

@@ -39,7 +39,7 @@ import numpy as np
 
 from pmwcm.kernels.compiled import loss_kind, newton_solve
 from pmwcm.kernels.design import BlockDesign, DenseDesign
-from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, evaluator
+from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, compiled_kind, evaluator
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -204,13 +204,7 @@ def minimizer(
     (:func:`minimize`'s "is there one?") and the closing gradient and objective.
     Any other problem goes through :func:`minimize`.
     """
-    if (
-        tol > 0
-        and problem.smoothness is not None
-        and type(problem) is GLMProblem
-        and isinstance(problem.design, BlockDesign | DenseDesign)
-        and loss_kind(problem.loss) is not None
-    ):
+    if tol > 0 and problem.smoothness is not None and compiled_kind(problem) is not None:
         weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
         theta, _, converged = _compiled_newton(
             problem, weights, np.zeros(problem.dim), tol, max_iter
