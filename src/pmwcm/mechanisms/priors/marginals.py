@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -190,7 +191,8 @@ def entropic_descent(
     limit = (CONTINUATION if continuation is None else continuation) * iterations
     state = start
     current, res = residuals(state)
-    accepted = [current]  # the loss after each accepted step, the start first
+    # The loss after the last STALL_WINDOW accepted steps, and the one before them.
+    accepted = deque([current], maxlen=STALL_WINDOW + 1)
     done = 0
     while done < limit:
         trial = moved(state, res, step)
@@ -205,7 +207,7 @@ def entropic_descent(
             # is still short of what the measurements say).
             stalled = (
                 len(accepted) > STALL_WINDOW
-                and accepted[-1 - STALL_WINDOW] - current <= STALL_WINDOW * rtol * current
+                and accepted[0] - current <= STALL_WINDOW * rtol * current
             )
             if stalled and done <= iterations and current <= bound:
                 break
