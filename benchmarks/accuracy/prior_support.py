@@ -37,17 +37,19 @@ import numpy as np
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors.marginals import noise_energy
+from pmwcm.mechanisms.private_data import PrivateData
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "prior_support.jsonl"
 
 
-def prior_row(epsilon: float, seed: int, size: int, queries: int) -> dict[str, object]:
-    """One ``(eps, seed, M)`` row: the fit against its noise, and the prior's answers."""
-    sys.path.insert(0, str(HERE))
+def prior_row(
+    train: PrivateData, epsilon: float, seed: int, size: int, queries: int
+) -> dict[str, object]:
+    """One ``(eps, seed, M)`` row on ``train`` (full-resolution Adult's train split):
+    the fit against its noise, and the prior's answers."""
     import full_resolution as fr
 
-    train, _ = fr.load("adult-full")
     config = PMWConfig(epsilon=epsilon, delta=fr.DELTA, after_halt="synthetic", support_size=size)
     start = time.perf_counter()
     engine = build_engine(train, config, noise=NumpyNoise(seed=seed))
@@ -84,6 +86,10 @@ def main() -> None:
     parser.add_argument("--log2-sizes", type=int, nargs="*", default=[16, 17, 18])
     parser.add_argument("--queries", type=int, default=3000)
     args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    import full_resolution as fr
+
+    train, _ = fr.load("adult-full")
     done = set()
     if RESULTS.exists():
         for line in RESULTS.read_text().splitlines():
@@ -94,7 +100,7 @@ def main() -> None:
             for log2 in args.log2_sizes:
                 if (epsilon, seed, 2**log2, args.queries) in done:
                     continue
-                row = prior_row(epsilon, seed, 2**log2, args.queries)
+                row = prior_row(train, epsilon, seed, 2**log2, args.queries)
                 RESULTS.parent.mkdir(parents=True, exist_ok=True)
                 with RESULTS.open("a") as out:
                     out.write(json.dumps(row) + "\n")
