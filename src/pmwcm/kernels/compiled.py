@@ -669,12 +669,12 @@ def fixed_fista_paired_logistic(
     slope (independent of one another, so the ``exp`` calls overlap), then scatters.
     When every row touches most of ``theta`` (binary and ordinal features), the
     pairs' features are held as a dense ``dim x pairs`` matrix, so the products run
-    without the column look-ups and along the pairs; one-hot blocks keep the row-major form (a dense
-    matrix would be mostly zeros). The two loops are written out separately so that
-    each compiles to its own tight loop. Equal to :func:`fixed_fista` up to rounding.
-    ``columns``/``values`` are the row-major design of all the rows; the labels are
-    implied by the row order. No early exit: the work is the same for every
-    ``weights`` (the layout is the query's, public).
+    along the pairs without the column look-ups; one-hot blocks keep the row-major
+    form (a dense matrix would be mostly zeros). The two loops are written out
+    separately so that each compiles to its own tight loop. Equal to
+    :func:`fixed_fista` up to rounding. ``columns``/``values`` are the row-major
+    design of all the rows; the labels are implied by the row order. No early exit:
+    the work is the same for every ``weights`` (the layout is the query's, public).
     """
     rows, blocks = columns.shape
     pairs = rows // 2
