@@ -12,6 +12,11 @@ the share it was given, whatever the total. :func:`_mst_shares_rounded_down`
 therefore lowers each of MST's internal shares by a relative 1e-12 (it spends
 less than its budget, never more: a change far below anything measured). AIM runs with
 ``rounds=16`` (the default 224 rounds did not finish in 25 minutes on 2 cores).
+Both run with :func:`pmwcm.mechanisms.priors.mbi_projection.numpy_projection`:
+the model's out-of-model marginals (AIM's candidate scores) by NumPy variable
+elimination instead of eager JAX, the same numbers to 1e-12 without JAX
+compiling every new shape (releases made before round 2 session 11 ran without
+it, so their ``seconds`` are longer).
 OpenDP draws its noise from its own CSPRNG: these runs cannot be seeded, so
 repeated "seeds" are independent runs.
 """
@@ -62,6 +67,8 @@ def _release(
     import opendp.prelude as dp
     import polars as pl
 
+    from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
+
     dp.enable_features("contrib")
     if method == "mst":
         _mst_shares_rounded_down()
@@ -79,7 +86,9 @@ def _release(
         )
         algorithm = dp.mbi.AIM(rounds=rounds) if method == "aim" else dp.mbi.MST()
         try:
-            release = context.query().contingency_table(keys=keys, algorithm=algorithm).release()
+            with numpy_projection():
+                query = context.query().contingency_table(keys=keys, algorithm=algorithm)
+                release = query.release()
             break
         except dp.OpenDPException as err:
             if "insufficient budget" not in str(err):

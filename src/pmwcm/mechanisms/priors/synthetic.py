@@ -197,6 +197,8 @@ def _release(
     import opendp.prelude as dp
     import polars as pl
 
+    from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
+
     dp.enable_features("contrib")
     frame = pl.LazyFrame({name: records[:, i] for i, name in enumerate(domain.names)})
     keys = {name: list(range(size)) for name, size in zip(domain.names, domain.sizes, strict=True)}
@@ -211,7 +213,8 @@ def _release(
         )
         algorithm = dp.mbi.AIM(rounds=rounds) if method == "aim" else dp.mbi.MST()
         try:
-            return context.query().contingency_table(keys=keys, algorithm=algorithm).release()
+            with numpy_projection():  # same marginals, without JAX compiling each shape
+                return context.query().contingency_table(keys=keys, algorithm=algorithm).release()
         except dp.OpenDPException as err:
             if "insufficient budget" not in str(err) or method == "aim":
                 raise
