@@ -133,7 +133,7 @@ def stepwise_k(domain, max_features: int = 4) -> int:
 
 def run_cell(cell: dict[str, object]) -> dict[str, object]:
     """Runs one cell in this process; the row to store."""
-    from methods import SYNTHETIC_CACHE, build
+    from methods import SYNTHESIZERS, SYNTHETIC_CACHE, build
 
     dataset, method = str(cell["dataset"]), str(cell["method"])
     eps, k, seed = float(cell["epsilon"]), int(cell["k"]), int(cell["seed"])  # type: ignore[arg-type]
@@ -190,7 +190,7 @@ def run_cell(cell: dict[str, object]) -> dict[str, object]:
     if method in ("pmw", "pmw-dense", "pmw-support"):
         engine = answerer.engine  # type: ignore[attr-defined]
         row["backend"] = type(engine.hypothesis).__name__ if hasattr(engine, "hypothesis") else "?"
-    if method in ("mst", "aim", "mst-ar", "aim-ar"):
+    if method in SYNTHESIZERS:
         row["synthesized_here"] = bool(after - before)
     # The src tree is shared with engineers working on speed and memory as this
     # runs: say when the cell ran and on which commit (plus their uncommitted work).
@@ -341,6 +341,8 @@ LABELS = {
     "aim": "AIM (matched replace-one)",
     "mst-ar": "MST-ar (own add/remove unit)",
     "aim-ar": "AIM-ar (own add/remove unit)",
+    "aim-default": "AIM, OpenDP's default rounds (matched replace-one)",
+    "aim-ar-default": "AIM-ar, OpenDP's default rounds (own add/remove unit)",
 }
 ORDER = list(LABELS)
 

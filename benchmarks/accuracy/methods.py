@@ -12,7 +12,9 @@ answers a stream of CM queries one at a time (so adaptive analysts can use it):
                     (``prior="mst"``, :mod:`pmwcm.mechanisms.priors.synthetic`);
 * ``composition``-- every query through noisy gradient descent, budget split k ways;
 * ``mst`` / ``aim`` -- OpenDP's ``extras.mbi`` synthetic data, each query then
-                    fitted non-privately on the synthetic records;
+                    fitted non-privately on the synthetic records (AIM for 16
+                    rounds; ``aim-default`` / ``aim-ar-default`` for OpenDP's
+                    own default of 16 per attribute);
 * ``nonprivate`` -- the exact optimum (the reference).
 
 Privacy units: pmwcm is replace-one (eps, delta)-DP. OpenDP's mbi
@@ -63,8 +65,12 @@ METHODS = (
     "mst-ar",
     "aim-ar",
     "aim-model-ar",
+    "aim-default",
+    "aim-ar-default",
     "nonprivate",
 )
+#: Methods that answer on records synthesized by OpenDP's MST or AIM.
+SYNTHESIZERS = ("mst", "aim", "mst-ar", "aim-ar", "aim-default", "aim-ar-default")
 
 
 class Answerer(Protocol):
@@ -217,7 +223,7 @@ def data_digest(data: PrivateData) -> str:
 
 
 def cached_synthesis(
-    method: str, data: PrivateData, *, rho: float, seed: int
+    method: str, data: PrivateData, *, rho: float, seed: int, rounds: int | None = 16
 ) -> tuple[np.ndarray, float]:
     """One synthetic release per (method, data, rho, seed) and the seconds it took.
 
@@ -230,12 +236,13 @@ def cached_synthesis(
     """
     from synthetic import synthesize  # heavy optional dependency (opendp[mbi])
 
-    path = SYNTHETIC_CACHE / f"{method}-{data_digest(data)}-rho{rho:.6g}-seed{seed}.npz"
+    name = method if rounds == 16 else f"{method}-rounds{rounds or 'default'}"
+    path = SYNTHETIC_CACHE / f"{name}-{data_digest(data)}-rho{rho:.6g}-seed{seed}.npz"
     if path.exists():
         with np.load(path) as saved:
             return saved["records"], float(saved["seconds"])
     start = time.perf_counter()
-    fake = synthesize(method, data.domain, records_or_rebuilt(data), rho=rho)
+    fake = synthesize(method, data.domain, records_or_rebuilt(data), rho=rho, rounds=rounds)
     seconds = time.perf_counter() - start
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.stem + ".partial.npz")
@@ -293,13 +300,18 @@ def build(
         answerer = PMWAnswerer(data, config, seed)
     elif method == "composition":
         answerer = CompositionAnswerer(data, epsilon, delta, k, seed)
-    elif method in ("mst", "aim", "mst-ar", "aim-ar"):
+    elif method in SYNTHESIZERS:
         # "-ar": rho* under OpenDP's own add/remove unit (up to 4x more rho than matched).
-        addremove = method.endswith("-ar") or units == "addremove"
+        # "-default": AIM with OpenDP's own number of rounds (16 per attribute), not 16.
+        addremove = "-ar" in method or units == "addremove"
         rho = zcdp_for(epsilon, delta) / (1.0 if addremove else 4.0)
         fetch = time.perf_counter()
         fake, synthesis_seconds = cached_synthesis(
-            method.removesuffix("-ar"), data, rho=rho, seed=seed
+            method.split("-")[0],
+            data,
+            rho=rho,
+            seed=seed,
+            rounds=None if method.endswith("-default") else 16,
         )
         # Count the release's own synthesis time, also when it came from the cache.
         start += (time.perf_counter() - fetch) - synthesis_seconds

@@ -32,9 +32,14 @@ if TYPE_CHECKING:  # only names and sizes are read: device_synthesis.py runs wit
     from pmwcm.kernels.domain import Domain
 
 
-def synthesize(method: str, domain: Domain, records: np.ndarray, *, rho: float) -> np.ndarray:
-    """As many synthetic records (integer codes) from MST or AIM at ``rho``-zCDP (add/remove)."""
-    release = _release(method, domain, records, rho=rho)
+def synthesize(
+    method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int | None = 16
+) -> np.ndarray:
+    """As many synthetic records (integer codes) from MST or AIM at ``rho``-zCDP (add/remove).
+
+    ``rounds`` is AIM's (``None``: OpenDP's own default, 16 per attribute).
+    """
+    release = _release(method, domain, records, rho=rho, rounds=rounds)
     return _sample(release, domain, len(records), method)
 
 
@@ -48,8 +53,11 @@ def model_table(
     cliques are not chordal). Only for universes small enough to hold densely.
     ``rounds=None`` is AIM's own default (``16 d``).
     """
+    from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
+
     release = _release(method, domain, records, rho=rho, rounds=rounds)
-    full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
+    with numpy_projection():
+        full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
     # The model's axes hold the keys in the release's order, plus a null slot (mbi
     # attributes unknown values to it): pick each attribute's codes 0..size-1.
     picks = []

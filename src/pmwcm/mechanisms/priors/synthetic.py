@@ -75,6 +75,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_parameter,
 )
 from pmwcm.mechanisms.accounting.events import check_budget
+from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
 from pmwcm.mechanisms.private_data import PrivateData
 
 METHODS = ("aim", "mst")
@@ -197,8 +198,6 @@ def _release(
     import opendp.prelude as dp
     import polars as pl
 
-    from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
-
     dp.enable_features("contrib")
     frame = pl.LazyFrame({name: records[:, i] for i, name in enumerate(domain.names)})
     keys = {name: list(range(size)) for name, size in zip(domain.names, domain.sizes, strict=True)}
@@ -227,7 +226,8 @@ def contingency_histogram(release: Any, domain: Domain) -> tuple[DenseHistogram,
     Returns the histogram and the fraction of the model's mass that lay on
     cells with a null coordinate (dropped: module docstring).
     """
-    table = np.asarray(release.project(list(domain.names)), dtype=np.float64)
+    with numpy_projection():  # the full table: every factor combined, nothing summed out
+        table = np.asarray(release.project(list(domain.names)), dtype=np.float64)
     index: list[list[int]] = []
     for name, size in zip(domain.names, domain.sizes, strict=True):
         keys = release.keys[name].to_list()
