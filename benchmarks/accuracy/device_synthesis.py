@@ -1,9 +1,11 @@
 """One MST or AIM release on a bigger machine, written where the benchmark's cache reads it.
 
-AIM on TV16 (17 attributes, its default workload of every 3-way marginal) did
-not finish in over an hour of one core here. This script runs the same
+AIM on TV16 (17 attributes, its default workload of every 3-way marginal) took
+2.7 hours of one core here while mbi projected its candidates through eager JAX;
+with :mod:`pmwcm.mechanisms.priors.mbi_projection` it takes about 5 minutes, so
+this script is now needed only for much larger runs. It runs the same
 :func:`synthetic.synthesize` (OpenDP 0.16 ``extras.mbi``, JAX) anywhere with
-``opendp[mbi]`` installed and no pmwcm, from the benchmark's own train split
+``opendp[mbi]`` and pmwcm installed, from the benchmark's own train split
 saved as an ``.npz`` (``records``, ``names``, ``sizes``), and writes the file
 :func:`methods.cached_synthesis` looks for (``records``, ``seconds``). The
 benchmark then answers and scores the release as if it had made it; the cell's
