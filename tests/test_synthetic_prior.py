@@ -43,7 +43,8 @@ from pmwcm.engine.practical import (
     make_accountant,
 )
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import (
     EpsilonDeltaDpEvent,
     PLDAccountant,
@@ -52,6 +53,7 @@ from pmwcm.mechanisms.accounting import (
 )
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors import synthetic as sp
+from pmwcm.mechanisms.priors.support import post_processing_rng
 from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 2, "c": 2, "d": 2})
@@ -73,7 +75,7 @@ def chain(seed: int) -> PrivateData:
     return PrivateData.from_records(DOMAIN, chain_records(seed))
 
 
-def max_pair_error(prior: DenseHistogram, data: PrivateData) -> float:
+def max_pair_error(prior: Histogram, data: PrivateData) -> float:
     return max(float(np.abs(prior.marginal(p) - data.marginal(p)).max()) for p in PAIRS)
 
 
@@ -183,7 +185,7 @@ def test_engine_charges_the_prior_before_it_runs(
     # Null cells dropped, codes mapped through the keys, renormalised: the data's pairs up
     # to the prior's noise (at eps >= 4 about 0.01; a code read through the wrong key, or
     # a pair of the chain lost, is off by 0.2 to 0.4 here).
-    assert max_pair_error(engine.hypothesis, chain) < 0.05  # type: ignore[arg-type]
+    assert max_pair_error(engine.hypothesis, chain) < 0.05
     events = [
         entry.event,
         engine.sparse_vector.privacy_event(),
@@ -211,6 +213,82 @@ def test_records_rebuilt_from_counts_and_non_counts_refused(
     assert ledger.entries == ()
     with pytest.raises(ValueError, match="method"):
         sp.paid_synthetic_prior(chain, "pgm", epsilon=1.0, delta=1e-7, ledger=ledger)
+
+
+def test_on_a_support_the_prior_is_records_sampled_from_the_model(
+    monkeypatch: pytest.MonkeyPatch, chain: PrivateData
+) -> None:
+    """The support backend's AIM/MST prior: charged first, then the model sampled (no
+    table over X), its pairs the data's up to the mechanism's and the sample's noise."""
+    ledger = ledger_for("pld", epsilon=16.0)
+    runs: list[int] = []
+    release = sp._release
+
+    def watched(
+        method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int
+    ) -> Any:
+        runs.append(len(ledger.entries))
+        return release(method, domain, records, rho=rho, rounds=rounds)
+
+    monkeypatch.setattr(sp, "_release", watched)
+    config = PMWConfig(
+        epsilon=16.0,
+        delta=1e-6,
+        prior="mst",
+        backend="support",
+        support_size=4096,
+        prior_fraction=0.5,
+        sv_fraction=0.1,
+    )
+    engine = build_engine(chain, config, noise=NumpyNoise(seed=0), ledger=ledger)
+    assert runs == [1]  # the prior's event was on the ledger before MST read the data
+    support = engine.hypothesis
+    assert isinstance(support, SupportHistogram)
+    # 4096 draws, less any record on OpenDP's null category (a few per thousand).
+    assert 4000 <= support.size <= 4096
+    assert np.all(support.log_weights == support.log_weights[0])  # equal weights
+    # Sampling noise at M = 4096 is about 0.01 per cell; a code read through the
+    # wrong key, or the chain lost, is off by 0.2 to 0.4.
+    assert max_pair_error(support, chain) < 0.05
+    assert ledger.entries[0].label == sp.LABELS["mst"]
+
+
+def test_a_sample_from_the_model_is_seeded_by_the_engine_and_leaves_numpy_alone() -> None:
+    release = sp._release("mst", DOMAIN, chain_records(0), rho=2.0, rounds=1)
+
+    def sample(seed: int) -> SupportHistogram:
+        rng = post_processing_rng(NumpyNoise(seed=seed))
+        return sp.support_from_release(release, DOMAIN, 512, rng=rng)
+
+    np.random.seed(123)  # noqa: NPY002 (the legacy generator mbi's sampler reads)
+    expected = np.random.random(3)  # noqa: NPY002
+    np.random.seed(123)  # noqa: NPY002
+    first = sample(1)
+    assert np.array_equal(np.random.random(3), expected)  # noqa: NPY002
+    assert np.array_equal(first.records, sample(1).records)  # reproducible with seeded noise
+    assert not np.array_equal(first.records, sample(2).records)
+
+
+def test_records_are_taken_as_held_and_a_database_at_full_resolution_is_refused(
+    chain: PrivateData, seed: int
+) -> None:
+    assert np.array_equal(sp.records_of(chain), chain_records(seed))
+    from importlib import resources
+
+    from pmwcm.data.bundled import adult_schema
+    from pmwcm.data.sources.open import open_source
+
+    csv = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
+    with resources.as_file(csv) as path:
+        data = PrivateData.of(open_source(path, adult_schema("full")))
+    try:
+        assert data.held_records() is None and data.domain.size > sp.REBUILD_CELLS
+        ledger = ledger_for("pld")
+        with pytest.raises(ValueError, match="not held as records"):
+            sp.paid_synthetic_prior(data, "aim", epsilon=1.0, delta=1e-7, ledger=ledger)
+        assert ledger.entries == ()
+    finally:
+        data.close()
 
 
 def test_service_accepts_synthetic_priors_under_either_accountant() -> None:
@@ -250,7 +328,7 @@ def test_engine_with_mst_prior(chain: PrivateData) -> None:
     engine = build_engine(chain, config, noise=NumpyNoise(seed=0))
     entries = engine.ledger.entries
     assert entries[0].label == "prior: MST synthetic data (mbi)"
-    assert max_pair_error(engine.hypothesis, chain) < 0.03  # type: ignore[arg-type]
+    assert max_pair_error(engine.hypothesis, chain) < 0.03
     events = [
         *(e.event for e in entries),
         engine.sparse_vector.privacy_event(),

@@ -187,7 +187,7 @@ def run_cell(cell: dict[str, object]) -> dict[str, object]:
         n=train.n,
         **extra,
     )
-    if method in ("pmw", "pmw-dense", "pmw-support"):
+    if method in ("pmw", "pmw-dense", "pmw-support", "pmw-aim"):
         engine = answerer.engine  # type: ignore[attr-defined]
         row["backend"] = type(engine.hypothesis).__name__ if hasattr(engine, "hypothesis") else "?"
     if method in SYNTHESIZERS:
@@ -343,6 +343,7 @@ LABELS = {
     "aim-ar": "AIM-ar (own add/remove unit)",
     "aim-default": "AIM, OpenDP's default rounds (matched replace-one)",
     "aim-ar-default": "AIM-ar, OpenDP's default rounds (own add/remove unit)",
+    "pmw-aim": "pmwcm with AIM as its paid prior (16 rounds)",
 }
 ORDER = list(LABELS)
 

@@ -8,8 +8,9 @@ answers a stream of CM queries one at a time (so adaptive analysts can use it):
 * ``pmw-dense`` / ``pmw-support`` -- the same on the dense / weighted-support backend;
 * ``pmw-paper``  -- practical mode from the uniform start (the paper's algorithm,
                     tight accounting, defaults for ``prior="uniform"``);
-* ``pmw-mst``    -- practical mode with OpenDP's MST as the paid prior
-                    (``prior="mst"``, :mod:`pmwcm.mechanisms.priors.synthetic`);
+* ``pmw-mst`` / ``pmw-aim`` -- practical mode with OpenDP's MST / AIM as the paid
+                    prior (``prior="mst"`` / ``"aim"``, :mod:`pmwcm.mechanisms.priors.synthetic`;
+                    on a support, records sampled from the model);
 * ``composition``-- every query through noisy gradient descent, budget split k ways;
 * ``mst`` / ``aim`` -- OpenDP's ``extras.mbi`` synthetic data, each query then
                     fitted non-privately on the synthetic records (AIM for 16
@@ -59,6 +60,7 @@ METHODS = (
     "pmw-support",
     "pmw-paper",
     "pmw-mst",
+    "pmw-aim",
     "composition",
     "mst",
     "aim",
@@ -142,7 +144,7 @@ def sparse_problem(data: PrivateData, query: CMQuery) -> tuple[GLMProblem, np.nd
     mass (the omitted cells weigh zero), so a full-resolution clique with
     ``10^10`` cells is never enumerated (:mod:`pmwcm.kernels.clique_table`).
     """
-    records = held_records(data)
+    records = data.held_records()
     if is_large(data) and records is not None:
         # Built afresh, not through PrivateData's per-clique cache: a stream of
         # 10^4 distinct cliques would keep ~10^4 tables of up to n cells alive.
@@ -193,18 +195,9 @@ def is_large(data: PrivateData) -> bool:
     return data.domain.log_size > math.log(LARGE_DOMAIN)
 
 
-def held_records(data: PrivateData) -> np.ndarray | None:
-    """The records an in-memory ``PrivateData`` holds (kept column by column), or None.
-
-    The harness is the data holder here: it reads them to run the baselines.
-    """
-    columns = getattr(data, "_columns", ())
-    return np.stack(columns, axis=1).astype(np.int64) if columns else None
-
-
 def records_or_rebuilt(data: PrivateData) -> np.ndarray:
     """The data's records: as given on a large domain, else rebuilt from its histogram."""
-    records = held_records(data)
+    records = data.held_records()
     if is_large(data):
         if records is None:
             raise ValueError("a full-resolution PrivateData must be built from records.")
@@ -295,8 +288,9 @@ def build(
     elif method == "pmw-paper":
         config = PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic", prior="uniform")
         answerer = PMWAnswerer(data, config, seed)
-    elif method == "pmw-mst":
-        config = PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic", prior="mst")
+    elif method in ("pmw-mst", "pmw-aim"):
+        prior = "mst" if method == "pmw-mst" else "aim"
+        config = PMWConfig(epsilon=epsilon, delta=delta, after_halt="synthetic", prior=prior)
         answerer = PMWAnswerer(data, config, seed)
     elif method == "composition":
         answerer = CompositionAnswerer(data, epsilon, delta, k, seed)

@@ -772,14 +772,13 @@ def backend_settings(
     return {"backend": backend, "hypothesis_memory": memory, "support_size": support_size}
 
 
-def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> BackendChoice:
+def check_backend(domain: Domain, settings: dict[str, Any]) -> BackendChoice:
     """The backend ``settings`` give ``domain`` (public: schema and settings only).
 
     Refuses, before any data or budget is touched, a choice that does not fit
     (a forced dense backend over the memory budget, a budget too small for a
-    support) and ``--prior aim``/``mst`` on the support backend.
+    support).
     """
-    from pmwcm.engine.practical import check_prior_backend
     from pmwcm.kernels.backend import choose_backend
 
     try:
@@ -789,7 +788,6 @@ def check_backend(domain: Domain, settings: dict[str, Any], prior: str) -> Backe
             support_size=settings["support_size"],
             backend=settings["backend"],
         )
-        check_prior_backend(prior, choice)
     except ValueError as exc:
         hint = (
             " (on the command line: --backend auto or support, or a larger --hypothesis-memory)"

@@ -196,7 +196,7 @@ def run_command(
     if data == "-" and is_stdio(queries):
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
-    choice = check_backend(parsed.domain(), settings, start) if method == "pmw" else None
+    choice = check_backend(parsed.domain(), settings) if method == "pmw" else None
     check_calibration(
         epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start, kind=method
     )

@@ -64,7 +64,7 @@ def schema_command(
             schema = Schema.from_json(check)
             domain = schema.domain()
             settings = backend_settings(backend, hypothesis_memory, support_size)
-            choice = check_backend(domain, settings, "marginals")
+            choice = check_backend(domain, settings)
             defaults = (backend, hypothesis_memory, support_size) == ("auto", None, 0)
             about = "backend (default settings)" if defaults else "backend"
             label = f"schema {schema.name!r}" if schema.name else f"schema '{check}'"

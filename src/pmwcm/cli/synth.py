@@ -148,7 +148,7 @@ def synth_command(
     if data == "-" and is_stdio(queries):
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
-    choice = check_backend(parsed.domain(), settings, start)
+    choice = check_backend(parsed.domain(), settings)
     check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)
     dataset = open_data(data, parsed, table=table, engine=data_engine)
     check_delta_for_n(delta, dataset.n)

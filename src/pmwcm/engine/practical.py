@@ -418,8 +418,7 @@ class PMWConfig:
         sets the default support size) under these settings (public).
 
         Raises:
-            ValueError: naming the setting that does not fit, or ``prior`` aim/mst
-                on the support backend (they hand over a full contingency table).
+            ValueError: naming the setting that does not fit.
         """
         choice = choose_backend(
             domain,
@@ -428,7 +427,6 @@ class PMWConfig:
             backend=self.backend,
             n=n,
         )
-        check_prior_backend(self.prior, choice)
         return choice
 
     @property
@@ -503,23 +501,6 @@ def _split_fits(
     sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
     fixed = dp_accounting.ComposedDpEvent([measurement_event(multiplier), sv.privacy_event()])
     return accountant.epsilon(fixed, delta=delta) <= epsilon * (1.0 - config.split.oracle / 2.0)
-
-
-def check_prior_backend(prior: str, choice: BackendChoice) -> None:
-    """Refuses ``prior`` aim/mst on the support backend (public: names only).
-
-    They hand over a full contingency table over ``X``, which only the dense
-    backend can hold.
-
-    Raises:
-        ValueError: naming the prior and the backend's reason.
-    """
-    if choice.kind != "dense" and prior in ("aim", "mst"):
-        raise ValueError(
-            f"prior={prior!r} hands over a full contingency table, which needs the "
-            f"dense backend; this universe gets the support backend ({choice.reason}). "
-            "Use prior='marginals' (the default) or a coarser schema."
-        )
 
 
 def make_accountant(name: str) -> Accountant:
@@ -639,19 +620,35 @@ def _paid_marginal_prior(
 
 
 def _paid_synthetic_prior(
-    data: PrivateData, config: PMWConfig, *, ledger: PrivacyLedger
+    data: PrivateData,
+    config: PMWConfig,
+    *,
+    ledger: PrivacyLedger,
+    noise: NoiseSource,
+    backend: BackendChoice,
 ) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
     """Charges, then runs AIM or MST at the prior's share of the budget.
 
     See :mod:`pmwcm.mechanisms.priors.synthetic` (imported here: it is the optional mbi
-    backend, and raises its ImportError before charging anything). Returns the
-    prior and the events charged for it.
+    backend, and raises its ImportError before charging anything). On the dense
+    backend the prior is the model's full table, on a support ``M`` records
+    sampled from the model (the same release and charge). Returns the prior and
+    the events charged for it.
     """
     from pmwcm.mechanisms.priors.synthetic import paid_synthetic_prior
 
     epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
     before = len(ledger.entries)
-    prior = paid_synthetic_prior(data, config.prior, epsilon=epsilon, delta=delta, ledger=ledger)
+    on_support = backend.kind == "support"
+    prior = paid_synthetic_prior(
+        data,
+        config.prior,
+        epsilon=epsilon,
+        delta=delta,
+        ledger=ledger,
+        support_size=backend.support_size if on_support else None,
+        rng=post_processing_rng(noise) if on_support else None,
+    )
     return prior, [entry.event for entry in ledger.entries[before:]]
 
 
@@ -718,7 +715,9 @@ def build_engine(
         rng = post_processing_rng(noise)
         prior = SupportHistogram.uniform(data.domain, backend.support_size, rng=rng)
     elif prior is None and config.prior in ("aim", "mst"):
-        prior, prior_events = _paid_synthetic_prior(data, config, ledger=ledger)
+        prior, prior_events = _paid_synthetic_prior(
+            data, config, ledger=ledger, noise=noise, backend=backend
+        )
         fixed_events += prior_events
     sv: SparseVector
     if config.mode == "composition":

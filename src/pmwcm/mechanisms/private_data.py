@@ -188,6 +188,17 @@ class PrivateData:
             return cls.from_records(domain, records)
         raise TypeError(f"cannot read private data from a {type(opened).__name__}.")
 
+    def held_records(self) -> NDArray[np.int64] | None:
+        """The records, for data held in memory as records; ``None`` for a histogram or a source.
+
+        For mechanisms that take records themselves (OpenDP's AIM and MST,
+        :mod:`pmwcm.mechanisms.priors.synthetic`). Which kind of data this is
+        is public (how the curator opened it); the records are not.
+        """
+        if not self._columns:
+            return None
+        return np.stack(self._columns, axis=1).astype(np.int64)
+
     @property
     def source(self) -> CountSource | None:
         """The :class:`CountSource` read, or ``None`` for data held in memory."""

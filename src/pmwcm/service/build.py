@@ -174,7 +174,7 @@ def session_config(
 def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
     """Refuses parameters whose hypothesis backend does not fit the schema's universe
     (a forced dense backend over ``hypothesis_memory``, a budget too small for a
-    support, ``prior`` aim/mst on a support), from the schema and parameters alone.
+    support), from the schema and parameters alone.
 
     Raises:
         ValueError: naming the parameter and its value.

@@ -50,10 +50,20 @@ none, but the fitted model spreads a little mass onto those cells; we drop
 every cell with a null coordinate and renormalise the rest -- conditioning the
 model on "no nulls", a post-processing of the release.
 
+**On a universe too large for a table** (the support backend,
+:mod:`pmwcm.kernels.support`) the prior is ``M`` records sampled from the
+fitted model with equal weights (:func:`support_from_release`), a
+post-processing of the same release at the same charge. AIM's candidate
+scores project the model in NumPy (:mod:`pmwcm.mechanisms.priors.mbi_projection`),
+which is what makes AIM run at full resolution in minutes.
+
 **Data held only as a histogram.** mbi counts rows, so a
-:class:`~pmwcm.mechanisms.private_data.PrivateData` built from a histogram is turned back
-into records when ``n * D`` is a table of integer counts (the same dataset, in
-a fixed order; the mechanisms see only the multiset); otherwise it is refused.
+:class:`~pmwcm.mechanisms.private_data.PrivateData` held as records hands them
+over as they are; one built from a histogram is turned back into records when
+``n * D`` is a table of integer counts (the same dataset, in a fixed order; the
+mechanisms see only the multiset); otherwise, and for data read from a
+database on a universe beyond :data:`REBUILD_CELLS`, it is refused before
+anything is charged.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import (
     Accountant,
     EpsilonDeltaDpEvent,
@@ -82,6 +93,9 @@ METHODS = ("aim", "mst")
 #: AIM's number of rounds (OpenDP's default is 16 per attribute: 224 on Adult,
 #: which did not finish in 25 minutes on 2 cores; 16 is the accuracy benchmark's).
 AIM_ROUNDS = 16
+#: The largest universe whose records are rebuilt from a histogram of counts (the
+#: dense backend's scale); beyond it the data must be held as records.
+REBUILD_CELLS = 2**24
 LABELS = {"aim": "prior: AIM synthetic data (mbi)", "mst": "prior: MST synthetic data (mbi)"}
 _INSTALL = 'pip install "pmwcm[mbi]"'
 
@@ -166,11 +180,26 @@ def prior_event(
 
 
 def records_of(data: PrivateData) -> NDArray[np.int64]:
-    """The data's ``n`` records (integer codes), rebuilt from ``n * D`` (module docstring).
+    """The data's ``n`` records (integer codes): as held, or rebuilt from ``n * D``
+    (module docstring).
 
     Raises:
-        ValueError: ``n * D`` is not a table of integer counts summing to ``n``.
+        ValueError: the data holds no records and its universe is too large to
+            rebuild them from a histogram (data read from a database at full
+            resolution), or ``n * D`` is not a table of integer counts summing to
+            ``n``. Both are decided from what kind of data this is and its
+            schema, which are public.
     """
+    held = data.held_records()
+    if held is not None:
+        return held
+    if data.domain.size > REBUILD_CELLS:
+        raise ValueError(
+            f"The AIM/MST priors read the data's records; this data is not held as records "
+            f"and its universe has {data.domain.size:.3g} cells (at most {REBUILD_CELLS:.3g} "
+            "can be counted to rebuild them). Load it as records (PrivateData.from_records) "
+            "or use prior='marginals'."
+        )
     counts = data.histogram().to_array() * data.n
     rounded = np.rint(counts)
     if np.abs(counts - rounded).max() > 1e-6 or int(rounded.sum()) != data.n:
@@ -242,6 +271,40 @@ def contingency_histogram(release: Any, domain: Domain) -> tuple[DenseHistogram,
     return DenseHistogram(domain, kept), max(0.0, 1.0 - float(kept.sum()) / total)
 
 
+def support_from_release(
+    release: Any, domain: Domain, size: int, *, rng: np.random.Generator
+) -> SupportHistogram:
+    """``size`` records sampled from the release's fitted model, with equal weights.
+
+    The support backend's form of the prior: the model's distribution as ``size``
+    draws (mbi's own sampler, ``method="sample"``), so no table over ``X`` is
+    built. Records carrying OpenDP's null category are dropped (the same
+    conditioning on "no nulls" as :func:`contingency_histogram`). Post-processing
+    of the release: mbi's sampler draws from NumPy's global generator, which is
+    seeded from ``rng`` for the call and restored after it, so a run with seeded
+    noise is reproducible and nothing else sees the change. Attribute values
+    the sample misses get no record, and multiplicative weights only rescale
+    records: at ``size = 2^16`` that leaves out values of model probability below
+    about ``1e-4``.
+
+    Raises:
+        RuntimeError: every sampled record held a null code (a degenerate release).
+    """
+    # mbi's sampler reads NumPy's legacy global generator and takes no other.
+    saved = np.random.get_state()  # noqa: NPY002
+    np.random.seed(int(rng.integers(2**32)))  # noqa: NPY002
+    try:
+        frame = release.synthesize(rows=size, method="sample")
+    finally:
+        np.random.set_state(saved)  # noqa: NPY002
+    columns = [np.asarray(frame[name].to_numpy(), dtype=np.float64) for name in domain.names]
+    codes = np.stack(columns, axis=1)
+    valid = np.all(np.isfinite(codes) & (codes >= 0) & (codes < np.asarray(domain.sizes)), axis=1)
+    if not valid.any():
+        raise RuntimeError("Every record sampled from mbi's model held a null code.")
+    return SupportHistogram(domain, codes[valid].astype(np.int64))
+
+
 def synthetic_prior(
     data: PrivateData, method: str, *, rho: float, rounds: int = AIM_ROUNDS
 ) -> DenseHistogram:
@@ -267,7 +330,9 @@ def paid_synthetic_prior(
     ledger: PrivacyLedger,
     label: str | None = None,
     rounds: int = AIM_ROUNDS,
-) -> DenseHistogram:
+    support_size: int | None = None,
+    rng: np.random.Generator | None = None,
+) -> DenseHistogram | SupportHistogram:
     """Charges ``ledger`` for an AIM/MST prior at replace-one ``(epsilon, delta)``, then runs it.
 
     Order: the method, the import (:class:`MbiUnavailableError`) and the
@@ -282,13 +347,22 @@ def paid_synthetic_prior(
         ledger: the interaction's ledger.
         label: the ledger entry's label (default ``LABELS[method]``).
         rounds: AIM's maximum number of rounds (ignored by MST).
+        support_size: ``None`` for the model's full table (dense backend), else
+            that many records sampled from the model (:func:`support_from_release`).
+        rng: the post-processing generator for the sample (needed with ``support_size``).
     """
     _check_method(method)
     if not (isinstance(rounds, int) and rounds >= 1):
         raise ValueError(f"rounds must be a positive integer, got rounds={rounds!r}.")
+    if support_size is not None and (support_size < 1 or rng is None):
+        raise ValueError(
+            f"support_size must be positive and come with an rng, got {support_size!r}."
+        )
     require_mbi()
     records = records_of(data)
     event, rho = prior_event(epsilon=epsilon, delta=delta, accountant=ledger.accountant)
     ledger.spend(event, label=label or LABELS[method])
     release = _release(method, data.domain, records, rho=rho, rounds=rounds)
+    if support_size is not None and rng is not None:
+        return support_from_release(release, data.domain, support_size, rng=rng)
     return contingency_histogram(release, data.domain)[0]
