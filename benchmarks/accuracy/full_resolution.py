@@ -411,8 +411,7 @@ def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
     # AIM is compared on the seeds both methods ran (the same streams and, seed for
     # seed, the same split of the noise between the two): a mean over different
     # seed sets would mix the noise of releases with the gap between methods.
-    paired = sorted({r["seed"] for r in by["pmw"]} & {r["seed"] for r in by["aim-ar"]})
-
+    # Both AIMs at their own unit: 16 rounds, and OpenDP's default (16 per attribute).
     def avg(m: str, s: str, seeds: list[int] | None = None) -> float:
         per_seed = seed_means(by[m], s)
         vals = [v for seed, v in per_seed.items() if seeds is None or seed in seeds]
@@ -422,21 +421,31 @@ def _targets(rows: list[dict], dataset: str = "adult-full") -> str:
         f"{title}, eps = 1, random workload, k = {k} (the issue asks 10,000):",
         "",
     ]
-    if paired:
+    paired: list[int] = []
+    for aim, name in (
+        ("aim-ar", "AIM-ar (16 rounds)"),
+        ("aim-ar-default", "AIM-ar (default rounds)"),
+    ):
+        paired = sorted({r["seed"] for r in by["pmw"]} & {r["seed"] for r in by[aim]})
+        if not paired:
+            lines.append(f"- {name} was not run at this k: its targets are not evaluated.")
+            continue
         for s in ("mean", "max"):
-            ok = avg("pmw", s, paired) <= avg("aim-ar", s, paired)
-            lines.append(
-                f"- {s} excess risk at or below AIM-ar's (seeds {paired}): pmwcm "
-                f"{avg('pmw', s, paired):.3g} vs AIM-ar {avg('aim-ar', s, paired):.3g}: "
-                f"**{'met' if ok else 'not met'}**"
+            ok = avg("pmw", s, paired) <= avg(aim, s, paired)
+            below = sum(
+                seed_means(by["pmw"], s)[seed] <= seed_means(by[aim], s)[seed] for seed in paired
             )
-        ok = avg("pmw", "setup") < avg("aim-ar", "setup")
+            lines.append(
+                f"- {s} excess risk at or below {name}'s (seeds {paired}): pmwcm "
+                f"{avg('pmw', s, paired):.3g} vs {avg(aim, s, paired):.3g}: "
+                f"**{'met' if ok else 'not met'}** (pmwcm at or below on {below} of "
+                f"{len(paired)} seeds)"
+            )
+        ok = avg("pmw", "setup") < avg(aim, "setup")
         lines.append(
-            f"- prior fit faster than AIM: pmwcm set-up {avg('pmw', 'setup'):.0f} s vs AIM-ar "
-            f"synthesis {avg('aim-ar', 'setup'):.0f} s: **{'met' if ok else 'not met'}**"
+            f"- prior fit faster than {name}: pmwcm set-up {avg('pmw', 'setup'):.0f} s vs "
+            f"synthesis {avg(aim, 'setup'):.0f} s: **{'met' if ok else 'not met'}**"
         )
-    else:
-        lines.append("- AIM-ar was not run at this k: the AIM targets are not evaluated.")
     pmw_seeds = sorted({r["seed"] for r in by["pmw"]})
     if len(pmw_seeds) > len(paired):
         lines.append(
