@@ -90,8 +90,11 @@ from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
 from pmwcm.mechanisms.private_data import PrivateData
 
 METHODS = ("aim", "mst")
-#: AIM's number of rounds (OpenDP's default is 16 per attribute: 224 on Adult,
-#: which did not finish in 25 minutes on 2 cores; 16 is the accuracy benchmark's).
+#: AIM's number of rounds. OpenDP's default is 16 per attribute (224 on Adult);
+#: since the NumPy projection both finish in minutes on full-resolution Adult, and
+#: at the prior's replace-one share the default bought nothing there (matched-unit
+#: AIM at eps = 1: 5.9e-4 and 1.1e-3 mean excess risk against 5.4e-4 and 1.05e-3
+#: with 16 rounds, seeds 0 and 1; docs/results.md "Full resolution").
 AIM_ROUNDS = 16
 #: The largest universe whose records are rebuilt from a histogram of counts (the
 #: dense backend's scale); beyond it the data must be held as records.
