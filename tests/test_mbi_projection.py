@@ -13,7 +13,11 @@ import mbi  # the dev extra installs it (opendp[mbi])
 import numpy as np
 import pytest
 
-from pmwcm.mechanisms.priors.mbi_projection import numpy_projection, variable_elimination
+from pmwcm.mechanisms.priors.mbi_projection import (
+    _sum_out,
+    numpy_projection,
+    variable_elimination,
+)
 
 NAMES = ("a", "b", "c", "d", "e", "f", "g")
 SIZES = (2, 3, 5, 4, 2, 3, 6)  # "g" is in no clique of the model
@@ -49,6 +53,23 @@ def test_numpy_elimination_equals_mbi(potentials: Any, clique: tuple[str, ...]) 
     expected = np.asarray(reference.values)
     np.testing.assert_allclose(ours.values, expected, rtol=1e-12, atol=0)
     assert ours.values.sum() == pytest.approx(total, rel=1e-12)
+
+
+def test_summing_out_falls_back_to_log_space_where_the_shifted_product_underflows() -> None:
+    """Each factor's maximum sits where the other is at -1000: every shifted product
+    underflows to 0, and the step must still give the log-space answer."""
+    low = -1000.0
+    first = (("a", "b"), np.array([[0.0, low], [low, low]]))
+    second = (("b", "a"), np.array([[low, low], [low, 0.0]]))  # its peak at a=1, b=1
+    attrs, values = _sum_out([first, second], "b", {"a": 2, "b": 2})
+    assert attrs == ("a",)
+    # log sum_b exp(f1(a, b) + f2(b, a)) for a = 0, 1, written out.
+    expected = [
+        np.logaddexp(0.0 + low, low + low),
+        np.logaddexp(low + low, low + 0.0),
+    ]
+    np.testing.assert_allclose(values, expected, rtol=1e-15)
+    assert np.all(np.isfinite(values))
 
 
 def test_a_model_projects_through_numpy_inside_the_block_only(potentials: Any) -> None:

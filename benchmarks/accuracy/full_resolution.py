@@ -617,8 +617,14 @@ records with the paid 2-way-marginal prior fitted on it). Composition and the
 AIM/MST fits answer on the occupied clique cells (`methods.sparse_problem`).
 Units as in the sections above: "AIM"/"MST" run at rho*(eps, delta)/4
 (matched replace-one), "AIM-ar"/"MST-ar" at rho* under their own add/remove unit
-(the comparison most generous to them). AIM runs 16 rounds (OpenDP's default
-224 is out of reach here).
+(the comparison most generous to them). AIM runs 16 rounds ("AIM", "AIM-ar")
+and, since round 2 session 11, also OpenDP's own default of 16 rounds per
+attribute, 224 on Adult and 272 on TV16 ("default rounds"), which became
+runnable when AIM's candidate scores moved from eager JAX to NumPy
+(`pmwcm.mechanisms.priors.mbi_projection`, docs/design.md section 4): a TV16
+release at 16 rounds went from 2.7 h to 4-5 min. AIM-16 releases made before
+session 11 (every Adult one, TV16's AIM-ar seeds 0 and 1 at eps = 1) ran
+without it, so their set-up times are those of the slower code.
 
 **Times and memory.** `wall s` is set-up (pmwcm: prior fit; AIM/MST: the
 synthesis) plus answering the whole stream, without the evaluation; a synthetic
@@ -631,30 +637,28 @@ machine is 2 cores shared with other engineers' test runs (load average 6-8
 during these runs), so every time is inflated and noisy, alike for all methods.
 
 **What was run and what was not.** At k = 10,000 on full-resolution Adult
-(random workload): pmwcm, composition and both MSTs at eps = 0.5, 1 and 4 with
-3 seeds each (0, 1, 2: the same streams and seeds for every method); AIM at both
+(random workload): pmwcm, composition and both MSTs at eps = 0.5, 1 and 4 with 3
+seeds each (0, 1, 2: the same streams and seeds for every method); AIM at both
 units at eps = 1, since round 2 session 9 at eps = 0.5, and since session 10 at
 eps = 4 (3 seeds each; the session-10 releases ran with JAX's persistent
-compilation cache on, which can only shorten AIM's set-up times). The
-stepwise workload has pmwcm, composition and MST at eps 0.5, 1 and 4 (3 seeds)
-and AIM where its release exists (a release is shared by both workloads). One
-AIM release on full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its
-add/remove unit (1,565-3,920 s, depending on the machine's load) and 7-11 min
-at the matched unit. On TV16: pmwcm, composition and both MSTs at eps = 0.5, 1
-and 4 (3 seeds, both workloads; eps 0.5 and 4 since session 9). **AIM on
-TV16** (16 rounds over OpenDP's default workload of every 3-way marginal, 680 of
-them on 17 attributes) took 2.7 h and 2.8 h (9,761 s and 10,009 s) per release
-at its add/remove unit, the two seeds' releases side by side on the 2 cores
-(round 2 session 8; earlier attempts of up to an hour had not finished), so it
-has seeds 0 and 1 only, at eps = 1, and no matched-unit release (below).
-`--timeout 14400` lets a cell make such a release. The tables below say exactly
-which cells exist (`seeds` column); anything not in a table was not run. MST
-on TV16 first failed at both units: OpenDP 0.16's MST composes its 16
-noisy-max selections with upward rounding and asks one or two float ulps
-more than its share ("insufficient budget for query: 0.000873445151111648 >
-0.0008734451511116478"), for every total tried; `synthetic.py` now lowers each
-of MST's internal shares by a relative 1e-12 (it spends less than its budget,
-never more), and MST runs.
+compilation cache on, which can only shorten AIM's set-up times). The stepwise
+workload has pmwcm, composition and MST at eps 0.5, 1 and 4 (3 seeds) and AIM
+where its release exists (a release is shared by both workloads). One AIM
+release on full-resolution Adult takes 26-65 min and 5.9-6.1 GB at its
+add/remove unit (1,565-3,920 s, depending on the machine's load) and 7-11 min at
+the matched unit. On TV16: pmwcm, composition and both MSTs at eps = 0.5, 1 and
+4 (3 seeds, both workloads; eps 0.5 and 4 since session 9), and AIM-16 at both
+units and every eps since session 11 (3 seeds; AIM-ar's seeds 0 and 1 at eps = 1
+are the 2.7-2.8 h releases of session 8). The default-rounds AIM has the cells
+its table rows show: it was added in session 11 and its TV16 releases take far
+longer than the 16-round ones. `--timeout 14400` lets a cell make a long
+release. The tables below say exactly which cells exist (`seeds` column);
+anything not in a table was not run. MST on TV16 first failed at both units:
+OpenDP 0.16's MST composes its 16 noisy-max selections with upward rounding and
+asks one or two float ulps more than its share ("insufficient budget for query:
+0.000873445151111648 > 0.0008734451511116478"), for every total tried;
+`synthetic.py` now lowers each of MST's internal shares by a relative 1e-12 (it
+spends less than its budget, never more), and MST runs.
 
 **Memory.** pmwcm's peak RSS is 0.7-1.0 GB at k = 2,000 on Adult with the
 256-entry LRU clique caches of commit caf8cba; before them (the first runs of
