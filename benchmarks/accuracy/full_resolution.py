@@ -714,8 +714,11 @@ it: below pmwcm on seed 1's mean (2.09e-4 against 2.12e-4) and seed 0's max
 the seeds (2.4e-4 / 1.6e-3 against 2.1e-4 / 9.3e-4) because of its seed 2
 (3.3e-4 / 3.0e-3). That unit gives AIM up to 4x the rho of pmwcm's replace-one
 guarantee; at the matched unit the default rounds did not help AIM (8.3e-4 /
-7.7e-3, 3.9x / 8.2x pmwcm's). On TV16 the default rounds made AIM worse than
-16 rounds at both units (the tables below). The spread across seeds
+7.7e-3, 3.9x / 8.2x pmwcm's). At eps = 4 the default-rounds AIM-ar ties
+pmwcm's mean (6.2e-5 both) and is 1.2x above its max; at eps = 0.5 it is 2.1x /
+5.7x above. On TV16 the default rounds did not help AIM: at its own unit the
+same mean as 16 rounds (1.9e-3, seeds 0 and 1, 5.0x pmwcm's), at the matched
+unit worse (3.0e-3 against 1.6e-3, one seed). The spread across seeds
 is the prior release's noise: with exact 2-way marginals the same prior reaches
 4.1e-5 on the first 1,000 queries of this stream (`M = 2^16` and `2^18` alike).
 On the adaptive stepwise workload the cliques grow to 5 features, beyond what
