@@ -187,8 +187,8 @@ def run_cell(cell: dict[str, object]) -> dict[str, object]:
         n=train.n,
         **extra,
     )
-    if method in ("pmw", "pmw-dense", "pmw-support", "pmw-aim"):
-        engine = answerer.engine  # type: ignore[attr-defined]
+    engine = getattr(answerer, "engine", None)  # every pmwcm method
+    if engine is not None:
         row["backend"] = type(engine.hypothesis).__name__ if hasattr(engine, "hypothesis") else "?"
     if method in SYNTHESIZERS:
         row["synthesized_here"] = bool(after - before)

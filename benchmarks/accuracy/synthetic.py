@@ -10,9 +10,9 @@ TV16 (17 attributes) no such rho passes: OpenDP 0.16's MST selection composes
 its 16 noisy-max steps with upward rounding and asks one or two ulps more than
 the share it was given, whatever the total. :func:`_mst_shares_rounded_down`
 therefore lowers each of MST's internal shares by a relative 1e-12 (it spends
-less than its budget, never more: a change far below anything measured). AIM runs with
-``rounds=16`` (the default 224 rounds did not finish in 25 minutes on 2 cores).
-Both run with :func:`pmwcm.mechanisms.priors.mbi_projection.numpy_projection`:
+less than its budget, never more: a change far below anything measured). AIM runs
+``rounds=16`` by default, or OpenDP's own default (16 per attribute) with
+``rounds=None``. Both run with :func:`pmwcm.mechanisms.priors.mbi_projection.numpy_projection`:
 the model's out-of-model marginals (AIM's candidate scores) by NumPy variable
 elimination instead of eager JAX, the same numbers to 1e-12 without JAX
 compiling every new shape (releases made before round 2 session 11 ran without
@@ -129,17 +129,12 @@ def _mst_shares_rounded_down() -> None:
 
 
 def _sample(release, domain: Domain, rows: int, method: str) -> np.ndarray:
-    """``rows`` records sampled from a release (mbi's sampler)."""
-    import polars as pl
+    """``rows`` records sampled from a release (mbi's sampler), invalid ones dropped."""
+    from pmwcm.mechanisms.priors.synthetic import sample_records
 
-    synthetic = release.synthesize(rows=rows, method="sample")
-    if isinstance(synthetic, pl.LazyFrame):
-        synthetic = synthetic.collect()
-    out = np.stack([synthetic[name].to_numpy() for name in domain.names], axis=1)
-    bad = ~np.isfinite(out.astype(np.float64)) | (out < 0) | (out >= np.asarray(domain.sizes))
-    invalid = bad.any(axis=1)
-    if invalid.any():
+    records, dropped = sample_records(release, domain, rows)
+    if dropped:
         # mbi 1.1.0's sampler emits NaN codes for a few records at small rho (0.7% of
         # them for MST at eps = 1 here); they are dropped, a post-processing step.
-        print(f"{method}: dropped {int(invalid.sum())} invalid synthetic records", file=sys.stderr)
-    return out[~invalid].astype(np.int64)
+        print(f"{method}: dropped {dropped} invalid synthetic records", file=sys.stderr)
+    return records

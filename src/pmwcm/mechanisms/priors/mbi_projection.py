@@ -13,10 +13,10 @@ compilations), which made one release take 2.7 hours of a core.
 
 :func:`variable_elimination` computes the same marginal with NumPy on the same
 log-space potentials: the same elimination order (mbi's own
-``junction_tree.greedy_order``), the same factors combined on the same axes, each attribute
-summed out of their product in log space (as a sum-product of shifted
-exponentials, :func:`_sum_out`), the same normalisation to ``total``. The
-result agrees with mbi's to rounding (sums are reduced in another order;
+``junction_tree.greedy_order``), the same factors combined on the same axes,
+each attribute summed out of their product in log space (as a sum-product of
+shifted exponentials, :func:`_sum_out`), the same normalisation to ``total``.
+The result agrees with mbi's to rounding (sums are reduced in another order;
 ``tests/test_mbi_projection.py`` holds the two to 1e-12). It is
 post-processing of the model, which is itself a function of the released noisy
 measurements, so the speed-up changes no privacy guarantee of AIM or MST.
@@ -100,7 +100,7 @@ def _sum_out(factors: Sequence[_Factor], attr: str, sizes: dict[str, int]) -> _F
     over more than about 700), the step is taken in log space as mbi does.
     Either way the result agrees with mbi's to rounding.
     """
-    attrs, _ = _product_axes(factors, sizes)
+    attrs, shape = _product_axes(factors, sizes)
     kept = tuple(a for a in attrs if a != attr)
     peaks = [float(values.max()) for _, values in factors]
     if all(math.isfinite(p) for p in peaks):
@@ -108,8 +108,8 @@ def _sum_out(factors: Sequence[_Factor], attr: str, sizes: dict[str, int]) -> _F
         spec = ",".join("".join(letter[a] for a in own) for own, _ in factors)
         spec += "->" + "".join(letter[a] for a in kept)
         scaled = [np.exp(values - peak) for (_, values), peak in zip(factors, peaks, strict=True)]
-        union = math.prod(sizes[a] for a in attrs)
-        summed = np.einsum(spec, *scaled, optimize="greedy" if union > EINSUM_PLAN_CELLS else False)
+        plan = "greedy" if math.prod(shape) > EINSUM_PLAN_CELLS else False
+        summed = np.einsum(spec, *scaled, optimize=plan)
         if np.all(summed > 0):
             return kept, np.log(summed) + sum(peaks)
     attrs, values = _product(factors, sizes)

@@ -274,38 +274,56 @@ def contingency_histogram(release: Any, domain: Domain) -> tuple[DenseHistogram,
     return DenseHistogram(domain, kept), max(0.0, 1.0 - float(kept.sum()) / total)
 
 
+def sample_records(
+    release: Any, domain: Domain, rows: int, *, rng: np.random.Generator | None = None
+) -> tuple[NDArray[np.int64], int]:
+    """``rows`` records drawn from the release's fitted model, and how many were dropped.
+
+    mbi's own sampler (``method="sample"``). Records carrying OpenDP's null
+    category (or, from mbi 1.1.0's sampler at small ``rho``, a NaN code) are
+    dropped: the same conditioning on "no nulls" as :func:`contingency_histogram`.
+    mbi's sampler draws from NumPy's legacy global generator; with ``rng`` that
+    generator is seeded from it for the call and restored after it, so a run with
+    seeded noise is reproducible and nothing else sees the change. Post-processing
+    of the release.
+    """
+    import polars as pl
+
+    if rng is None:
+        frame = release.synthesize(rows=rows, method="sample")
+    else:  # mbi's sampler reads NumPy's legacy global generator and takes no other
+        saved = np.random.get_state()  # noqa: NPY002
+        np.random.seed(int(rng.integers(2**32)))  # noqa: NPY002
+        try:
+            frame = release.synthesize(rows=rows, method="sample")
+        finally:
+            np.random.set_state(saved)  # noqa: NPY002
+    if isinstance(frame, pl.LazyFrame):
+        frame = frame.collect()
+    columns = [np.asarray(frame[name].to_numpy(), dtype=np.float64) for name in domain.names]
+    codes = np.stack(columns, axis=1)
+    valid = np.all(np.isfinite(codes) & (codes >= 0) & (codes < np.asarray(domain.sizes)), axis=1)
+    return codes[valid].astype(np.int64), int(rows - valid.sum())
+
+
 def support_from_release(
     release: Any, domain: Domain, size: int, *, rng: np.random.Generator
 ) -> SupportHistogram:
     """``size`` records sampled from the release's fitted model, with equal weights.
 
     The support backend's form of the prior: the model's distribution as ``size``
-    draws (mbi's own sampler, ``method="sample"``), so no table over ``X`` is
-    built. Records carrying OpenDP's null category are dropped (the same
-    conditioning on "no nulls" as :func:`contingency_histogram`). Post-processing
-    of the release: mbi's sampler draws from NumPy's global generator, which is
-    seeded from ``rng`` for the call and restored after it, so a run with seeded
-    noise is reproducible and nothing else sees the change. Attribute values
-    the sample misses get no record, and multiplicative weights only rescale
-    records: at ``size = 2^16`` that leaves out values of model probability below
-    about ``1e-4``.
+    draws (:func:`sample_records`), so no table over ``X`` is built. Attribute
+    values the sample misses get no record, and multiplicative weights only
+    rescale records: at ``size = 2^16`` that leaves out values of model
+    probability below about ``1e-4``.
 
     Raises:
         RuntimeError: every sampled record held a null code (a degenerate release).
     """
-    # mbi's sampler reads NumPy's legacy global generator and takes no other.
-    saved = np.random.get_state()  # noqa: NPY002
-    np.random.seed(int(rng.integers(2**32)))  # noqa: NPY002
-    try:
-        frame = release.synthesize(rows=size, method="sample")
-    finally:
-        np.random.set_state(saved)  # noqa: NPY002
-    columns = [np.asarray(frame[name].to_numpy(), dtype=np.float64) for name in domain.names]
-    codes = np.stack(columns, axis=1)
-    valid = np.all(np.isfinite(codes) & (codes >= 0) & (codes < np.asarray(domain.sizes)), axis=1)
-    if not valid.any():
+    records, _ = sample_records(release, domain, size, rng=rng)
+    if not len(records):
         raise RuntimeError("Every record sampled from mbi's model held a null code.")
-    return SupportHistogram(domain, codes[valid].astype(np.int64))
+    return SupportHistogram(domain, records)
 
 
 def synthetic_prior(
