@@ -38,6 +38,7 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import (
     FixedSolve,
     SolveRefused,
+    _ellipsoid_iterations,
     fixed_budget_minimize,
     oscillation_bound,
     plan_solve,
@@ -213,7 +214,11 @@ def test_the_gap_holds_at_large_n_where_widths_are_tiny(loss: str, n: int, data:
 def test_the_gap_check_bites_on_a_plan_with_a_tenth_of_the_iterations(loss: str) -> None:
     """The reference is tight enough to see a budget cut short (measured 3e2-7e3 x gap)."""
     problem = compiled(loss, ("a",), 1.0, 0.0)
-    plan = plan_solve(problem, gap=engine_gap(problem), max_iterations=10**6)
+    # The ellipsoid's plan for every loss: FISTA's worst-case bound is far from tight
+    # on these tables, so a tenth of its iterations can still land within the gap.
+    gap = engine_gap(problem)
+    iterations = _ellipsoid_iterations(problem.dim, oscillation_bound(problem) / gap)
+    plan = FixedSolve(method="ellipsoid", iterations=iterations, gap=gap)
     short = dataclasses.replace(plan, iterations=plan.iterations // 10)
     rng = np.random.default_rng(1)
     worst = 0.0
@@ -243,8 +248,19 @@ def test_plans_read_public_constants_only_and_pick_the_cheaper_method() -> None:
     assert plan_solve(smooth, gap=1e-5, max_iterations=10**6).method == "fista"
     assert plan_solve(kinked, gap=1e-5, max_iterations=10**6).method == "ellipsoid"
     # A large radius makes FISTA's R^2 bound costly; the ellipsoid's count is logarithmic.
+    # At R = 30 FISTA needs 1,369 iterations against the ellipsoid's 672, but an
+    # ellipsoid iteration costs ELLIPSOID_ITERATION_COST of FISTA's: FISTA is cheaper.
+    for radius, method in ((30.0, "fista"), (100.0, "ellipsoid")):
+        wide = compiled("logistic", ("a", "c"), radius, 0.0)
+        plan = plan_solve(wide, gap=engine_gap(wide), max_iterations=10**6)
+        assert plan.method == method, radius
+    # The cheaper method is taken only within max_iterations: a limit between the two
+    # counts leaves the one that fits (at R = 30, the ellipsoid), a limit below both refuses.
     wide = compiled("logistic", ("a", "c"), 30.0, 0.0)
-    assert plan_solve(wide, gap=engine_gap(wide), max_iterations=10**6).method == "ellipsoid"
+    capped = plan_solve(wide, gap=engine_gap(wide), max_iterations=1000)
+    assert (capped.method, capped.iterations) == ("ellipsoid", 672)
+    with pytest.raises(SolveRefused, match="takes 672 iterations"):
+        plan_solve(wide, gap=engine_gap(wide), max_iterations=600)
     assert oscillation_bound(compiled("logistic", ("a",), 2.0, 0.5)) == pytest.approx(
         compiled("logistic", ("a",), 2.0, 0.5).scale + 0.5 * 0.5 * 4.0
     )
