@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from conftest import RecordingNoise
 from pmwcm.kernels.compiled import (
+    JACOBI_MAX_DIM,
     LOGISTIC,
     _objective_and_gradient,
     _paired_fista_dense,
@@ -45,6 +46,7 @@ from pmwcm.kernels.compiled import (
     glm_objective,
     loss_kind,
     paired_logistic_rows,
+    symmetric_eigen,
 )
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
@@ -321,6 +323,37 @@ def test_paired_fista_takes_its_dense_or_row_major_loop_and_both_agree(
     np.testing.assert_allclose(by_matrix, by_rows, rtol=1e-12, atol=1e-13)
     taken = fixed_fista_paired_logistic(columns, values, weights, problem.dim, *args)
     np.testing.assert_array_equal(taken, by_matrix if dense else by_rows)
+
+
+def test_symmetric_eigen_is_lapacks_decomposition_up_to_rounding(seed: int) -> None:
+    """Jacobi's eigenvalues equal LAPACK's to rounding relative to ``||A||``, and its
+    vectors are orthonormal and rebuild ``A``: on spread, repeated and zero spectra,
+    up to JACOBI_MAX_DIM and past it (where LAPACK itself runs). A rotation with the
+    wrong sign or an unsorted result fails the first check; a missed sweep the second."""
+    rng = np.random.default_rng(seed)
+    for trial in range(200):
+        dim = int(rng.integers(1, JACOBI_MAX_DIM + 3))
+        basis = np.linalg.qr(rng.normal(size=(dim, dim)))[0]
+        spectrum = rng.gamma(0.5, 1.0, dim) * 10.0 ** rng.uniform(-6, 3)
+        if trial % 4 == 0:
+            spectrum[: dim // 2] = spectrum[-1]  # a repeated eigenvalue
+        if trial % 4 == 1:
+            spectrum[: (dim + 1) // 2] = 0.0  # singular
+        matrix = (basis * spectrum) @ basis.T
+        matrix = 0.5 * (matrix + matrix.T)
+        values, vectors = symmetric_eigen(matrix)
+        size = max(float(np.linalg.norm(matrix)), 1e-300)
+        assert np.all(np.diff(values) >= 0)
+        np.testing.assert_allclose(values, np.linalg.eigvalsh(matrix), rtol=0, atol=1e-13 * size)
+        np.testing.assert_allclose(vectors.T @ vectors, np.eye(dim), rtol=0, atol=1e-13)
+        np.testing.assert_allclose((vectors * values) @ vectors.T, matrix, atol=1e-13 * size)
+    # A diagonal matrix needs no rotation; an entry far below the diagonal's spread
+    # (|tau| beyond 1e150) takes the overflow-free angle and is still zeroed.
+    np.testing.assert_array_equal(symmetric_eigen(np.diag([3.0, 1.0, 2.0]))[0], [1.0, 2.0, 3.0])
+    lopsided = np.array([[1e200, 1e30], [1e30, 0.0]])
+    values, vectors = symmetric_eigen(lopsided)
+    np.testing.assert_allclose(values, np.linalg.eigvalsh(lopsided), rtol=0, atol=1e-15 * 1e200)
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(2), atol=1e-15)
 
 
 def test_compiled_trust_region_step_is_the_numpy_one_up_to_rounding(seed: int) -> None:
