@@ -67,7 +67,8 @@ from pmwcm.kernels.histogram import (
     MarginalCache,
     _planned_marginal,
 )
-from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.losses import resolved_loss_param
+from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.kernels.solvers import (
     _ball_quadratic_min,
     _compiled_newton,
@@ -430,6 +431,57 @@ def test_canonical_form_and_key_are_memoised_per_domain_and_follow_the_encodings
     assert query == CMQuery(
         loss="logistic", target="y", features=("a", "c"), encodings={"c": "ordinal"}
     )
+
+
+def test_canonical_form_skips_the_checks_but_is_what_the_checked_constructor_builds(
+    seed: int,
+) -> None:
+    """The canonical form is built without re-running ``__post_init__``: field for
+    field it is the query the checked constructor makes from the same values, of the
+    same type, with its own encodings dict; an encoding made invalid after the
+    checks (the dict can be changed) is still refused, naming it."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({"a": 2, "b": 3, "c": 4, "y": 2, "z": 5})
+    for _ in range(40):
+        features = tuple(rng.permutation(["a", "b", "c"])[: int(rng.integers(1, 4))])
+        loss = str(rng.choice(["logistic", "huber", "hinge", "squared"]))
+        query = CMQuery(
+            loss=loss,
+            target="y" if loss in ("logistic", "hinge") else "z",
+            features=features,
+            radius=int(rng.integers(1, 4)),
+            l2=float(rng.choice([0, 0.5])),
+            encodings={f: str(rng.choice(["auto", "ordinal", "onehot"])) for f in features},
+            interactions=(features[:2],) if len(features) > 1 else (),
+        )
+        canonical = query.canonical(domain)
+        checked = CMQuery(
+            **{name: getattr(canonical, name) for name in CMQuery.__dataclass_fields__}
+        )
+        assert type(canonical) is CMQuery and canonical == checked
+        assert canonical.to_dict() == checked.to_dict()
+        assert canonical.encodings is not query.encodings
+        expected = CMQuery(
+            loss=query.loss,
+            target=query.target,
+            features=query.features,
+            radius=float(query.radius),
+            l2=float(query.l2),
+            loss_param=resolved_loss_param(query.loss, None),
+            encodings={
+                f: "onehot" if e == "auto" else e
+                for f, e in query.encodings.items()
+                if domain.size_of(f) > 2
+            },
+            interactions=query.interactions,
+        )
+        assert canonical == expected and isinstance(canonical.radius, float)
+    query = CMQuery(loss="logistic", target="y", features=("a", "c"))
+    encodings = query.encodings
+    assert isinstance(encodings, dict)
+    encodings["c"] = "sparse"
+    with pytest.raises(QueryError, match="Unknown encoding 'sparse' for 'c'"):
+        query.canonical(domain)
 
 
 def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:

@@ -233,23 +233,35 @@ class CMQuery:
         for name in self.features:
             if domain.size_of(name) > 2:
                 chosen = self.encodings.get(name, "auto")
+                if chosen not in ENCODINGS:  # the dict is the one field that can change
+                    raise QueryError(
+                        f"Unknown encoding {chosen!r} for {name!r}; use one of {ENCODINGS}."
+                    )
                 encodings[name] = "onehot" if chosen == "auto" else chosen
-        canonical = CMQuery(
-            loss=self.loss,
-            target=self.target,
-            features=self.features,
+        canonical = self._checked_variant(
             radius=float(self.radius),
             l2=float(self.l2),
-            intercept=self.intercept,
             loss_param=resolved_loss_param(self.loss, self.loss_param),
             encodings=encodings,
-            interactions=self.interactions,
         )
         # Memoised on the instance, outside the dataclass fields (so equality, repr
         # and the spec are untouched): the engine, the command line and the
         # coefficient names each ask for it, several times per query.
         object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
         return canonical
+
+    def _checked_variant(self, **changes: Any) -> CMQuery:
+        """This query with ``changes`` to fields, without running the checks again.
+
+        For :meth:`canonical` only, whose changes keep a valid query valid (a number
+        as a float, the loss's default parameter, encodings resolved from valid ones):
+        constructing anew would repeat every check of ``__post_init__``, a few
+        microseconds on each of the engine's queries.
+        """
+        variant = object.__new__(CMQuery)
+        for name in self.__dataclass_fields__:
+            object.__setattr__(variant, name, changes.get(name, getattr(self, name)))
+        return variant
 
     def _mutable_part(self) -> tuple[tuple[str, str], ...]:
         """The one field a frozen query can still change (its ``encodings`` dict)."""
