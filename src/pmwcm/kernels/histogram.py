@@ -138,17 +138,35 @@ class _Step:
         return np.einsum("ijk->ik", flat.reshape(pre, size, post)).reshape(-1)
 
 
-@functools.lru_cache(maxsize=65536)
+_ROWS = (_COST["rows"], "rows", 1)
+_COLUMNS = (_COST["columns"], "columns", 1)
+_MIDDLE = (_COST["middle"], "middle", 1)
+
+
 def _step_rate(pre: int, sizes: tuple[int, ...], post: int) -> tuple[float, str, int]:
     """The cheapest way to sum out one run (axis sizes ``sizes``) of a ``pre x run x post``
     table: its cost per cell against a copy, its method and its split (no step is built:
     the planner prices every candidate run and builds the chosen one only)."""
+    # The three plain cases first: the planner prices every dropped run at every
+    # pass, and a cache look-up costs more than these tests.
     if post == 1:
-        return _COST["rows"], "rows", 1
+        return _ROWS
     if pre == 1:
-        return _COST["columns"], "columns", 1
+        return _COLUMNS
     if post * 8 >= _LONG_ROW * 4:
-        return _COST["middle"], "middle", 1
+        return _MIDDLE
+    return _split_rate(sizes, post)
+
+
+@functools.lru_cache(maxsize=65536)
+def _step(method: str, pre: int, size: int, post: int, split: int) -> _Step:
+    """One :class:`_Step` per distinct pass (plans share them, and with them their ``ones``)."""
+    return _Step(method, pre, size, post, split)
+
+
+@functools.lru_cache(maxsize=65536)
+def _split_rate(sizes: tuple[int, ...], post: int) -> tuple[float, str, int]:
+    """:func:`_step_rate` for a run with short inner rows (``pre > 1``, ``post > 1``)."""
     # Split off leading axes of the run while the remainder keeps long inner rows.
     split, rest = 1, math.prod(sizes)
     for s in sizes[:-1]:
@@ -240,7 +258,7 @@ def _passes(shape: tuple[int, ...], kept_sorted: tuple[int, ...]) -> tuple[_Step
         size = sizes[index]
         post = total // (pre * size)
         _, method, split = _step_rate(pre, runs[index][0], post)
-        steps.append(_Step(method, pre, size, post, split))
+        steps.append(_step(method, pre, size, post, split))
         total //= size
         # The run is summed out: its neighbours (both kept, or both dropped) merge.
         del runs[index], sizes[index]
