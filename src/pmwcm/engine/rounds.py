@@ -49,7 +49,6 @@ import numpy as np
 
 from pmwcm.engine.settings import HYPOTHESIS_SOLVE
 from pmwcm.kernels.clique_table import CliqueTable
-from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimize
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.solvers import minimizer
@@ -191,13 +190,10 @@ class CMRound:
         table = as_table(data_marginal)
         weights = table.mass
         p = self.problem_on(table)
-        # The compiled objective where the loss has one (one pass, equal to
-        # p.objective up to rounding): two evaluations per round.
-        objective = evaluator(p, weights).objective
-        best = objective(fixed_budget_minimize(p, weights, self.data_solve))
+        best = p.objective(fixed_budget_minimize(p, weights, self.data_solve), weights)
 
         def error(answer: FloatArray) -> float:
-            return max(0.0, objective(answer) - best)
+            return max(0.0, p.objective(answer, weights) - best)
 
         return error
 
