@@ -23,10 +23,8 @@ The returned arrays are buffers reused by the next call: consume them first.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
-from typing import cast
 
 import numpy as np
 
@@ -129,18 +127,10 @@ class CompiledGLMEvaluator(Evaluator):
         self._labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
         self._l2 = float(problem.l2)
         self._kind, self._param = kind
-
-    # Made when first read: a round's real-data side binds an evaluator for two
-    # objective values only, and its construction is then most of their cost.
-    @functools.cached_property
-    def _gradient(self) -> FloatArray:
-        return np.empty(self._design.dim)
-
-    @functools.cached_property
-    def vector_exp(self) -> bool:
-        """Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above)."""
-        return is_signed_logistic(self.problem) and (
-            math.prod(cast(GLMProblem, self.problem).sizes) >= VECTOR_EXP_MIN_ROWS
+        self._gradient = np.empty(problem.design.dim)
+        #: Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above).
+        self.vector_exp = (
+            is_signed_logistic(problem) and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
         )
 
     def objective(self, theta: FloatArray) -> float:

@@ -268,11 +268,6 @@ class PrivateData:
                 table = self._histogram.marginal(key)
             elif not key:  # the empty clique: all the mass in one cell, as for histograms
                 table = np.ones(())
-            elif self._use_full_histogram():
-                # _count_table's arithmetic (counts, then / n) without its table form:
-                # the marginal cache hands out a fresh array, divided in place.
-                table = self._count_marginals.marginal(self._full_counts(), self.domain.axes(key))
-                table /= self.n
             else:
                 table = self._count_table(key).table() / self.n
             table.setflags(write=False)
