@@ -127,8 +127,7 @@ class CMQuery:
         for name, enc in self.encodings.items():
             if name not in self.features:
                 raise QueryError(f"encodings names {name!r}, which is not a feature.")
-            if enc not in ENCODINGS:
-                raise QueryError(f"Unknown encoding {enc!r} for {name!r}; use one of {ENCODINGS}.")
+            _check_encoding(name, enc)
         try:
             make_loss(self.loss, self.loss_param)
         except ValueError as err:
@@ -233,10 +232,7 @@ class CMQuery:
         for name in self.features:
             if domain.size_of(name) > 2:
                 chosen = self.encodings.get(name, "auto")
-                if chosen not in ENCODINGS:  # the dict is the one field that can change
-                    raise QueryError(
-                        f"Unknown encoding {chosen!r} for {name!r}; use one of {ENCODINGS}."
-                    )
+                _check_encoding(name, chosen)  # the dict is the one field that can change
                 encodings[name] = "onehot" if chosen == "auto" else chosen
         canonical = self._checked_variant(
             radius=float(self.radius),
@@ -420,6 +416,12 @@ def _layout_entries(
     values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
     widths = tuple(int(width) for _, _, width in blocks)
     return columns.astype(np.int64), values, int(offsets[-1]), widths
+
+
+def _check_encoding(name: str, encoding: str) -> None:
+    """Refuses an encoding outside :data:`ENCODINGS`, naming it and its feature."""
+    if encoding not in ENCODINGS:
+        raise QueryError(f"Unknown encoding {encoding!r} for {name!r}; use one of {ENCODINGS}.")
 
 
 def _is_number(value: object) -> bool:
