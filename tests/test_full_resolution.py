@@ -403,23 +403,32 @@ def test_full_resolution_adult_runs_end_to_end_on_a_small_support() -> None:
 
 
 def test_clique_caches_are_bounded() -> None:
-    """A stream of distinct cliques must not keep every table it saw (memory)."""
+    """A stream of distinct cliques must not keep every table it saw (memory): sparse
+    tables (up to ``n`` cells each) by their number, dense ones by the cells they hold."""
     from itertools import combinations
 
+    from pmwcm.kernels.histogram import CACHED_MARGINAL_TOTAL
     from pmwcm.kernels.lru import DEFAULT_ENTRIES
 
     domain = Domain.from_sizes({f"a{i}": 3 for i in range(12)})
     records = np.random.default_rng(0).integers(0, 3, size=(500, 12))
     support, data = SupportHistogram(domain, records), PrivateData.from_records(domain, records)
-    cliques = list(combinations(domain.names, 4))[: DEFAULT_ENTRIES + 40]
-    for clique in cliques:
-        support.clique_table(clique)
-        data.clique_table(clique)
+    sparse = list(combinations(domain.names, 8))[: DEFAULT_ENTRIES + 40]  # 6,561 cells each
+    for clique in sparse:
+        assert not support.clique_table(clique).is_dense
+        assert not data.clique_table(clique).is_dense
     assert len(support._tables) == len(data._tables) == DEFAULT_ENTRIES
     # evicted tables are recomputed, equal to what they were
     np.testing.assert_array_equal(
-        support.clique_table(cliques[0]).mass, support.marginal(cliques[0]).ravel()
+        support.clique_table(sparse[0]).table(), support.marginal(sparse[0])
     )
+    dense = list(combinations(domain.names, 4))  # 81 cells each
+    for clique in dense:
+        assert data.clique_table(clique).is_dense
+    assert len(data._dense_tables) == len(dense) and len(data._tables) == DEFAULT_ENTRIES
+    assert data._dense_tables.cells == 81 * len(dense) <= CACHED_MARGINAL_TOTAL
+    assert data._dense_tables.budget == CACHED_MARGINAL_TOTAL
+    np.testing.assert_array_equal(data.clique_table(dense[0]).mass, data.marginal(dense[0]).ravel())
 
 
 def test_the_engine_keeps_few_compiled_rounds() -> None:

@@ -8,6 +8,7 @@ sampler is checked by a chi-square goodness-of-fit test at level 1e-6.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -18,7 +19,14 @@ from numpy.typing import NDArray
 from scipy import stats
 
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, Histogram, broadcast_factor, dense_marginal
+from pmwcm.kernels.histogram import (
+    DenseHistogram,
+    Histogram,
+    _marginal_by_passes,
+    _one_pass_marginal,
+    broadcast_factor,
+    dense_marginal,
+)
 
 FloatArray = NDArray[np.float64]
 
@@ -118,13 +126,42 @@ def test_marginal_matches_brute_force(data: st.DataObject, values: FloatArray) -
         ((130, 2, 3), (0, 2)),  # pre = 130 > 64 with sizes > 2
     ],
 )
+@pytest.mark.parametrize("method", [_marginal_by_passes, _one_pass_marginal, dense_marginal])
 def test_marginal_kernel_branches_match_brute_force(
-    shape: tuple[int, ...], axes: tuple[int, ...], seed: int
+    shape: tuple[int, ...], axes: tuple[int, ...], method: Callable[..., FloatArray], seed: int
 ) -> None:
+    """Both kernels, whichever of them ``dense_marginal`` takes at this size."""
     values = np.random.default_rng(seed).random(shape)
     np.testing.assert_allclose(
-        dense_marginal(values, axes), brute_marginal(values, axes), rtol=1e-12, atol=1e-12
+        method(values, axes), brute_marginal(values, axes), rtol=1e-12, atol=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(), (1,), (7,), (2,) * 15, (3, 1, 4, 1, 5), (300, 2), (2, 300), (11, 13, 17), (4, 4, 2, 256)],
+    ids=str,
+)
+def test_one_pass_marginal_in_any_axis_order_is_the_sorted_one_transposed(
+    shape: tuple[int, ...], seed: int
+) -> None:
+    """The compiled pass against brute force, on rows longer and shorter than its
+    code table, trailing dropped runs of every length mod 4, and every clique order:
+    a clique in another order is the sorted clique's numbers transposed, bit for bit
+    (the marginal caches keep only the sorted one)."""
+    rng = np.random.default_rng(seed)
+    values = rng.random(shape)
+    m = len(shape)
+    cliques = {(), tuple(range(m))} | {
+        tuple(int(a) for a in rng.permutation(m)[:k]) for k in range(m + 1)
+    }
+    for axes in sorted(cliques):
+        got = _one_pass_marginal(values, axes)
+        np.testing.assert_allclose(got, brute_marginal(values, axes), rtol=1e-12, atol=1e-12)
+        ordered = tuple(sorted(axes))
+        expected = _one_pass_marginal(values, ordered).transpose([ordered.index(a) for a in axes])
+        np.testing.assert_array_equal(got, expected)
+        assert got.flags.c_contiguous and not np.may_share_memory(got, values)
 
 
 def test_marginal_edge_cases() -> None:

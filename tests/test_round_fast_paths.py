@@ -68,6 +68,7 @@ from pmwcm.kernels.histogram import (
     _planned_marginal,
 )
 from pmwcm.kernels.losses import resolved_loss_param
+from pmwcm.kernels.lru import CellBudgetCache
 from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.kernels.solvers import (
     _ball_quadratic_min,
@@ -484,6 +485,23 @@ def test_canonical_form_skips_the_checks_but_is_what_the_checked_constructor_bui
         query.canonical(domain)
 
 
+def test_cell_budget_cache_evicts_the_oldest_and_counts_cells() -> None:
+    cache = CellBudgetCache[str, int](budget=10)
+    cache.put("a", 1, 4)
+    cache.put("b", 2, 4)
+    cache.put("a", 3, 4)  # stored again: replaced, counted once, now the newest
+    assert cache.cells == 8 and cache.get("a") == 3 and len(cache) == 2
+    cache.put("c", 4, 4)  # needs room: the oldest (b) goes
+    assert cache.get("b") is None and (cache.get("a"), cache.get("c")) == (3, 4)
+    assert cache.cells == 8
+    cache.put("big", 5, 11)  # larger than the whole budget: not stored, nothing evicted
+    assert cache.get("big") is None and len(cache) == 2 and cache.cells == 8
+    cache.clear()
+    assert cache.cells == 0 and len(cache) == 0
+    with pytest.raises(ValueError, match="budget=0"):
+        CellBudgetCache(0)
+
+
 def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
     """Past its budget the cache drops its oldest tables; what it serves stays exact."""
     rng = np.random.default_rng(seed)
@@ -492,8 +510,8 @@ def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
     for _ in range(80):
         axes = tuple(int(a) for a in rng.permutation(7)[: int(rng.integers(1, 6))])
         np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))
-        held = cache._tables.values()
-        assert cache._cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
+        held = [table for table, _ in cache._tables._entries.values()]
+        assert cache._tables.cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
 
 
 @pytest.mark.parametrize(("loss", "target"), [("logistic", "y"), ("squared", "z"), ("huber", "z")])

@@ -43,8 +43,13 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import CliqueTable, is_dense, occupied_cells
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, FloatArray, MarginalCache
-from pmwcm.kernels.lru import LRUCache
+from pmwcm.kernels.histogram import (
+    CACHED_MARGINAL_TOTAL,
+    DenseHistogram,
+    FloatArray,
+    MarginalCache,
+)
+from pmwcm.kernels.lru import CellBudgetCache, LRUCache
 
 __all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PrivateData", "code_dtype"]
 
@@ -156,6 +161,11 @@ class PrivateData:
         # another order is a transposed copy (integer counts: exact in any order).
         self._count_marginals = MarginalCache()
         self._cache: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
+        # Dense tables (at most DENSE_CLIQUE_CELLS cells each) by the cells they hold: a
+        # long stream meets thousands of small cliques, and each is free once read.
+        self._dense_tables: CellBudgetCache[tuple[str, ...], CliqueTable] = CellBudgetCache(
+            CACHED_MARGINAL_TOTAL
+        )
         # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
         self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
 
@@ -279,16 +289,27 @@ class PrivateData:
         occupied cells (at most ``n``) of a large one (the rule of
         :func:`~pmwcm.kernels.clique_table.is_dense`, public)."""
         key = tuple(clique)
-        table = self._tables.get(key)
+        table = self._dense_tables.get(key)
         if table is None:
-            shape = tuple(self.domain.sizes[a] for a in self.domain.axes(key))
-            if is_dense(shape) or self._histogram is not None:
+            table = self._tables.get(key)
+        if table is None:
+            axes = self.domain.axes(key)
+            shape = tuple(self.domain.sizes[a] for a in axes)
+            if is_dense(shape) and self._use_full_histogram():
+                # marginal()'s numbers (counts summed, then divided by n), without
+                # the layers and the cache entry it adds.
+                summed = self._count_marginals.marginal(self._full_counts(), axes)
+                table = CliqueTable.dense(summed / self.n)
+            elif is_dense(shape) or self._histogram is not None:
                 table = CliqueTable.of_marginal(self.marginal(key))
             else:
                 counts = self._count_table(key)
                 table = CliqueTable(shape=shape, codes=counts.codes, mass=counts.mass / self.n)
             table.mass.setflags(write=False)
-            self._tables.put(key, table)
+            if table.is_dense:  # the clique's shape decides (is_dense), never the counts
+                self._dense_tables.put(key, table, table.mass.size)
+            else:
+                self._tables.put(key, table)
         return table
 
     def histogram(self) -> DenseHistogram:
