@@ -7,7 +7,9 @@ kernel by up to 5x (issue 18; ``benchmarks/throughput.py`` measures it). So
 the library does not leave this to ``OPENBLAS_NUM_THREADS``:
 
 * :func:`blas_threads` limits BLAS inside a block (the engine wraps each round
-  in it; about 5 us per use, so it goes around rounds, not single kernels);
+  in it: half a microsecond when every BLAS is already at the limit, tens of
+  microseconds when it must set and restore, so it goes around rounds, not
+  single kernels);
 * :func:`limit_blas_threads` sets the limit for the rest of the process (the
   ``pmwcm`` command line does, before any command runs).
 
@@ -21,8 +23,7 @@ Both go through threadpoolctl, which finds every BLAS loaded in the process
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from threadpoolctl import ThreadpoolController
@@ -37,8 +38,7 @@ def _controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-@contextmanager
-def blas_threads(threads: int = 1) -> Iterator[None]:
+def blas_threads(threads: int = 1) -> AbstractContextManager[None]:
     """Limits every BLAS to ``threads`` threads inside the block, then restores them.
 
     Raises:
@@ -46,14 +46,31 @@ def blas_threads(threads: int = 1) -> Iterator[None]:
     """
     if not (isinstance(threads, int) and threads >= 1):
         raise ValueError(f"threads must be a positive integer, got threads={threads!r}.")
-    if all(library.get_num_threads() <= threads for library in _blas_libraries()):
-        # Every BLAS already runs at most this many threads (the pmwcm command sets
-        # it for the process): nothing to set or restore, and the limit's own cost
-        # (tens of us, once per engine round) is saved.
-        yield
-        return
-    with _controller().limit(limits=threads, user_api="blas"):
-        yield
+    return _BlasThreads(threads)
+
+
+class _BlasThreads(AbstractContextManager[None]):
+    """:func:`blas_threads`' block: a class, not a generator, since the engine enters
+    one per round and a generator's context costs about a microsecond more."""
+
+    __slots__ = ("_limiter", "_threads")
+
+    def __init__(self, threads: int) -> None:
+        self._threads = threads
+        self._limiter: Any = None
+
+    def __enter__(self) -> None:
+        threads = self._threads
+        if any(library.get_num_threads() > threads for library in _blas_libraries()):
+            self._limiter = _controller().limit(limits=threads, user_api="blas")
+        # Otherwise every BLAS already runs at most this many threads (the pmwcm
+        # command sets it for the process): nothing to set or restore, and the
+        # limit's own cost (tens of us, once per engine round) is saved.
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._limiter is not None:
+            self._limiter.restore_original_limits()
+            self._limiter = None
 
 
 @functools.cache
