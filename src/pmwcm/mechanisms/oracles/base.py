@@ -13,6 +13,7 @@ per-record vectors bounded by ``G B`` in norm moves by at most ``2 G B / n``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -81,7 +82,7 @@ class Oracle(Protocol):
 
 def check_noise_level(noise_level: float) -> None:
     """Rejects a non-positive or non-finite noise multiplier."""
-    if not (np.isfinite(noise_level) and noise_level > 0):
+    if not (math.isfinite(noise_level) and noise_level > 0):
         raise ValueError(f"noise_level must be positive and finite, got noise_level={noise_level}.")
 
 

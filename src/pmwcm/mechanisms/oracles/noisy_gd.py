@@ -62,6 +62,30 @@ from pmwcm.mechanisms.oracles.base import (
 from pmwcm.mechanisms.oracles.strongly_convex import project_rows
 
 
+def check_gradient_constants(problem: ConvexProblem) -> None:
+    """What noisy gradient descent needs of a problem's public constants: a positive
+    gradient bound, and ``G B``, ``lambda R``, ``S`` and ``beta + lambda`` finite.
+
+    Raises:
+        OracleRefused: naming the constant that fails.
+    """
+    lipschitz = problem.lipschitz  # each constant read once: the engine checks every round
+    if not lipschitz > 0:
+        raise OracleRefused(f"noisy_gd needs a positive gradient bound, got {lipschitz}.")
+    constants = (
+        ("G B", lipschitz),
+        ("lambda R", problem.l2 * problem.radius),
+        ("S", problem.scale),
+        ("beta + lambda", (problem.smoothness or 0.0) + problem.l2),
+    )
+    for label, value in constants:
+        if not math.isfinite(value):
+            raise OracleRefused(
+                f"noisy_gd needs finite constants, got {label} = {value} (radius "
+                f"{problem.radius:g}, l2 {problem.l2:g}); use a smaller radius or l2."
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class NoisyGradientDescent:
     """Full-batch noisy projected gradient descent.
@@ -89,22 +113,7 @@ class NoisyGradientDescent:
         return dp_accounting.GaussianDpEvent(noise_level)
 
     def check(self, problem: ConvexProblem) -> None:
-        if not problem.lipschitz > 0:
-            raise OracleRefused(
-                f"noisy_gd needs a positive gradient bound, got {problem.lipschitz}."
-            )
-        constants = {
-            "G B": problem.lipschitz,
-            "lambda R": problem.l2 * problem.radius,
-            "S": problem.scale,
-            "beta + lambda": (problem.smoothness or 0.0) + problem.l2,
-        }
-        for label, value in constants.items():
-            if not math.isfinite(value):
-                raise OracleRefused(
-                    f"noisy_gd needs finite constants, got {label} = {value} (radius "
-                    f"{problem.radius:g}, l2 {problem.l2:g}); use a smaller radius or l2."
-                )
+        check_gradient_constants(problem)
 
     def _step_size(self, problem: ConvexProblem) -> float:
         if self.step_size is not None:

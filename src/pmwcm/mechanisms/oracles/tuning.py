@@ -40,7 +40,7 @@ import dp_accounting
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import OracleInput, check_noise_level
-from pmwcm.mechanisms.oracles.noisy_gd import NoisyGradientDescent
+from pmwcm.mechanisms.oracles.noisy_gd import NoisyGradientDescent, check_gradient_constants
 
 #: The rule's constants (module docstring): ``N = A (r / R0)^P``, capped at ``MAX_STEPS``.
 _STEPS_AT_R0 = 2.0
@@ -92,7 +92,7 @@ class BudgetTunedGradientDescent:
         return dp_accounting.GaussianDpEvent(noise_level)
 
     def check(self, problem: ConvexProblem) -> None:
-        NoisyGradientDescent().check(problem)
+        check_gradient_constants(problem)
 
     def answer(self, data: OracleInput, *, noise_level: float, noise: NoiseSource) -> FloatArray:
         oracle = noisy_gd_for_budget(data.problem, n=data.n, noise_level=noise_level)
