@@ -57,6 +57,7 @@ from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.rounds import CMRound
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.fixed_budget import fixed_budget_minimize
 from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.kernels.queries import CMQuery
@@ -255,7 +256,8 @@ class _Search:
         weights = view.data.marginal(view.round.clique).ravel()
         if view.best is None:
             view.best = fixed_budget_minimize(p, weights, view.round.data_solve)
-        return max(0.0, p.objective(theta_hat, weights) - p.objective(view.best, weights))
+        objective = evaluator(p, weights).objective  # the round's arithmetic for F
+        return max(0.0, objective(theta_hat) - objective(view.best))
 
     def real(self, view: _View, theta_hat: FloatArray) -> Outcome:
         """The engine's own ``q``; counts a mismatch with :meth:`modelled`."""

@@ -23,6 +23,7 @@ The returned arrays are buffers reused by the next call: consume them first.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -127,11 +128,19 @@ class CompiledGLMEvaluator(Evaluator):
         self._labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
         self._l2 = float(problem.l2)
         self._kind, self._param = kind
-        self._gradient = np.empty(problem.design.dim)
-        #: Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above).
-        self.vector_exp = (
-            is_signed_logistic(problem) and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
-        )
+
+    @functools.cached_property
+    def _gradient(self) -> FloatArray:
+        """The buffer :meth:`gradient` writes (made on first use: a round's error
+        evaluates only the objective)."""
+        return np.empty(self._design.dim)
+
+    @functools.cached_property
+    def vector_exp(self) -> bool:
+        """Whether :meth:`fixed_fista` takes the vectorised ``exp`` (public: see above)."""
+        problem = self.problem
+        assert isinstance(problem, GLMProblem)
+        return is_signed_logistic(problem) and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
 
     def objective(self, theta: FloatArray) -> float:
         return float(
