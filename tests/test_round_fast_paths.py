@@ -502,14 +502,22 @@ def test_cell_budget_cache_evicts_the_oldest_and_counts_cells() -> None:
         CellBudgetCache(0)
 
 
-def test_marginal_cache_stays_within_its_budget_and_exact(seed: int) -> None:
-    """Past its budget the cache drops its oldest tables; what it serves stays exact."""
+@pytest.mark.parametrize("shape", [(4,) * 7, (4,) * 8], ids=["one pass", "planned passes"])
+def test_marginal_cache_stays_within_its_budget_and_exact(
+    shape: tuple[int, ...], seed: int
+) -> None:
+    """Past its budget the cache drops its oldest tables; what it serves stays exact
+    (each kernel's own numbers: the compiled pass below ONE_PASS_MAX_CELLS, the
+    planned passes above) and fresh on every hit."""
     rng = np.random.default_rng(seed)
-    values = rng.random((4,) * 7)
+    values = rng.random(shape)
     cache = MarginalCache(budget=CACHED_MARGINAL_CELLS)
     for _ in range(80):
-        axes = tuple(int(a) for a in rng.permutation(7)[: int(rng.integers(1, 6))])
-        np.testing.assert_array_equal(cache.marginal(values, axes), _planned_marginal(values, axes))
+        axes = tuple(int(a) for a in rng.permutation(len(shape))[: int(rng.integers(1, 6))])
+        first, again = cache.marginal(values, axes), cache.marginal(values, axes)
+        np.testing.assert_array_equal(first, _planned_marginal(values, axes))
+        np.testing.assert_array_equal(again, first)
+        assert again.flags.writeable and not np.may_share_memory(again, first)
         held = [table for table, _ in cache._tables._entries.values()]
         assert cache._tables.cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
 
