@@ -146,15 +146,16 @@ def test_one_pass_marginal_in_any_axis_order_is_the_sorted_one_transposed(
     shape: tuple[int, ...], seed: int
 ) -> None:
     """The compiled pass against brute force, on rows longer and shorter than its
-    code table, trailing dropped runs of every length mod 4, and every clique order:
+    code table, trailing dropped runs of every length mod 4, rows whose cells cycle
+    through fewer marginal cells than its lanes (a spread clique), and clique orders:
     a clique in another order is the sorted clique's numbers transposed, bit for bit
     (the marginal caches keep only the sorted one)."""
     rng = np.random.default_rng(seed)
     values = rng.random(shape)
     m = len(shape)
-    cliques = {(), tuple(range(m))} | {
-        tuple(int(a) for a in rng.permutation(m)[:k]) for k in range(m + 1)
-    }
+    spread = {(0, m // 2, m - 1), (m - 1, 0, m // 2)} if m >= 3 else set()  # four lanes
+    cliques = {(), tuple(range(m))} | spread
+    cliques |= {tuple(int(a) for a in rng.permutation(m)[:k]) for k in range(m + 1)}
     for axes in sorted(cliques):
         got = _one_pass_marginal(values, axes)
         np.testing.assert_allclose(got, brute_marginal(values, axes), rtol=1e-12, atol=1e-12)

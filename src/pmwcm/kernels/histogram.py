@@ -284,14 +284,18 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
 
 #: Arrays of at most this many cells take their marginals in one compiled pass
 #: (:func:`_one_pass_marginal`). Planning a new clique's passes costs about 20 us of
-#: Python, which the engine pays on every clique it has not seen; the compiled pass
-#: needs no plan and runs at about 0.55 ns a cell, against 0.2 for a planned pass
-#: (measured at 2^12 to 2^16 by benchmarks/histogram.py), so below this size it is
-#: faster for a new clique and as fast for a known one.
-ONE_PASS_MAX_CELLS = 2**15
+#: Python, which the engine pays on every clique it has not seen: at 2^14 cells a
+#: new clique's marginal took 31 us planned and takes about 10 in one pass. A
+#: known clique's planned passes are faster (2.5 to 10 us at 2^14, against 4 to 18
+#: in one pass; ``benchmarks/histogram.py``), and at 2^15 a clique spread over the
+#: domain would take 36 us in one pass, past the 20 us a kernel that the passes keep.
+ONE_PASS_MAX_CELLS = 2**14
 #: The innermost cells one row of :func:`_sum_into_cells` reads through a table of
 #: cell codes (a row of at most this many cells keeps the table in L1).
 _ROW_CELLS = 256
+#: The copies :func:`_sum_into_cells` adds a row's cells into, in turn, when they
+#: fall on fewer marginal cells than this (written out as four in the final sum).
+_LANES = 4
 
 
 def _planned_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
@@ -346,8 +350,10 @@ def _sum_into_cells(
     axes after the last kept one (``post`` cells, contiguous) are first summed with
     four accumulators (independent adds, not one dependent chain); the innermost
     axes up to :data:`_ROW_CELLS` cells then go through a table of their codes,
-    and a counter over the outer axes gives each row's base code. Loop bounds
-    depend on the shapes only.
+    and a counter over the outer axes gives each row's base code. A row whose
+    consecutive cells fall on fewer than :data:`_LANES` marginal cells (a clique
+    spread over the domain) is added into four interleaved copies, for the same
+    reason. Loop bounds and the choice depend on the shapes only.
     """
     ndim = shape.shape[0]
     stride = np.zeros(ndim, dtype=np.int64)
@@ -373,6 +379,16 @@ def _sum_into_cells(
     rows = 1
     for a in range(cut):
         rows *= shape[a]
+    # Consecutive cells of a row cycle through ``period`` marginal cells (the kept
+    # axes at the row's end). Fewer than four make each cell's adds one dependent
+    # chain, so then cell j goes to lane j mod 4 of four copies, summed at the end.
+    period, a = 1, last - 1
+    while a >= cut and stride[a] != 0:
+        period *= int(shape[a])
+        a -= 1
+    cells = out.shape[0]
+    mask = _LANES - 1 if period < _LANES and post == 1 else 0
+    sums = np.zeros(_LANES * cells) if mask else out
     digits = np.zeros(max(cut, 1), dtype=np.int64)
     base = 0
     width = row * post
@@ -380,7 +396,7 @@ def _sum_into_cells(
         start = r * width
         if post == 1:
             for j in range(row):
-                out[base + codes[j]] += flat[start + j]
+                sums[(j & mask) * cells + base + codes[j]] += flat[start + j]
         else:
             for j in range(row):
                 first = start + j * post
@@ -405,6 +421,9 @@ def _sum_into_cells(
             base -= digits[a] * stride[a]
             digits[a] = 0
             a -= 1
+    if mask:
+        for c in range(cells):
+            out[c] = (sums[c] + sums[cells + c]) + (sums[2 * cells + c] + sums[3 * cells + c])
 
 
 def broadcast_factor(shape: tuple[int, ...], axes: Sequence[int], factor: FloatArray) -> FloatArray:
