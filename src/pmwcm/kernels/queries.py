@@ -348,11 +348,19 @@ class CMQuery:
 
     def _layout(self, sizes: tuple[int, ...]) -> _Layout:
         """What the design reads of this query on a clique of ``sizes`` (features, target)."""
-        position = {a: i for i, a in enumerate(self.features)}
+        features, encodings = self.features, self.encodings
+        groups: tuple[tuple[int, ...], ...] = ()
+        if self.interactions:  # most queries have none (and no encodings): skip the loops
+            position = {a: i for i, a in enumerate(features)}
+            groups = tuple(tuple(position[a] for a in group) for group in self.interactions)
         return _Layout(
             sizes=sizes,
-            encodings=tuple(self.encodings.get(a, "auto") for a in self.features),
-            interactions=tuple(tuple(position[a] for a in group) for group in self.interactions),
+            encodings=(
+                tuple([encodings.get(a, "auto") for a in features])
+                if encodings
+                else ("auto",) * len(features)
+            ),
+            interactions=groups,
             intercept=self.intercept,
         )
 
