@@ -56,8 +56,9 @@ from pmwcm.kernels.compiled import (
     fixed_fista_paired_logistic,
     paired_logistic_rows,
 )
-from pmwcm.kernels.design import BlockDesign, DenseDesign
+from pmwcm.kernels.design import DenseDesign
 from pmwcm.kernels.evaluator import (
+    COMPILED_DESIGNS,
     CompiledGLMEvaluator,
     compiled_kind,
     evaluator,
@@ -327,7 +328,7 @@ def _ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> 
     if kind is not None:
         # compiled_kind admits exactly these: a catalogue GLM loss, dense or block design.
         assert isinstance(problem, GLMProblem)
-        assert isinstance(problem.design, BlockDesign | DenseDesign)
+        assert isinstance(problem.design, COMPILED_DESIGNS)
         columns, values = problem.design.row_major
         return fixed_ellipsoid(
             columns, values, np.ascontiguousarray(problem.labels, dtype=np.float64), weights,

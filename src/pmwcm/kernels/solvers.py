@@ -223,7 +223,7 @@ def _compiled_newton(
     steps, equal up to rounding (``tests/test_round_fast_paths.py``), without
     NumPy's per-call cost on a table of a few dozen cells."""
     assert isinstance(problem, GLMProblem)
-    design = cast(BlockDesign | DenseDesign, problem.design)  # what the evaluator compiles
+    design = cast("BlockDesign | DenseDesign", problem.design)  # what the evaluator compiles
     kind = loss_kind(problem.loss)
     assert kind is not None
     columns, values = design.row_major
