@@ -541,20 +541,24 @@ class GLMProblem(ConvexProblem):
         design, labels = self.query._features(sub, cells, block_form=True)
         return dataclasses.replace(self, design=design, labels=labels)
 
-    @property
+    # The constants below are cached like feature_bound: a round reads them about
+    # ten times (the plan, tau, the oracle's check, the sensitivity, the solver's
+    # choice), and the loss, radius and design they come from never change.
+
+    @functools.cached_property
     def derivative_bound(self) -> float:
         """``G``: bound on ``|df/dz|`` for ``|z| <= R B``."""
         return self.loss.derivative_bound(self.radius * self.feature_bound)
 
-    @property
+    @functools.cached_property
     def lipschitz(self) -> float:
         return self.derivative_bound * self.feature_bound
 
-    @property
+    @functools.cached_property
     def scale(self) -> float:
         return 2.0 * self.radius * self.lipschitz
 
-    @property
+    @functools.cached_property
     def smoothness(self) -> float | None:
         beta = self.loss.smoothness
         return None if beta is None else beta * self.feature_bound**2
