@@ -37,6 +37,8 @@ def test_lookup_methods() -> None:
     assert d.axes(["c", "a"]) == (2, 0)
     assert d.axes([]) == ()
     assert d.size_of("b") == 3
+    assert d.sizes_of(["c", "a"]) == (4, 2) and d.sizes_of(("b",)) == (3,)
+    assert d.sizes_of([]) == ()
     assert "b" in d
     assert "z" not in d
 
@@ -49,6 +51,8 @@ def test_unknown_attribute_raises_keyerror_listing_the_domain() -> None:
         d.axes(["a", "zz"])
     with pytest.raises(KeyError, match="zz"):
         d.project(["zz"])
+    with pytest.raises(KeyError, match=r"'zz'.*\['a', 'b'\]"):
+        d.sizes_of(("a", "zz"))
 
 
 def test_lookups_refuse_what_is_not_an_attribute_name_and_read_iterators_once() -> None:
@@ -60,6 +64,11 @@ def test_lookups_refuse_what_is_not_an_attribute_name_and_read_iterators_once() 
     with pytest.raises(KeyError, match="zz"):
         d.axes(name for name in ("b", "zz"))
     assert d.axes(name for name in ("b", "a")) == (1, 0)
+    assert d.sizes_of(name for name in ("b", "a")) == (3, 2)
+    with pytest.raises(KeyError, match="zz"):
+        d.sizes_of(name for name in ("b", "zz"))
+    with pytest.raises(KeyError, match=r"\['a'\]"):
+        d.sizes_of([["a"]])  # type: ignore[list-item]
     assert dataclasses.replace(d, names=("b", "a")).index("b") == 0  # the look-up is rebuilt
 
 

@@ -466,7 +466,7 @@ class OnlinePMW:
     def _compile_round(self, query: CMQuery) -> CMRound:
         """:meth:`cm_round` without the cache."""
         settings = self.settings
-        shape = tuple(self.domain.size_of(name) for name in query.clique)
+        shape = self.domain.sizes_of(query.clique)
         if math.prod(shape) >= MAX_CLIQUE_CELLS:
             raise QueryError(
                 f"The query's clique {list(query.clique)} has {math.prod(shape):.3g} cells; "
@@ -651,7 +651,7 @@ class OnlinePMW:
         choose); a small one goes when its cells times the planned iterations are
         many, since below that the hand-off costs more than it saves.
         """
-        shape = tuple(self.domain.size_of(name) for name in round_.clique)
+        shape = self.domain.sizes_of(round_.clique)
         if not is_dense(shape):
             return True
         return math.prod(shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK

@@ -130,6 +130,19 @@ class Domain:
         """The axes of ``attrs``, in the order given."""
         return tuple(self.index(a) for a in attrs)
 
+    def sizes_of(self, attrs: Iterable[str]) -> tuple[int, ...]:
+        """``s_i`` of each attribute of ``attrs``, in the order given (a clique's shape).
+
+        Raises:
+            KeyError: for an attribute the domain does not have (as :meth:`index`).
+        """
+        names = attrs if isinstance(attrs, tuple) else tuple(attrs)  # an iterator, read once
+        sizes, axis_of = self.sizes, self._axis_of
+        try:
+            return tuple([sizes[axis_of[name]] for name in names])
+        except (KeyError, TypeError):
+            return tuple([sizes[self.index(name)] for name in names])  # names the culprit
+
     def size_of(self, name: str) -> int:
         """``s_i`` for attribute ``name``."""
         return self.sizes[self.index(name)]
