@@ -27,6 +27,7 @@ No timing here: ``benchmarks/throughput.py`` measures the speed.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,6 +79,7 @@ from pmwcm.kernels.solvers import (
     minimize,
 )
 from pmwcm.kernels.threads import blas_threads
+from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.noise import OpenDPNoise
 from pmwcm.mechanisms.sparse_vector import QUERY_NOISE_BLOCK, DworkRothSparse, LyuSuLiSparse
 
@@ -432,6 +434,29 @@ def test_canonical_form_and_key_are_memoised_per_domain_and_follow_the_encodings
     assert query == CMQuery(
         loss="logistic", target="y", features=("a", "c"), encodings={"c": "ordinal"}
     )
+
+
+def test_canonical_key_is_the_canonical_spec_as_sorted_json(seed: int) -> None:
+    """``canonical_json`` builds the key from the resolved fields without building the
+    canonical query: it must be the canonical query's spec as sorted-key JSON, for
+    every field that canonicalisation resolves (int radius, default loss parameter,
+    auto and explicit encodings, interactions), asked first or after ``canonical``."""
+    domain = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "d": 5, "y": 2, "z": 4})
+    specs: list[dict[str, Any]] = [
+        {"loss": "logistic", "target": "y", "features": ["a", "c"]},
+        {"loss": "huber", "target": "z", "features": ["d", "a"], "radius": 2, "l2": 1},
+        {"loss": "huber", "target": "z", "features": ["c"], "loss_param": 0.5},
+        {"loss": "quantile", "target": "z", "features": ["c", "d"], "encodings": {"d": "ordinal"}},
+        {"loss": "squared", "target": "z", "features": ["a", "b", "c"], "intercept": False,
+         "encodings": {"c": "auto", "a": "ordinal"}, "interactions": [["a", "c"]]},
+    ]  # fmt: skip
+    specs += [q.to_dict() for q in random_queries(domain, 40, rng=np.random.default_rng(seed))]
+    for spec in specs:
+        expected = json.dumps(CMQuery.from_dict(spec).canonical(domain).to_dict(), sort_keys=True)
+        assert CMQuery.from_dict(spec).canonical_json(domain) == expected  # asked first
+        query = CMQuery.from_dict(spec)
+        query.canonical(domain)
+        assert query.canonical_json(domain) == expected == query.canonical_json(domain)
 
 
 def test_canonical_form_skips_the_checks_but_is_what_the_checked_constructor_builds(

@@ -167,18 +167,24 @@ class CMQuery:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready spec (inverse of :meth:`from_dict`)."""
+        return self._spec(self.radius, self.l2, self.loss_param, self.encodings)
+
+    def _spec(
+        self, radius: float, l2: float, loss_param: float | None, encodings: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """:meth:`to_dict` with these four fields (:meth:`canonical_json` gives them resolved)."""
         out: dict[str, Any] = {
             "loss": self.loss,
             "target": self.target,
             "features": list(self.features),
-            "radius": self.radius,
-            "l2": self.l2,
+            "radius": radius,
+            "l2": l2,
             "intercept": self.intercept,
         }
-        if self.loss_param is not None:
-            out["loss_param"] = self.loss_param
-        if self.encodings:
-            out["encodings"] = dict(self.encodings)
+        if loss_param is not None:
+            out["loss_param"] = loss_param
+        if encodings:
+            out["encodings"] = dict(encodings)
         if self.interactions:
             # Omitted when empty, so specs (and query keys) without interactions
             # are the same as before interactions existed.
@@ -227,6 +233,19 @@ class CMQuery:
             and memo[1] == self._mutable_part()
         ):
             return memo[2]  # this query's, on this very domain
+        canonical = self._checked_variant(**self._canonical_fields(domain))
+        # Memoised on the instance, outside the dataclass fields (so equality, repr
+        # and the spec are untouched): the engine, the command line and the
+        # coefficient names each ask for it, several times per query.
+        object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
+        return canonical
+
+    def _canonical_fields(self, domain: Domain) -> dict[str, Any]:
+        """The four fields :meth:`canonical` resolves, resolved on ``domain``.
+
+        Raises:
+            QueryError: an attribute the domain does not have, or an unknown encoding.
+        """
         self._check_attributes(domain)
         encodings = {}
         for name in self.features:
@@ -234,17 +253,12 @@ class CMQuery:
                 chosen = self.encodings.get(name, "auto")
                 _check_encoding(name, chosen)  # the dict is the one field that can change
                 encodings[name] = "onehot" if chosen == "auto" else chosen
-        canonical = self._checked_variant(
-            radius=float(self.radius),
-            l2=float(self.l2),
-            loss_param=resolved_loss_param(self.loss, self.loss_param),
-            encodings=encodings,
-        )
-        # Memoised on the instance, outside the dataclass fields (so equality, repr
-        # and the spec are untouched): the engine, the command line and the
-        # coefficient names each ask for it, several times per query.
-        object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
-        return canonical
+        return {
+            "radius": float(self.radius),
+            "l2": float(self.l2),
+            "loss_param": resolved_loss_param(self.loss, self.loss_param),
+            "encodings": encodings,
+        }
 
     def _checked_variant(self, **changes: Any) -> CMQuery:
         """This query with ``changes`` to fields, without running the checks again.
@@ -264,13 +278,18 @@ class CMQuery:
         return tuple(self.encodings.items())
 
     def canonical_json(self, domain: Domain) -> str:
-        """:meth:`canonical` as sorted-key JSON (the engine's query key), memoised likewise."""
-        canonical = self.canonical(domain)
+        """:meth:`canonical`'s spec as sorted-key JSON (the engine's query key),
+        memoised likewise. Built from the resolved fields without building the
+        canonical query (the engine keys every query, and compiles the query itself)."""
         memo = self.__dict__.get("_canonical_json")
-        if memo is not None and memo[0] is canonical:
-            return str(memo[1])
-        text = _KEY_ENCODER.encode(canonical.to_dict())
-        object.__setattr__(self, "_canonical_json", (canonical, text))
+        if (
+            memo is not None
+            and (memo[0] is domain or memo[0] == domain)
+            and memo[1] == self._mutable_part()
+        ):
+            return str(memo[2])
+        text = _KEY_ENCODER.encode(self._spec(**self._canonical_fields(domain)))
+        object.__setattr__(self, "_canonical_json", (domain, self._mutable_part(), text))
         return text
 
     def check(self, domain: Domain) -> GLMLoss:
