@@ -204,10 +204,11 @@ def minimizer(
     (:func:`minimize`'s "is there one?") and the closing gradient and objective.
     Any other problem goes through :func:`minimize`.
     """
-    if tol > 0 and problem.smoothness is not None and compiled_kind(problem) is not None:
+    kind = compiled_kind(problem) if tol > 0 and problem.smoothness is not None else None
+    if kind is not None:
         weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
         theta, _, converged = _compiled_newton(
-            problem, weights, np.zeros(problem.dim), tol, max_iter
+            problem, weights, np.zeros(problem.dim), tol, max_iter, kind=kind
         )
         if not converged:
             theta, _, _ = _fista(problem, weights, theta, tol, 200 * max_iter)
@@ -216,7 +217,13 @@ def minimizer(
 
 
 def _compiled_newton(
-    problem: ConvexProblem, weights: FloatArray, theta: FloatArray, tol: float, max_iter: int
+    problem: ConvexProblem,
+    weights: FloatArray,
+    theta: FloatArray,
+    tol: float,
+    max_iter: int,
+    *,
+    kind: tuple[int, float] | None = None,
 ) -> tuple[FloatArray, int, bool]:
     """:func:`_newton` in one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`),
     for a problem :func:`~pmwcm.kernels.evaluator.evaluator` compiles: the same
@@ -224,7 +231,8 @@ def _compiled_newton(
     NumPy's per-call cost on a table of a few dozen cells."""
     assert isinstance(problem, GLMProblem)
     design = cast("BlockDesign | DenseDesign", problem.design)  # what the evaluator compiles
-    kind = loss_kind(problem.loss)
+    if kind is None:
+        kind = loss_kind(problem.loss)
     assert kind is not None
     columns, values = design.row_major
     theta, iterations, converged = newton_solve(
