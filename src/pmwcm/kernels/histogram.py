@@ -569,6 +569,13 @@ class MarginalCache:
         """The marginal of ``values`` (C-contiguous float64) on distinct ``axes``, in
         their order: a fresh array, bit for bit :func:`_planned_marginal`'s for the
         sorted axes, transposed."""
+        table = self.table(values, axes)
+        return table if table.flags.writeable else table.copy()
+
+    def table(self, values: FloatArray, axes: tuple[int, ...]) -> FloatArray:
+        """:meth:`marginal`, without its copy where it can be spared: read-only (and
+        then possibly the cache's own table) or fresh and writeable. For readers that
+        only read it, such as a round's clique table."""
         key = tuple(sorted(axes))
         table = self._tables.get(key)
         if table is None:
@@ -576,10 +583,8 @@ class MarginalCache:
             if table.size <= CACHED_MARGINAL_CELLS:
                 table.flags.writeable = False
                 self._tables.put(key, table, table.size)
-            elif key == axes:
-                return table
         if key == axes:
-            return table.copy()
+            return table
         # As _planned_marginal transposes (a 0-d table never gets here: key == axes).
         # A copy, also when the transpose is already contiguous (size-1 axes).
         return np.array(table.transpose(tuple(key.index(a) for a in axes)), order="C")
@@ -727,8 +732,11 @@ class DenseHistogram:
             self._values *= math.exp(head)
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
-        """The marginal in its clique's form (:meth:`CliqueTable.of_marginal`)."""
-        return CliqueTable.of_marginal(self.marginal(attrs))
+        """The marginal in its clique's form (:meth:`CliqueTable.of_marginal`), read-only:
+        its mass may be the marginal cache's own table (no copy)."""
+        table = self._marginals.table(self._values, self._axes(attrs))
+        table.flags.writeable = False
+        return CliqueTable.of_marginal(table)
 
     def reweight_table(
         self, attrs: Sequence[str], table: CliqueTable, log_factor: FloatArray

@@ -298,7 +298,7 @@ class PrivateData:
             if is_dense(shape) and self._use_full_histogram():
                 # marginal()'s numbers (counts summed, then divided by n), without
                 # the layers and the cache entry it adds.
-                summed = self._count_marginals.marginal(self._full_counts(), axes)
+                summed = self._count_marginals.table(self._full_counts(), axes)
                 table = CliqueTable.dense(summed / self.n)
             elif is_dense(shape) or self._histogram is not None:
                 table = CliqueTable.of_marginal(self.marginal(key))
