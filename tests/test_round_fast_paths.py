@@ -59,6 +59,7 @@ from pmwcm.kernels.fixed_budget import (
     _ellipsoid_reference,
     _paired_form,
     fixed_budget_minimize,
+    fixed_budget_minimum,
     oscillation_bound,
     plan_solve,
 )
@@ -251,6 +252,42 @@ def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited()
                 with blas_threads(inner):
                     assert counts() == {min(outer, inner)}
                 assert counts() == {outer}
+
+
+@pytest.mark.parametrize(
+    ("loss", "target", "features"),
+    [
+        ("logistic", "y", ("a",)),
+        ("logistic", "y", ("a", "c", "d")),  # the paired form: solve and value in one call
+        ("logistic", "y", ("b", "c", "d", "z")),
+        ("squared", "z", ("a", "c")),  # no paired form: the evaluator
+        ("hinge", "y", ("a", "b")),  # the ellipsoid
+    ],
+)
+def test_fixed_budget_minimum_is_the_evaluators_objective_at_the_solves_point_bit_for_bit(
+    loss: str, target: str, features: tuple[str, ...], seed: int
+) -> None:
+    """The round's ``q`` reads the solve's value and objective from
+    ``fixed_budget_minimum``; the sensitivity audit models them with the evaluator,
+    apart. They must be the same numbers, on degenerate weights too."""
+    rng = np.random.default_rng(seed)
+    problem = CMQuery(loss=loss, target=target, features=features, l2=0.05).compile(DOMAIN)
+    plan = plan_solve(problem, gap=1e-4, max_iterations=100_000)
+    assert (_paired_form(problem) is not None) is (loss == "logistic")
+    cells = int(np.prod(problem.sizes))
+    for trial in range(6):
+        weights = rng.random(cells) ** 3
+        if trial == 1:
+            weights[rng.random(cells) < 0.7] = 0.0
+            weights[0] += 1e-3
+        if trial == 2:
+            weights = np.eye(cells)[int(rng.integers(cells))]
+        weights /= weights.sum()
+        value, objective = fixed_budget_minimum(problem, weights, plan)
+        reference = evaluator(problem, weights).objective
+        assert value == reference(fixed_budget_minimize(problem, weights, plan))
+        answer = rng.normal(size=problem.dim)
+        assert objective(answer) == reference(answer)
 
 
 @pytest.mark.parametrize(
@@ -543,6 +580,13 @@ def test_marginal_cache_stays_within_its_budget_and_exact(
         np.testing.assert_array_equal(first, _planned_marginal(values, axes))
         np.testing.assert_array_equal(again, first)
         assert again.flags.writeable and not np.may_share_memory(again, first)
+        shared = cache.table(values, axes)  # what a round's clique table reads: no copy
+        np.testing.assert_array_equal(shared, first)
+        if axes == tuple(sorted(axes)) and shared.size <= CACHED_MARGINAL_CELLS:
+            assert not shared.flags.writeable  # the cache's own table
+            assert np.shares_memory(shared, cache.table(values, axes))
+        else:
+            assert shared.flags.writeable  # a fresh transposed (or uncached) table
         held = [table for table, _ in cache._tables._entries.values()]
         assert cache._tables.cells == sum(t.size for t in held) <= CACHED_MARGINAL_CELLS
 

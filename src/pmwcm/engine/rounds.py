@@ -49,8 +49,7 @@ import numpy as np
 
 from pmwcm.engine.settings import HYPOTHESIS_SOLVE
 from pmwcm.kernels.clique_table import CliqueTable
-from pmwcm.kernels.evaluator import evaluator
-from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimize
+from pmwcm.kernels.fixed_budget import FixedSolve, fixed_budget_minimum
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.solvers import minimizer
 from pmwcm.mechanisms.noise import NoiseSource, add_laplace
@@ -189,17 +188,17 @@ class CMRound:
         """Runs the fixed-budget solve for ``L_D(theta_D)``; returns :meth:`error`'s
         function of ``theta_hat`` (one objective evaluation).
 
-        Both values come from the problem's :func:`~pmwcm.kernels.evaluator.evaluator`
-        (compiled for a catalogue loss: equal to :meth:`ConvexProblem.objective` up
-        to rounding, 1.5 us a call against 4.5 on Adult's small cliques); the path
-        is chosen by the problem's type, never by the data. The sensitivity audit
-        (:mod:`pmwcm.audit.sensitivity`) models ``q`` with the same arithmetic.
+        Both values are the problem's :func:`~pmwcm.kernels.evaluator.evaluator`
+        objective (compiled for a catalogue loss: equal to
+        :meth:`ConvexProblem.objective` up to rounding, 1.5 us a call against 4.5 on
+        Adult's small cliques), the first computed with the solve
+        (:func:`~pmwcm.kernels.fixed_budget.fixed_budget_minimum`); the path is chosen
+        by the problem's type, never by the data. The sensitivity audit
+        (:mod:`pmwcm.audit.sensitivity`) models ``q`` with the evaluator, apart.
         """
         table = as_table(data_marginal)
-        weights = table.mass
         p = self.problem_on(table)
-        objective = evaluator(p, weights).objective
-        best = objective(fixed_budget_minimize(p, weights, self.data_solve))
+        best, objective = fixed_budget_minimum(p, table.mass, self.data_solve)
 
         def error(answer: FloatArray) -> float:
             return max(0.0, objective(answer) - best)

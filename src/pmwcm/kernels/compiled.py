@@ -779,6 +779,25 @@ def fixed_fista_paired_logistic(
 
 
 @njit(cache=True, nogil=True)
+def fixed_fista_paired_logistic_value(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    dim: int,
+    l2: float,
+    radius: float,
+    step: float,
+    iterations: int,
+) -> tuple[FloatArray, float]:
+    """:func:`fixed_fista_paired_logistic` and :func:`glm_objective` at its point, in
+    one call: the same two computations on the same arrays, so the same numbers as
+    calling them one after the other (the logistic kind has no parameter)."""
+    theta = fixed_fista_paired_logistic(columns, values, weights, dim, l2, radius, step, iterations)
+    return theta, glm_objective(columns, values, labels, weights, theta, l2, LOGISTIC, 0.0)
+
+
+@njit(cache=True, nogil=True)
 def _paired_fista_dense(
     features: FloatArray, weights: FloatArray, l2: float, radius: float, step: float,
     iterations: int,

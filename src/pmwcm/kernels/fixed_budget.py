@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,9 +52,12 @@ from numpy.typing import NDArray
 
 from pmwcm.errors import Refused
 from pmwcm.kernels.compiled import (
+    LOGISTIC,
     VECTOR_EXP_MIN_ROWS,
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
+    fixed_fista_paired_logistic_value,
+    glm_objective,
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import DenseDesign
@@ -67,7 +71,13 @@ from pmwcm.kernels.evaluator import (
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
-__all__ = ["FixedSolve", "SolveRefused", "fixed_budget_minimize", "plan_solve"]
+__all__ = [
+    "FixedSolve",
+    "SolveRefused",
+    "fixed_budget_minimize",
+    "fixed_budget_minimum",
+    "plan_solve",
+]
 
 #: The largest ``V / tau`` planned: beyond it float64 objective values cannot
 #: resolve the gap the privacy argument charges.
@@ -241,6 +251,38 @@ def fixed_budget_minimize(
     return _ellipsoid(problem, weights, plan.iterations)
 
 
+def fixed_budget_minimum(
+    problem: ConvexProblem, weights: FloatArray, plan: FixedSolve
+) -> tuple[float, Callable[[FloatArray], float]]:
+    """``(F(theta), F)``: the objective on ``weights`` at :func:`fixed_budget_minimize`'s
+    point, and the objective itself, both as ``evaluator(problem, weights).objective``
+    computes them (:mod:`pmwcm.kernels.evaluator`), bit for bit.
+
+    A small dense logistic table (:func:`_paired_form`) runs the solve and the value
+    in one compiled call, and ``F`` calls the compiled objective on the same arrays
+    without building an evaluator; anything else is the solve, then the evaluator.
+    The path is chosen by the query's compile, never by the weights.
+    """
+    paired = _paired_form(problem) if plan.method == "fista" else None
+    if paired is None:
+        evaluate = evaluator(problem, weights).objective
+        return evaluate(fixed_budget_minimize(problem, weights, plan)), evaluate
+    assert plan.smoothness is not None
+    columns, values, labels = paired
+    weights = np.ascontiguousarray(weights, dtype=np.float64).ravel()
+    l2 = float(problem.l2)
+    _, value = fixed_fista_paired_logistic_value(
+        columns, values, labels, weights, problem.dim, l2, problem.radius,
+        1.0 / plan.smoothness, plan.iterations,
+    )  # fmt: skip
+
+    def objective(theta: FloatArray) -> float:
+        point = np.ascontiguousarray(theta, dtype=np.float64)
+        return float(glm_objective(columns, values, labels, weights, point, l2, LOGISTIC, 0.0))
+
+    return float(value), objective
+
+
 def _fista(
     problem: ConvexProblem, weights: FloatArray, iterations: int, smoothness: float
 ) -> FloatArray:
@@ -256,7 +298,7 @@ def _fista(
     if paired is not None:
         # A small dense table of a +-1-label logistic query, every cell in C order:
         # one exp per (x, -1), (x, +1) pair (public form: see _paired_form).
-        columns, values = paired
+        columns, values, _ = paired
         return fixed_fista_paired_logistic(
             columns, values, np.ascontiguousarray(weights, dtype=np.float64), problem.dim,
             float(problem.l2), radius, step, iterations,
@@ -282,8 +324,11 @@ def _fista(
     return theta
 
 
-def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray] | None:
-    """The row-major design :func:`fixed_fista_paired_logistic` reads, or ``None``.
+def _paired_form(
+    problem: ConvexProblem,
+) -> tuple[NDArray[np.int64], FloatArray, FloatArray] | None:
+    """The row-major design :func:`fixed_fista_paired_logistic` reads and the labels
+    (float64, contiguous: as the compiled evaluator reads them), or ``None``.
 
     Only for a logistic query on a two-valued target whose clique is below
     :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells (the evaluator's
@@ -307,7 +352,7 @@ def _paired_form(problem: ConvexProblem) -> tuple[NDArray[np.int64], FloatArray]
         return known[2]
     columns, values = problem.design.row_major
     labels = np.ascontiguousarray(problem.labels, dtype=np.float64)
-    form = (columns, values) if paired_logistic_rows(columns, values, labels) else None
+    form = (columns, values, labels) if paired_logistic_rows(columns, values, labels) else None
     if len(_PAIRED) >= 256:
         _PAIRED.clear()
     _PAIRED[key] = (problem.design, problem.labels, form)
