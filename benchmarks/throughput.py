@@ -290,7 +290,9 @@ def _below_rounds(
     wrap(engine.hypothesis, "clique_table", "hyp marginal")
     wrap(engine._data_side, "table", "data marginal")
     wrap(rounds_module.CMRound, "hypothesis_answer", "hyp solve")
-    wrap(rounds_module, "fixed_budget_minimize", "data solve")
+    # The solve and its value (fixed_budget_minimum); the solve alone before it existed.
+    solve = "fixed_budget_minimum" if hasattr(rounds_module, "fixed_budget_minimum") else None
+    wrap(rounds_module, solve or "fixed_budget_minimize", "data solve")
     wrap(engine.sparse_vector, "above", "sparse vector")
     wall, cpu = [], []
     try:
