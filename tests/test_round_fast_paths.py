@@ -69,9 +69,9 @@ from pmwcm.kernels.histogram import (
     MarginalCache,
     _planned_marginal,
 )
-from pmwcm.kernels.losses import resolved_loss_param
+from pmwcm.kernels.losses import make_loss, resolved_loss_param
 from pmwcm.kernels.lru import CellBudgetCache
-from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.queries import CMQuery, GLMProblem, QueryError
 from pmwcm.kernels.solvers import (
     _ball_quadratic_min,
     _compiled_newton,
@@ -236,6 +236,45 @@ def test_compile_takes_the_corner_bound_from_its_own_first_cell(seed: int) -> No
         np.testing.assert_array_equal(problem.design.dense(), design.dense())
         assert type(problem.design) is type(design)
         np.testing.assert_array_equal(problem.labels, labels)
+
+
+def test_a_dense_compile_is_its_layouts_problem_with_its_own_query_and_clique(
+    seed: int,
+) -> None:
+    """Queries of one layout, loss and ball share one compiled problem, copied with
+    their own query and clique: every field and constant is what the dataclass's
+    constructor gives from the same arguments, and the copies are independent."""
+    rng = np.random.default_rng(seed)
+    domain = Domain.from_sizes({"a": 2, "b": 2, "c": 3, "e": 3, "y": 2, "z": 2, "w": 4})
+    for _ in range(30):
+        loss = str(rng.choice(["logistic", "huber", "hinge", "squared"]))
+        target = "w" if loss in ("huber", "squared") and rng.random() < 0.5 else "y"
+        twins = [("a", "c"), ("b", "e")]  # the same sizes, so the same layout
+        radius, l2 = float(rng.choice([1.0, 2.5])), float(rng.choice([0.0, 0.1]))
+        problems = [
+            CMQuery(loss=loss, target=target, features=f, radius=radius, l2=l2).compile(domain)
+            for f in twins
+        ]
+        for features, problem in zip(twins, problems, strict=True):
+            query = problem.query
+            assert query is not None and query.features == features
+            assert problem.clique == (*features, target) == query.clique
+            sub = domain.project(problem.clique)
+            cells = np.indices(sub.shape).reshape(len(sub), -1).T
+            design, labels = query._features(sub, cells)
+            reference = GLMProblem(
+                query=query, clique=query.clique, sizes=sub.sizes, loss=make_loss(loss),
+                design=design, labels=labels, radius=radius, l2=l2,
+            )  # fmt: skip
+            assert problem.sizes == reference.sizes and problem.loss == reference.loss
+            assert (problem.radius, problem.l2) == (reference.radius, reference.l2)
+            np.testing.assert_array_equal(problem.design.dense(), design.dense())
+            np.testing.assert_array_equal(problem.labels, labels)
+            for constant in ("feature_bound", "lipschitz", "scale", "smoothness", "dim"):
+                assert getattr(problem, constant) == getattr(reference, constant), constant
+        first, second = problems
+        assert first.design is second.design and first.query is not second.query
+        assert first.clique != second.clique
 
 
 def test_blas_threads_already_at_the_limit_is_left_alone_and_otherwise_limited() -> None:

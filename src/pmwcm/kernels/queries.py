@@ -323,16 +323,17 @@ class CMQuery:
             QueryError: unknown attribute, or a classification loss on a non-binary target.
         """
         loss = self.check(domain)
-        sizes = tuple(domain.size_of(name) for name in self.clique)
+        sizes = domain.sizes_of(self.clique)
+        if cells is None:  # every cell: the layout's problem, this query's copy
+            layout = self._layout(sizes)
+            radius, l2 = float(self.radius), float(self.l2)
+            return _dense_problem(layout, loss, radius, l2).for_query(self)
         # ``B`` over the whole clique: every block's norm is largest at the all-zero
         # cell (one-hot: 1 everywhere; ordinal/binary: |-1| at code 0; products multiply).
-        if cells is None:
-            design, labels, bound = _dense_layout(self._layout(sizes))
-        else:
-            sub = domain.project(self.clique)
-            design, labels = self._features(sub, cells)
-            corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
-            bound = float(corner.row_norms()[0])
+        sub = domain.project(self.clique)
+        design, labels = self._features(sub, cells)
+        corner, _ = self._features(sub, np.zeros((1, len(sub)), dtype=np.int64))
+        bound = float(corner.row_norms()[0])
         return GLMProblem(
             query=self,
             clique=self.clique,
@@ -416,6 +417,33 @@ def _dense_layout(layout: _Layout) -> tuple[Design, FloatArray, float]:
         _scaled(cells[:, -1], sizes[-1]),
         float(corner.row_norms()[0]),
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _dense_problem(layout: _Layout, loss: GLMLoss, radius: float, l2: float) -> GLMProblem:
+    """The problem on every cell of a clique of ``layout`` (C order), for no query.
+
+    :meth:`CMQuery.compile` hands each query a copy with its own query and clique
+    (:meth:`GLMProblem.for_query`). Everything else a problem holds, and every
+    constant it computes (``B``, ``G``, ``S``, the smoothness, computed here once),
+    is a function of these four arguments: on Adult's binary schema the queries of
+    a stream share a few dozen of them.
+    """
+    design, labels, bound = _dense_layout(layout)
+    problem = GLMProblem(
+        query=None,
+        clique=(),
+        sizes=layout.sizes,
+        loss=loss,
+        design=design,
+        labels=labels,
+        radius=radius,
+        l2=l2,
+        feature_norm_bound=bound,
+    )
+    for constant in ("feature_bound", "derivative_bound", "lipschitz", "scale", "smoothness"):
+        getattr(problem, constant)  # cached on the problem, so on every copy
+    return problem
 
 
 def _layout_entries(
@@ -547,6 +575,17 @@ class GLMProblem(ConvexProblem):
             # construction, checked by tests/test_queries.py), so no scan is needed.
             return self.feature_norm_bound
         return float(self.design.row_norms().max()) if self.design.rows else 0.0
+
+    def for_query(self, query: CMQuery) -> GLMProblem:
+        """This problem as ``query``'s: the same fields and cached constants, with
+        ``query`` and its clique. For :func:`_dense_problem`'s shared problems, whose
+        fields are the query's by construction; a copy of the instance's ``__dict__``,
+        since the dataclass's constructor would compute the constants again."""
+        copy = object.__new__(GLMProblem)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["query"] = query
+        copy.__dict__["clique"] = query.clique
+        return copy
 
     def on_cells(self, cells: NDArray[np.int64]) -> GLMProblem:
         """The same problem (same constants) evaluated on other cells of the clique.
