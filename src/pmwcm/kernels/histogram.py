@@ -323,9 +323,11 @@ def _marginal_by_passes(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
 def _one_pass_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
     """:func:`_planned_marginal` for a small ``array``: one compiled pass, no plan.
 
-    Every cell of the marginal receives its cells' values in increasing flat
-    order, whatever the order of ``axes``, so a clique's marginal in any axis order
-    is the same numbers, transposed, bit for bit (:class:`MarginalCache` relies on it).
+    Every cell of the marginal sums its cells' values in an order that the shape
+    and the set of kept axes fix (increasing flat order, in at most four
+    interleaved sums), whatever the order of ``axes``: a clique's marginal in any
+    axis order is the same numbers, transposed, bit for bit (:class:`MarginalCache`
+    relies on it).
     """
     out_shape = tuple([array.shape[a] for a in axes])
     out = np.zeros(math.prod(out_shape))
