@@ -2,8 +2,9 @@
 another session; a request past its deadline or whose client left is given up before
 anything is spent; every request that touched the data is committed.
 
-No timing thresholds here: each test asserts an order of events (the light requests
-finish while the slow ones are still running) or counts in the store. The p99 of
+No fixed timing thresholds here: each test asserts an order of events (the light
+requests finish while the slow ones are still running) or counts in the store, and the
+deadline test sets its deadline from a query timed on the same machine. The p99 of
 ``/health`` under 45 slow requests is measured in ``benchmarks/service/slow_requests.py``.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +146,33 @@ def test_health_and_another_session_answer_while_45_slow_requests_run(
     assert outcomes.count("200") <= answered < SLOW
 
 
+def _seconds_per_wide_query(tmp_path: Path, tiny: tuple[Path, Path], wide: Path) -> float:
+    """How long one :func:`wide_spec` query takes on this machine, asked alone of a
+    loaded session (its own app and store; it also compiles the kernels for the test)."""
+    app, curator = _start(tmp_path / "probe", tiny, request_deadline=3600)
+    with serving(app) as url, Client(url, curator) as admin:
+        token = _sessions(admin, (wide, wide.with_suffix(".schema.json")), "probe")["probe"]
+        admin.status("probe")
+        with httpx.Client(base_url=url, timeout=600) as http:
+            headers = {"Authorization": f"Bearer {token}"}
+            path = "/v1/sessions/probe/queries"
+            http.post(path, json=wide_spec(10), headers=headers)
+            start = time.perf_counter()
+            answers = [http.post(path, json=wide_spec(i), headers=headers) for i in (8, 9)]
+            seconds = (time.perf_counter() - start) / 2  # one of each loss
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    return seconds
+
+
 def test_a_request_past_its_deadline_is_a_503_with_nothing_spent(
     tmp_path: Path, tiny: tuple[Path, Path]
 ) -> None:
+    """Eight queries of one session run one after another; with a deadline of about
+    three of them (measured here: a fixed one was met by all eight once the solves
+    got faster), the first few are answered and the rest refused, on any machine."""
     wide = write_wide(tiny[0].parent)
-    app, curator = _start(tmp_path, tiny, request_deadline=2.0)
+    deadline = 3 * _seconds_per_wide_query(tmp_path, tiny, wide)
+    app, curator = _start(tmp_path, tiny, request_deadline=deadline)
     with serving(app) as url, Client(url, curator) as admin:
         tokens = _sessions(admin, (wide, wide.with_suffix(".schema.json")), "s")
         admin.status("s")  # loads the session (its first load counts toward a deadline too)
