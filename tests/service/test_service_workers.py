@@ -62,7 +62,8 @@ def _sessions(admin: Client, tiny: tuple[Path, Path], *names: str) -> dict[str, 
 
 def write_wide(directory: Path, *, features: int = 5, levels: int = 4, n: int = 1000) -> Path:
     """A CSV whose hinge queries over every feature are slow (a 2 * 4^5-cell clique solved
-    to the fixed budget, about a second), with its schema next to it; returns the CSV."""
+    to the fixed budget: about 0.3 s on the development machine in November 2026, a
+    second before the kernels got faster), with its schema next to it; returns the CSV."""
     rng = np.random.default_rng(0)
     names, values = [f"x{i}" for i in range(features)], [f"v{j}" for j in range(levels)]
     rows = rng.integers(0, levels, (n, features))
