@@ -40,9 +40,9 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,6 +64,8 @@ MIN_RADIUS = 1e-6
 class QueryError(InvalidQuery, ValueError):
     """A query spec that cannot be served; the message names the field and value."""
 
+
+_T = TypeVar("_T")
 
 #: ``json.dumps(spec, sort_keys=True)``'s encoder, made once (``dumps`` builds one per
 #: call when given options); the engine keys every query with it.
@@ -226,19 +228,25 @@ class CMQuery:
         >>> a.canonical(d) == b.canonical(d)
         True
         """
-        memo = self.__dict__.get("_canonical")
-        if (
-            memo is not None
-            and (memo[0] is domain or memo[0] == domain)
-            and memo[1] == self._mutable_part()
-        ):
-            return memo[2]  # this query's, on this very domain
-        canonical = self._checked_variant(**self._canonical_fields(domain))
-        # Memoised on the instance, outside the dataclass fields (so equality, repr
-        # and the spec are untouched): the engine, the command line and the
-        # coefficient names each ask for it, several times per query.
-        object.__setattr__(self, "_canonical", (domain, self._mutable_part(), canonical))
-        return canonical
+        return self._memoised(
+            "_canonical", domain, lambda: self._checked_variant(**self._canonical_fields(domain))
+        )
+
+    def _memoised(self, name: str, domain: Domain, build: Callable[[], _T]) -> _T:
+        """``build()``, memoised on the instance under ``name`` for this ``domain`` and
+        the current encodings (the one field a frozen query can still change).
+
+        Outside the dataclass fields, so equality, repr and the spec are untouched:
+        the engine, the command line and the coefficient names each ask for the
+        canonical form and key, several times per query.
+        """
+        memo = self.__dict__.get(name)
+        mutable = self._mutable_part()
+        if memo is not None and (memo[0] is domain or memo[0] == domain) and memo[1] == mutable:
+            return cast(_T, memo[2])  # this query's, on this very domain
+        value = build()
+        object.__setattr__(self, name, (domain, mutable, value))
+        return value
 
     def _canonical_fields(self, domain: Domain) -> dict[str, Any]:
         """The four fields :meth:`canonical` resolves, resolved on ``domain``.
@@ -281,16 +289,11 @@ class CMQuery:
         """:meth:`canonical`'s spec as sorted-key JSON (the engine's query key),
         memoised likewise. Built from the resolved fields without building the
         canonical query (the engine keys every query, and compiles the query itself)."""
-        memo = self.__dict__.get("_canonical_json")
-        if (
-            memo is not None
-            and (memo[0] is domain or memo[0] == domain)
-            and memo[1] == self._mutable_part()
-        ):
-            return str(memo[2])
-        text = _KEY_ENCODER.encode(self._spec(**self._canonical_fields(domain)))
-        object.__setattr__(self, "_canonical_json", (domain, self._mutable_part(), text))
-        return text
+        return self._memoised(
+            "_canonical_json",
+            domain,
+            lambda: _KEY_ENCODER.encode(self._spec(**self._canonical_fields(domain))),
+        )
 
     def check(self, domain: Domain) -> GLMLoss:
         """That the query compiles on ``domain`` (what :meth:`compile` checks, without
