@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.kernels.compiled import (
     LOGISTIC,
@@ -48,6 +49,7 @@ __all__ = [
     "CompiledGLMEvaluator",
     "Evaluator",
     "compiled_kind",
+    "compiled_objective",
     "evaluator",
     "is_signed_logistic",
 ]
@@ -155,11 +157,9 @@ class CompiledGLMEvaluator(Evaluator):
         return is_signed_logistic(problem) and math.prod(problem.sizes) >= VECTOR_EXP_MIN_ROWS
 
     def objective(self, theta: FloatArray) -> float:
-        return float(
-            glm_objective(
-                *self._design.row_major, self._labels, self.weights,
-                np.ascontiguousarray(theta, dtype=np.float64), self._l2, self._kind, self._param,
-            )
+        return compiled_objective(
+            *self._design.row_major, self._labels, self.weights, theta,
+            self._l2, self._kind, self._param,
         )  # fmt: skip
 
     def gradient(self, theta: FloatArray) -> FloatArray:
@@ -187,6 +187,23 @@ class CompiledGLMEvaluator(Evaluator):
             *self._design.row_major, self._labels, self.weights, self.problem.dim,
             self._l2, self._kind, self._param, radius, step, iterations,
         )  # fmt: skip
+
+
+def compiled_objective(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    theta: FloatArray,
+    l2: float,
+    kind: int,
+    param: float,
+) -> float:
+    """``F(theta)`` by :func:`~pmwcm.kernels.compiled.glm_objective` on a row-major
+    design: :meth:`CompiledGLMEvaluator.objective`'s arithmetic, for callers that hold
+    the arrays already (:func:`~pmwcm.kernels.fixed_budget.fixed_budget_minimum`)."""
+    point = np.ascontiguousarray(theta, dtype=np.float64)
+    return float(glm_objective(columns, values, labels, weights, point, l2, kind, param))
 
 
 def is_signed_logistic(problem: ConvexProblem) -> bool:

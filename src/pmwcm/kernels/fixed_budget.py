@@ -57,7 +57,6 @@ from pmwcm.kernels.compiled import (
     fixed_ellipsoid,
     fixed_fista_paired_logistic,
     fixed_fista_paired_logistic_value,
-    glm_objective,
     paired_logistic_rows,
 )
 from pmwcm.kernels.design import DenseDesign
@@ -65,6 +64,7 @@ from pmwcm.kernels.evaluator import (
     COMPILED_DESIGNS,
     CompiledGLMEvaluator,
     compiled_kind,
+    compiled_objective,
     evaluator,
     is_signed_logistic,
 )
@@ -259,8 +259,9 @@ def fixed_budget_minimum(
     computes them (:mod:`pmwcm.kernels.evaluator`), bit for bit.
 
     A small dense logistic table (:func:`_paired_form`) runs the solve and the value
-    in one compiled call, and ``F`` calls the compiled objective on the same arrays
-    without building an evaluator; anything else is the solve, then the evaluator.
+    in one compiled call, and ``F`` is the evaluator's own arithmetic
+    (:func:`~pmwcm.kernels.evaluator.compiled_objective`) on the same arrays, without
+    building an evaluator; anything else is the solve, then the evaluator.
     The path is chosen by the query's compile, never by the weights.
     """
     paired = _paired_form(problem) if plan.method == "fista" else None
@@ -277,8 +278,7 @@ def fixed_budget_minimum(
     )  # fmt: skip
 
     def objective(theta: FloatArray) -> float:
-        point = np.ascontiguousarray(theta, dtype=np.float64)
-        return float(glm_objective(columns, values, labels, weights, point, l2, LOGISTIC, 0.0))
+        return compiled_objective(columns, values, labels, weights, theta, l2, LOGISTIC, 0.0)
 
     return float(value), objective
 
