@@ -474,8 +474,8 @@ class OnlinePMW:
             )
         # A large clique is never enumerated: its tables are sparse and the
         # problem is compiled on their cells (CMRound.problem_on); here only its constants.
-        none = None if is_dense(shape) else np.zeros((0, len(shape)), dtype=np.int64)
-        problem = query.compile(self.domain, cells=none)
+        cells = None if is_dense(shape) else np.zeros((0, len(shape)), dtype=np.int64)
+        problem = query.compile(self.domain, cells=cells)
         hypothesis_tol = settings.solver_tol
         if problem.smoothness is None:
             hypothesis_tol = max(hypothesis_tol, settings.nonsmooth_tol)

@@ -413,7 +413,7 @@ def _sum_into_cells(
                 while k < post:
                     a0 += flat[first + k]
                     k += 1
-                out[base + codes[j]] += (a0 + a1) + (a2 + a3)
+                sums[base + codes[j]] += (a0 + a1) + (a2 + a3)  # one lane: sums is out
         a = cut - 1  # the next row's base: a mixed-radix counter over the outer axes
         while a >= 0:
             digits[a] += 1
