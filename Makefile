@@ -17,7 +17,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check
 # pytest runs one worker per core; a multi-threaded BLAS in each oversubscribes
 # the two cores (measured 20-200x slowdowns of small BLAS calls), hence one thread.
 .DEFAULT_GOAL := test
-.PHONY: demo test constraints bench-venv bench-accuracy bench-full
+.PHONY: demo test portability constraints bench-venv bench-accuracy bench-full
 
 demo: $(VENV)/.installed
 	$(BIN)/pmwcm demo
@@ -27,6 +27,18 @@ test: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -n $(PYTEST_WORKERS)
+
+# The suite as another machine would run it (docs/design.md section 10): other
+# OpenBLAS kernels (each sums in its own order) and numba's generic CPU target. A
+# test that compares floats bit for bit across machines fails here before it lands.
+PORTABILITY_KERNELS ?= SandyBridge Nehalem
+portability: $(VENV)/.installed-dev
+	for kernel in $(PORTABILITY_KERNELS); do \
+	  echo "== OPENBLAS_CORETYPE=$$kernel NUMBA_CPU_NAME=generic"; \
+	  env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$$kernel NUMBA_CPU_NAME=generic \
+	    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BIN)/pytest -n $(PYTEST_WORKERS) -p no:cacheprovider \
+	    || exit 1; \
+	done
 
 # The accuracy benchmark compares with OpenDP's MST and AIM (the `bench` extra:
 # JAX and polars, ~1.7 GB), so it lives in its own venv; a full run takes hours.

@@ -10,13 +10,7 @@
   for bit for every catalogue loss (and Moreau surrogate) it evaluates with
   NumPy, and to 1e-12 for those it evaluates with the compiled kernels
   (logistic, squared, Huber; ``tests/test_compiled.py`` tests those further);
-* the engine's transcripts (``tests/transcripts.py``) are the recorded ones:
-  bit for bit against ``tests/data/engine_transcripts.json``, and against
-  ``engine_transcripts_main.json`` (recorded before the speed work, so compared
-  with the prior fit's discrepancy continuation off, as main had it) the same
-  sources, update counts, spends and repeats, with values equal up to the last
-  bits that the marginal's new summation order moves (amplified, for the
-  non-smooth losses, up to their solver's certified tolerance 1e-5);
+* (the engine's recorded transcripts are ``tests/test_transcripts.py``'s);
 * a query is compiled once (:meth:`~pmwcm.engine.online.OnlinePMW.cm_round`'s
   cache), and again when the engine's settings are replaced;
 * the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.marginals._PairwiseFit`)
@@ -29,7 +23,6 @@ No timing here: speed is measured by ``benchmarks/histogram.py`` and
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -48,7 +41,7 @@ from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors import marginals as marginals_module
 from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
 from pmwcm.mechanisms.private_data import PrivateData
-from transcripts import ALL_LOSSES, scenarios
+from transcripts import ALL_LOSSES
 
 DATA = Path(__file__).parent / "data"
 
@@ -127,44 +120,6 @@ def test_evaluator_matches_the_problem(loss: str, l2: float, seed: int) -> None:
             else:
                 assert fast.objective(theta) == p.objective(theta, weights)
                 np.testing.assert_array_equal(fast.gradient(theta), p.gradient(theta, weights))
-
-
-@pytest.fixture(scope="module")
-def transcripts() -> dict[str, list[Any]]:
-    return scenarios()
-
-
-def test_transcripts_are_the_recorded_ones_bit_for_bit(transcripts: dict[str, Any]) -> None:
-    recorded = json.loads((DATA / "engine_transcripts.json").read_text())
-    assert transcripts == recorded
-
-
-@pytest.fixture(scope="module")
-def transcripts_as_main() -> dict[str, list[Any]]:
-    """The transcripts with the prior fit stopping where main's did (no discrepancy
-    continuation, added after the speed work: it changes what the eps = 8 marginal
-    prior scenario fits, by design, not by arithmetic)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(marginals_module, "CONTINUATION", 1)
-        return scenarios()
-
-
-def test_transcripts_agree_with_main_before_the_speed_work(
-    transcripts_as_main: dict[str, Any],
-) -> None:
-    transcripts = transcripts_as_main
-    main = json.loads((DATA / "engine_transcripts_main.json").read_text())
-    assert transcripts.keys() == main.keys()
-    for name, rows in transcripts.items():
-        assert len(rows) == len(main[name])
-        for row, old in zip(rows[:-1], main[name][:-1], strict=True):
-            index, source, updates, spent, repeated, value = row
-            assert [index, source, updates, repeated] == [*old[:3], old[4]]
-            assert math.isclose(float(spent), float(old[3]), rel_tol=1e-12)
-            tolerance = 1e-5 if name == "mixed every loss" else 1e-12
-            np.testing.assert_allclose(
-                np.asarray(value, dtype=float), np.asarray(old[5], dtype=float), atol=tolerance
-            )
 
 
 @pytest.mark.parametrize("block_cells", [marginals_module.FIT_BLOCK_CELLS, 300, 1])
