@@ -72,7 +72,8 @@ def test_the_histogram_rule_follows_public_sizes(seed: int) -> None:
     large.marginal(("w", "y"))
     assert small._counts is not None  # one data histogram, built once
     assert large._counts is None  # only the clique's columns were read
-    assert [c.dtype for c in large._columns] == [np.uint16, *[np.uint8] * 4]
+    assert large._pinned is not None
+    assert [c.dtype for c in large._pinned.columns] == [np.uint16, *[np.uint8] * 4]
     assert code_dtype(256) == np.uint8 and code_dtype(70 * 300) == np.uint16
 
 

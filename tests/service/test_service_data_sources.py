@@ -257,6 +257,44 @@ def test_a_session_whose_connection_is_gone_after_a_restart_is_a_503_without_det
         assert "warehouse" not in response.text and "tiny" not in response.text
 
 
+def test_a_table_holding_other_records_after_a_restart_is_a_503_and_charges_nothing(
+    tiny_table: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """Rows swapped for others (n unchanged) while the server was down: the reopened
+    session refuses every query, names no data, and spends nothing more."""
+    import psycopg
+
+    url, _, schema = tiny_table
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE tiny_copy AS SELECT * FROM tiny")
+    server = Server(tmp_path / "state", tmp_path, Connections({"warehouse": url}))
+    with TestClient(server.app()) as client:
+        body = create_body("s", schema, connection="warehouse", table="tiny_copy")
+        created = server.call(client, "POST", "/v1/sessions", server.curator, json=body)
+        assert created.status_code == 201, created.text
+        token = server.call(
+            client, "POST", "/v1/sessions/s/tokens", server.curator, json={}
+        ).json()["token"]
+        answered = server.call(client, "POST", "/v1/sessions/s/queries", token, json=QUERIES[0])
+        assert answered.status_code == 200, answered.text
+        spent = server.call(client, "GET", "/v1/sessions/s", server.curator).json()
+    with psycopg.connect(url, autocommit=True) as connection:  # as many rows, other records
+        connection.execute("UPDATE tiny_copy SET y = CASE WHEN y = 'yes' THEN 'no' ELSE 'yes' END")
+    with TestClient(server.app()) as client:
+        for query in QUERIES:
+            response = server.call(client, "POST", "/v1/sessions/s/queries", token, json=query)
+            assert response.status_code == 503, response.text
+            assert "cannot continue on other data" in response.json()["detail"]
+            assert "tiny" not in response.text
+    with psycopg.connect(url, autocommit=True) as connection:  # the data as it was
+        connection.execute("UPDATE tiny_copy SET y = CASE WHEN y = 'yes' THEN 'no' ELSE 'yes' END")
+    with TestClient(server.app()) as client:
+        status = server.call(client, "GET", "/v1/sessions/s", server.curator).json()
+        assert status["epsilon_spent"] == spent["epsilon_spent"]
+        again = server.call(client, "POST", "/v1/sessions/s/queries", token, json=QUERIES[0])
+        assert again.status_code == 200 and again.json()["repeated"]
+
+
 def test_connections_name_their_errors_without_the_url(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="connection 'x' must be a postgresql:// URL") as err:
         Connections({"x": "mysql://root:hunter2@db/x"})

@@ -14,8 +14,14 @@ Where the counts come from is pluggable (docs/design.md, "The data layer"):
   counts on a clique where the data lives (DuckDB, PostgreSQL, Spark; see
   :mod:`pmwcm.data.sources`). No rows cross into Python, only counts.
 
-``n`` is public (as in the paper) and fixed when the data is opened. Marginals
-are cached per clique: the data never changes, so a repeated clique is free.
+``n`` is public (as in the paper) and fixed when the data is opened, and so is
+the data itself: records are copied in (:class:`~pmwcm.kernels.coded_records.CodedRecords`),
+and every source of :mod:`pmwcm.data.sources` reads its table once, at open,
+into a snapshot of distinct coded records and counts (a :class:`PinnedSource`)
+that every clique is counted from. So the data an engine answers from is the
+data it opened, whatever happens to the file or table afterwards, and every
+clique table has total mass exactly ``n``. Marginals are cached per clique: the
+data never changes, so a repeated clique is free.
 
 How records are counted (issue 18, the data side at its limit). Both rules
 read only public inputs (``|X|`` and ``n``):
@@ -27,21 +33,20 @@ read only public inputs (``|X|`` and ``n``):
   dtype; a new clique reads only its own columns (Horner's rule into a cell
   code, then one ``bincount``, or the occupied cells of a large clique).
 
-A :class:`CountSource` follows the same first rule when ``|X|`` also fits
-:data:`FULL_HISTOGRAM_CELLS`: one ``GROUP BY`` over every attribute, then no
-more trips to the database.
+A source follows the same rules on its snapshot (the first only when ``|X|``
+also fits :data:`FULL_HISTOGRAM_CELLS`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.kernels.clique_table import CliqueTable, is_dense, occupied_cells
+from pmwcm.kernels.clique_table import CliqueTable, is_dense
+from pmwcm.kernels.coded_records import CodedRecords, code_dtype
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import (
     CACHED_MARGINAL_TOTAL,
@@ -51,7 +56,7 @@ from pmwcm.kernels.histogram import (
 )
 from pmwcm.kernels.lru import CellBudgetCache, LRUCache
 
-__all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PrivateData", "code_dtype"]
+__all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PinnedSource", "PrivateData", "code_dtype"]
 
 #: A :class:`CountSource` is asked for the full histogram once (instead of one
 #: ``GROUP BY`` per clique) when ``|X| <= n`` and ``|X|`` is at most this (128 MiB of float64).
@@ -87,13 +92,15 @@ class CountSource(Protocol):
         ...
 
 
-def code_dtype(cells: int) -> np.dtype:
-    """The narrowest unsigned dtype holding the codes ``0..cells-1``.
+@runtime_checkable
+class PinnedSource(CountSource, Protocol):
+    """A :class:`CountSource` that read its data once, when it was opened, and answers
+    every clique from that snapshot (every source :mod:`pmwcm.data.sources` opens)."""
 
-    >>> code_dtype(256), code_dtype(257)
-    (dtype('uint8'), dtype('uint16'))
-    """
-    return np.min_scalar_type(max(cells - 1, 0))
+    @property
+    def pinned(self) -> CodedRecords:
+        """The distinct coded records and their counts, read at open."""
+        ...
 
 
 class PrivateData:
@@ -120,7 +127,7 @@ class PrivateData:
             raise ValueError("PrivateData needs exactly one of records=, histogram= or source=.")
         if not (isinstance(n, int | np.integer) and n >= 1):
             raise ValueError(f"n must be a positive integer, got n={n!r}.")
-        columns: tuple[NDArray[np.unsignedinteger], ...] = ()
+        pinned: CodedRecords | None = None
         if records is not None:
             records = np.asarray(records)
             if records.ndim != 2 or records.shape[1] != len(domain):
@@ -138,12 +145,9 @@ class PrivateData:
                         f"records hold codes outside 0..{size - 1} for attribute "
                         f"{domain.names[j]!r}."
                     )
-            # One contiguous column per attribute, in the narrowest dtype: a clique
-            # then reads len(C) * n bytes (uint8 for every attribute of <= 256 values).
-            columns = tuple(
-                np.ascontiguousarray(records[:, j], dtype=code_dtype(size))
-                for j, size in enumerate(domain.sizes)
-            )
+            # One contiguous column per attribute, in the narrowest dtype, copied: a clique
+            # then reads len(C) * n bytes, and nothing the caller holds can change the data.
+            pinned = CodedRecords(domain, [records[:, j] for j in range(len(domain))])
         if histogram is not None and histogram.domain != domain:
             raise ValueError("histogram is over a different domain.")
         if source is not None:
@@ -151,9 +155,14 @@ class PrivateData:
                 raise ValueError("source is over a different domain.")
             if source.n != n:
                 raise ValueError(f"n={n} but the source holds n={source.n} records.")
+            if isinstance(source, PinnedSource):
+                pinned = source.pinned
         self.domain = domain
         self.n = int(n)
-        self._columns = columns
+        # What every count is read from: the records, or the snapshot a source took at
+        # open (so the data answered from is the data opened); None for a histogram or a
+        # source that counts where the data lives.
+        self._pinned = pinned
         self._histogram = histogram
         self._source = source
         self._counts: FloatArray | None = None  # the data histogram's counts, when built
@@ -205,9 +214,15 @@ class PrivateData:
         :mod:`pmwcm.mechanisms.priors.synthetic`). Which kind of data this is
         is public (how the curator opened it); the records are not.
         """
-        if not self._columns:
+        if self._pinned is None or self._source is not None:
             return None
-        return np.stack(self._columns, axis=1).astype(np.int64)
+        return self._pinned.records()
+
+    def fingerprint(self) -> str | None:
+        """A SHA-256 of the data's coded records (any order), for data held as records or
+        pinned by its source: what a service stores to check, when it opens the data
+        again, that it is the data its session answered from. Never released."""
+        return None if self._pinned is None else self._pinned.fingerprint()
 
     @property
     def source(self) -> CountSource | None:
@@ -229,45 +244,27 @@ class PrivateData:
     def _full_counts(self) -> FloatArray:
         """Counts on every cell of ``X``: one pass over the records, or one query."""
         if self._counts is None:
-            if self._source is not None:
-                counts = self._source.counts(self.domain.names).table()
+            if self._pinned is not None:
+                counts = self._pinned.full_counts()
             else:
-                codes = self._cell_codes(tuple(range(len(self.domain))))
-                counts = np.bincount(codes, minlength=self.domain.size).astype(np.float64)
+                assert self._source is not None
+                counts = self._source.counts(self.domain.names).table()
             counts = counts.reshape(self.domain.shape)
             counts.setflags(write=False)
             self._counts = counts
         return self._counts
 
-    def _cell_codes(self, axes: tuple[int, ...]) -> NDArray[np.unsignedinteger]:
-        """Each record's flat cell code on ``axes`` (reads only those columns)."""
-        sizes = [self.domain.sizes[a] for a in axes]
-        dtype = code_dtype(math.prod(sizes))
-        codes = np.zeros(self.n, dtype=dtype)
-        for axis, size in zip(axes, sizes, strict=True):
-            codes *= dtype.type(size)
-            codes += self._columns[axis]
-        return codes
-
     def _count_table(self, key: tuple[str, ...]) -> CliqueTable:
         """Counts on the clique ``key`` in its :func:`is_dense` form (not cached)."""
         axes = self.domain.axes(key)
-        shape = tuple(self.domain.sizes[a] for a in axes)
         if self._use_full_histogram():
             return CliqueTable.of_marginal(
                 self._count_marginals.marginal(self._full_counts(), axes)
             )
-        if self._source is not None:
-            return self._source.counts(key)
-        if not axes:  # the empty clique: all n records in its one cell
-            return CliqueTable.dense(np.full((), float(self.n)))
-        codes = self._cell_codes(axes)
-        if is_dense(shape):
-            counts = np.bincount(codes, minlength=math.prod(shape)).astype(np.float64)
-            return CliqueTable.dense(counts.reshape(shape))
-        cells, inverse = occupied_cells(codes, math.prod(shape))
-        counts = np.bincount(inverse, minlength=cells.size).astype(np.float64)
-        return CliqueTable(shape=shape, codes=cells, mass=counts)
+        if self._pinned is not None:
+            return self._pinned.count_table(key)
+        assert self._source is not None
+        return self._source.counts(key)
 
     def marginal(self, clique: Sequence[str]) -> FloatArray:
         """``D_C``: the normalised marginal on ``clique`` (axes in the order given)."""

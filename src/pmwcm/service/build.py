@@ -291,6 +291,9 @@ def genesis(
         "build_debits": len(debits),
         "noise_level": engine.oracle_noise_level,
         "data_n": private.n,  # public; a reopened table of another size is refused
+        # The data's own digest (never released): a reopened file or table that holds
+        # other records, even as many, is refused (locations.open_private).
+        "data_fingerprint": private.fingerprint(),
     }
     return built, debits, encode_snapshot(engine)
 

@@ -5,8 +5,8 @@ what the operator allows at start-up:
 
 * ``data_path``: a file (CSV, in memory) or Parquet file or directory (DuckDB,
   in place), under ``--data-dir``;
-* ``connection`` and ``table``: a PostgreSQL table, in one read-only
-  transaction, through a connection named in ``--connections``;
+* ``connection`` and ``table``: a PostgreSQL table, read once on a read-only
+  connection named in ``--connections``;
 * ``engine: "spark"`` with ``data_path`` (Parquet under ``--data-dir``) or
   ``table`` (the server's Spark catalog), once the operator allows Spark (``--spark``).
 
@@ -15,8 +15,11 @@ an absolute path and the SHA-256 of its bytes, or a connection's *name* and a
 table -- never a URL or a password, which stay in the operator's
 :class:`~pmwcm.service.connections.Connections` and are looked up again by name
 whenever the session is opened (:func:`open_private`), at creation and after
-every restart. The number of rows ``n`` (public) is stored at creation; a
-reopened table of another size, like a changed file, is refused.
+every restart. Each opening reads the data once, into the pinned snapshot the
+session's engine answers from (docs/design.md section 8). The number of rows
+``n`` (public) and a SHA-256 of the coded records (never released) are stored at
+creation; a reopened file or table that holds other records, even as many, is
+refused like a changed file, before anything is answered or charged.
 
 Messages. At creation a refusal goes to the curator who named the data: it
 names the field and the bad value (a column, a table, a connection), never a
@@ -238,11 +241,14 @@ def open_private(
             ) from None
         raise DataRefused(f"{where}: {detail}") from None
     stored = config.get("data_n")
-    if stored is not None and private.n != stored:
+    fingerprint = config.get("data_fingerprint")
+    if (stored is not None and private.n != stored) or (
+        fingerprint is not None and private.fingerprint() != fingerprint
+    ):
         private.close()
-        _log.warning("session data (%s) no longer has the stored number of rows", where)
+        _log.warning("session data (%s) is not the data the session was created on", where)
         raise SessionUnavailable(
-            f"The session's data ({where}) changed since the session was created; the "
-            "session cannot continue on other data."
+            "The session's data changed since the session was created; the session "
+            "cannot continue on other data (the server's log names the data)."
         )
     return private

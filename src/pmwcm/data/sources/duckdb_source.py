@@ -1,7 +1,8 @@
 """DuckDB, embedded: the default engine for files, Polars frames, DuckDB tables and relations.
 
 A CSV file, a Parquet file or a directory of Parquet files is read where it
-lies -- DuckDB streams it, so it may be larger than memory, and no row passes
+lies, once, when it is opened (the snapshot of :mod:`pmwcm.data.sources.sql_source`)
+-- DuckDB streams it, so it may be larger than memory, and no row passes
 through pandas or Python. A CSV is read with every cell as text, exactly as
 :meth:`~pmwcm.data.table.Dataset.from_csv` reads it; Parquet keeps its types
 (the rules of :mod:`pmwcm.data.sources.sql` say how each type is matched).
@@ -37,7 +38,6 @@ DEFAULT_MEMORY_LIMIT = "512MB"
 _INTEGER = re.compile(r"(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT))$")
 _FLOAT = re.compile(r"(DOUBLE|FLOAT|REAL|DECIMAL.*)$")
 _VIEW = "pmwcm_source"
-_RAW = "pmwcm_raw"
 
 
 def column_kind(type_name: str) -> ColumnKind | None:
@@ -158,11 +158,9 @@ class DuckDBSource(SQLSource):
     ) -> DuckDBSource:
         """Reads a CSV file, a Parquet file or a directory of Parquet files in place.
 
-        Parquet is scanned at each new clique (only the clique's columns). A
-        CSV, which has no columns to skip to, is parsed once, at open, into
-        DuckDB's own compressed columns (the schema's columns only, in a
-        private temporary database that :meth:`close` deletes); the
-        validation pass and the cliques' queries read those.
+        The file is read once, by the snapshot query at open (the schema's
+        columns only); the connection and its private spill directory are
+        released right after.
         """
         import duckdb
 
@@ -179,12 +177,6 @@ class DuckDBSource(SQLSource):
             connection.execute("SET enable_progress_bar = false")  # a library prints nothing
             connection.execute(f"CREATE TEMP VIEW {_VIEW} AS SELECT * FROM {relation_sql}")
             relation = connection.table(_VIEW)
-            wanted = list(dict.fromkeys(a.column for a in schema.attributes))
-            if relation_sql.startswith("read_csv") and set(wanted) <= set(relation.columns):
-                kept = ", ".join(_quote(c) for c in wanted)  # one parse, into DuckDB's columns
-                connection.execute(f"CREATE TABLE {_RAW} AS SELECT {kept} FROM {_VIEW}")
-                connection.execute(f"CREATE OR REPLACE TEMP VIEW {_VIEW} AS SELECT * FROM {_RAW}")
-                relation = connection.table(_VIEW)
         except duckdb.Error as exc:
             connection.close()
             shutil.rmtree(spill, ignore_errors=True)
@@ -265,10 +257,9 @@ class DuckDBSource(SQLSource):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         return list(self._run(query).fetchall())
 
-    def _cells(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        columns = self._run(query).fetchnumpy()
-        cells = np.asarray(columns["cell"], dtype=np.int64)
-        return cells, np.asarray(columns["cnt"], dtype=np.float64)
+    def _columns(self, query: str, width: int) -> list[np.ndarray]:
+        fetched = self._run(query).fetchnumpy()  # columns come back as arrays, no row tuples
+        return [np.asarray(column, dtype=np.int64) for column in fetched.values()]
 
     def close(self) -> None:
         """Closes the connection opened by :meth:`from_file` (idempotent)."""

@@ -1,11 +1,14 @@
 """PostgreSQL: a table counted where it lives, through psycopg 3.
 
 The connection is opened from a URL (``postgresql://user:password@host:port/db``),
-made read-only and held in one ``REPEATABLE READ`` transaction for the whole
-session: every count, the validation pass included, sees the same snapshot,
-so the counts always sum to the ``n`` fixed at open even if the table is
-written to meanwhile. Identifiers come only from the schema and the given
-table name, and are quoted by ``psycopg.sql.Identifier``. The URL's password
+made read-only, and closed once the table has been read: one query at open
+takes the snapshot of :mod:`pmwcm.data.sources.sql_source` (the table's
+distinct coded records and their counts, in one statement, so one consistent
+view of the table), and every clique is counted from it. A table written to
+after the open changes nothing the engine answers from, and no transaction is
+held open on the server (which would keep it from vacuuming). Identifiers come
+only from the schema and the given table name, and are quoted by
+``psycopg.sql.Identifier``. The URL's password
 never appears in a message: :func:`redact_url` removes it, and errors from
 the driver are reported by their class and redacted text.
 """
@@ -165,7 +168,7 @@ class PostgresSource(SQLSource):
             return list(cursor.fetchall())
 
     def close(self) -> None:
-        """Ends the read-only transaction and closes the connection (idempotent)."""
+        """Closes the connection (idempotent; done as soon as the snapshot is taken)."""
         if self._connection is not None:
             self._connection = None
             self._finalizer()

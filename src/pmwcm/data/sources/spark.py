@@ -3,9 +3,11 @@
 Needs the optional extra ``pmwcm[spark]`` (``pyspark``, and Java 17). The
 data is a Parquet path (a file or a directory, any file system Spark reads:
 ``hdfs://``, ``s3a://``, ...) or the name of a table in Spark's catalog. It is
-registered as a temporary view and every query -- the validation pass, then
-one ``GROUP BY`` per new clique -- runs as Spark SQL on the cluster; only the
-counts are collected to the driver.
+registered as a temporary view and read once, at open, by the snapshot query of
+:mod:`pmwcm.data.sources.sql_source`, run as Spark SQL on the cluster: only the
+distinct coded records and their counts are collected to the driver, every
+clique is counted from them, and the view is dropped at once. A table or
+Parquet data set changed after the open changes nothing the engine answers from.
 
 Pointing at a real cluster: pass your own ``SparkSession`` (the Python API),
 or, from the command line, set the master the usual way before ``pmwcm run

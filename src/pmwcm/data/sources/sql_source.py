@@ -1,36 +1,40 @@
-"""A table behind SQL as a :class:`~pmwcm.mechanisms.private_data.CountSource`.
+"""A table behind SQL as a :class:`~pmwcm.mechanisms.private_data.CountSource`, pinned at open.
 
-Opening reads the whole table once (the *validation pass*): one scan that
-codes every cell with the schema's ``CASE`` expressions
-(:mod:`pmwcm.data.sources.sql`) and counts, per attribute, the rows of each
-fault kind, plus ``count(*)``, which fixes ``n`` (public from then on). Bad
-data is refused there, before any query, with a message that names the column
-and the number of offending rows -- never a value (it is shown to the curator
-who opens the data; an analyst sees none of it).
-
-A clique's counts are then one query, grouped first on the clique's raw source
-columns (the engine's own ``GROUP BY`` on those columns) and coded after, on the
-distinct raw values only, so that the schema's rules cost next to nothing:
+Opening reads the whole table once, in one query (the *snapshot*): it codes
+every cell with the schema's ``CASE`` expressions (:mod:`pmwcm.data.sources.sql`),
+grouped first on the raw source columns (the engine's own ``GROUP BY``, so the
+rules run on distinct raw values only) and then on the codes:
 
 .. code-block:: sql
 
-    SELECT ((k0 * s1) + k1) AS cell, SUM(cnt) FROM (
-      SELECT <code of a>(r0) AS k0, <code of b>(r1) AS k1, cnt FROM (
-        SELECT "col_a" AS r0, "col_b" AS r1, count(*) AS cnt FROM <table> GROUP BY ...
+    SELECT k0, k1, ..., SUM(cnt) AS cnt FROM (
+      SELECT <code of a>(r0) AS k0, <code of b>(r1) AS k1, ..., cnt FROM (
+        SELECT "col_a" AS r0, "col_b" AS r1, ..., count(*) AS cnt FROM <table> GROUP BY ...
       ) AS raw
-    ) AS coded GROUP BY cell ORDER BY cell
+    ) AS coded GROUP BY k0, k1, ...
 
-Only counts come back: no row of the table is ever materialised in Python.
+Its rows are the data's distinct coded records with their counts
+(:class:`~pmwcm.kernels.coded_records.CodedRecords`): what every later clique is
+counted from. No row of the table is materialised in Python, only distinct
+coded records, and the source is not read again: a table replaced, appended to
+or deleted from after the open changes nothing the engine answers from, every
+clique table has total mass exactly ``n`` (the snapshot's), and the connection
+is released as soon as the snapshot is taken.
+
+The same rows validate the data: a cell that fails its rule is coded as a
+negative fault marker, so bad data is refused at open, before any query, with a
+message that names the column and the number of offending rows -- never a value
+(it is shown to the curator who opens the data; an analyst sees none of it).
 """
 
 from __future__ import annotations
 
 import abc
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.data.attribute import Attribute, format_number
 from pmwcm.data.schema import Schema
@@ -43,7 +47,8 @@ from pmwcm.data.sources.sql import (
     coding_query,
 )
 from pmwcm.data.table import DataError
-from pmwcm.kernels.clique_table import CliqueTable, is_dense
+from pmwcm.kernels.clique_table import CliqueTable
+from pmwcm.kernels.coded_records import CodedRecords
 from pmwcm.kernels.domain import Domain
 
 __all__ = ["SQLSource", "fault_message"]
@@ -68,10 +73,11 @@ def fault_message(attr: Attribute, fault: int, rows: int) -> str:
 
 
 class SQLSource(abc.ABC):
-    """Counts on cliques from a SQL engine, after one validation pass.
+    """Counts on cliques of a table behind SQL, from the snapshot its one read took at open.
 
     Subclasses give the dialect, the relation, the column types and a way to
-    run a query; this class writes every query and checks the table.
+    run a query; this class writes the snapshot query, checks the table and
+    answers every clique from the snapshot.
 
     Args:
         schema: the public schema (attributes in axis order).
@@ -115,7 +121,8 @@ class SQLSource(abc.ABC):
                     "(text, integer, float or boolean columns only)."
                 )
             self._kinds[attr.column] = kinds[attr.column]
-        self._n = self._validate()
+        self._pinned = self._snapshot()
+        self._release()
 
     @property
     def domain(self) -> Domain:
@@ -124,94 +131,66 @@ class SQLSource(abc.ABC):
 
     @property
     def n(self) -> int:
-        """The number of rows, counted by the validation pass (public from then on)."""
-        return self._n
+        """The number of rows, counted by the snapshot (public from then on)."""
+        return self._pinned.n
 
     @abc.abstractmethod
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
-        """Runs ``query`` and returns its (few) result rows."""
+        """Runs ``query`` and returns its result rows."""
 
-    def _cells(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """Runs a counts query: its ``(cell, count)`` columns as arrays."""
+    def _columns(self, query: str, width: int) -> list[NDArray[np.int64]]:
+        """Runs ``query`` (``width`` integer columns) and returns its columns as arrays."""
         rows = self._rows(query)
         if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        cells, counts = zip(*rows, strict=True)
-        return np.asarray(cells, dtype=np.int64), np.asarray(counts, dtype=np.float64)
+            return [np.zeros(0, dtype=np.int64) for _ in range(width)]
+        matrix = np.array([[int(v) for v in row] for row in rows], dtype=np.int64)
+        return [np.ascontiguousarray(matrix[:, j]) for j in range(width)]
+
+    def _release(self) -> None:
+        """Releases what opening held (the connection); the snapshot no longer needs it."""
+        self.close()
 
     @abc.abstractmethod
     def close(self) -> None:
         """Releases the connection (idempotent)."""
 
-    def _validate(self) -> int:
-        """The validation pass: one scan, grouped on each schema column alone
-        (``GROUPING SETS``); the rules then code the distinct values only."""
+    @property
+    def pinned(self) -> CodedRecords:
+        """The snapshot taken at open: the distinct coded records and their counts."""
+        return self._pinned
+
+    def snapshot_query(self) -> str:
+        """The one query that reads the table (public: no data in it)."""
         q = self._dialect.identifier
         columns = list(dict.fromkeys(a.column for a in self.schema.attributes))
         raw = {c: f"r{i}" for i, c in enumerate(columns)}
-        selected = ", ".join(
-            [f"{q(c)} AS {raw[c]}" for c in columns]
-            + [f"GROUPING({q(c)}) AS g{raw[c]}" for c in columns]
-        )
-        sets = ", ".join(f"({q(c)})" for c in columns)
-        inner = (
-            f"SELECT {selected}, count(*) AS cnt FROM {self._relation} "
-            f"GROUP BY GROUPING SETS ({sets})"
-        )
-        keep = [f"g{r}" for r in raw.values()] + ["cnt"]
-        coded = coding_query(self.schema.attributes, raw, self._kinds, self._dialect, inner, keep)
-        tallies = [
-            f"SUM(CASE WHEN g{raw[a.column]} = 0 AND k{j} = {fault} THEN cnt ELSE 0 END)"
-            for j, a in enumerate(self.schema.attributes)
-            for fault in _FAULTS
-        ]
-        query = (
-            f"SELECT SUM(CASE WHEN g{raw[columns[0]]} = 0 THEN cnt ELSE 0 END), "
-            f"{', '.join(tallies)} FROM ({coded}) AS coded"
-        )
-        total, *faults = self._rows(query)[0]
-        n = int(total or 0)
+        selected = ", ".join(f"{q(c)} AS {raw[c]}" for c in columns)
+        grouped = ", ".join(q(c) for c in columns)
+        inner = f"SELECT {selected}, count(*) AS cnt FROM {self._relation} GROUP BY {grouped}"
+        attrs = self.schema.attributes
+        coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"])
+        keys = ", ".join(f"k{j}" for j in range(len(self.schema.attributes)))
+        return f"SELECT {keys}, SUM(cnt) AS cnt FROM ({coded}) AS coded GROUP BY {keys}"
+
+    def _snapshot(self) -> CodedRecords:
+        """Reads the table once: its coded records and counts, checked against the schema."""
+        width = len(self.schema.attributes)
+        *codes, counts = self._columns(self.snapshot_query(), width + 1)
+        n = int(np.sum(counts, dtype=np.int64))
         if n == 0:
             raise DataError(f"{self.where} has no data rows.")
         problems = []
-        for j, attr in enumerate(self.schema.attributes):
-            counts = [int(c or 0) for c in faults[3 * j : 3 * j + 3]]
-            said = [fault_message(attr, f, c) for f, c in zip(_FAULTS, counts, strict=True) if c]
+        for attr, column in zip(self.schema.attributes, codes, strict=True):
+            tallies = [(f, int(np.sum(counts[column == f], dtype=np.int64))) for f in _FAULTS]
+            said = [fault_message(attr, f, rows) for f, rows in tallies if rows]
             if said:
                 problems.append(f"column {attr.column!r}: {'; '.join(said)}")
         if problems:
             more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
             raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
-        return n
-
-    def counts_query(self, clique: Sequence[str]) -> str:
-        """The SQL that counts the rows on each cell of ``clique`` (public: no data in it)."""
-        q = self._dialect.identifier
-        attrs = [self.schema.attributes[self._domain.index(name)] for name in clique]
-        raw: dict[str, str] = {}
-        for attr in attrs:
-            raw.setdefault(attr.column, f"r{len(raw)}")
-        selected = ", ".join(f"{q(col)} AS {r}" for col, r in raw.items())
-        keys = ", ".join(q(col) for col in raw)
-        inner = f"SELECT {selected}, count(*) AS cnt FROM {self._relation} GROUP BY {keys}"
-        coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"])
-        cell = "CAST(k0 AS BIGINT)"
-        for j, attr in enumerate(attrs[1:], start=1):
-            cell = f"({cell}) * {attr.size} + k{j}"
-        return (
-            f"SELECT {cell} AS cell, SUM(cnt) AS cnt FROM ({coded}) AS coded "
-            f"GROUP BY {cell} ORDER BY cell"
-        )
+        return CodedRecords(self._domain, codes, counts)
 
     def counts(self, clique: tuple[str, ...]) -> CliqueTable:
         """The record counts on ``clique`` (the
-        :class:`~pmwcm.mechanisms.private_data.CountSource` contract)."""
-        shape = tuple(self._domain.size_of(a) for a in clique)
-        if not clique:
-            return CliqueTable.dense(np.full((), float(self._n)))
-        cells, counts = self._cells(self.counts_query(clique))
-        if is_dense(shape):
-            table = np.zeros(math.prod(shape))
-            table[cells] = counts
-            return CliqueTable.dense(table.reshape(shape))
-        return CliqueTable(shape=shape, codes=cells, mass=counts)
+        :class:`~pmwcm.mechanisms.private_data.CountSource` contract), from the snapshot."""
+        return self._pinned.count_table(clique)
