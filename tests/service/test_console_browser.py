@@ -124,8 +124,11 @@ def test_curator_plans_and_creates_a_session_and_the_analyst_gets_a_labelled_ans
     console.shot("sessions")
     console.open("answers", "?session=tour")
     page.wait_for_selector("#log table")
-    page.select_option("#f-source", "oracle")
+    assert "1 of 1 answers shown." in page.inner_text("#log")
+    page.select_option("#f-source", "synthetic")  # nothing halted: no synthetic answer
+    assert "0 of 1 answers shown." in page.inner_text("#log")
     page.select_option("#f-source", "")
+    page.select_option("#f-token", analyst.split(".")[0])
     assert "1 of 1 answers shown." in page.inner_text("#log")
     console.shot("answers")
     console.open("refusals", "?session=tour")
@@ -139,6 +142,8 @@ def test_curator_plans_and_creates_a_session_and_the_analyst_gets_a_labelled_ans
     console.open("audit")
     page.wait_for_selector(".badge")
     assert page.inner_text(".badge") == "passed"
+    assert "Laplace mechanism (NumPy)" in page.inner_text("details[open] table")
+    assert page.locator("details").count() == 3  # mechanisms, cross-checks, sensitivity
     console.shot("audit")
     assert len(console.taken) == 9  # every page of the tour
     log = served.log.read_text()

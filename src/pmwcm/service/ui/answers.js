@@ -39,7 +39,7 @@ async function show(name) {
     ({ body: rows } = await api(`/v1/sessions/${encodeURIComponent(name)}/answers`));
     const pick = document.getElementById("f-token");
     const ids = [...new Set(rows.map((r) => r.token_id).filter(Boolean))];
-    pick.replaceChildren(h("option", { value: "" }, "any"), ids.map((id) => h("option", { value: id }, id)));
+    pick.replaceChildren(h("option", { value: "" }, "any"), ...ids.map((id) => h("option", { value: id }, id)));
     render();
   } catch (err) {
     out.replaceChildren();

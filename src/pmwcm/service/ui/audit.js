@@ -28,7 +28,7 @@ async function main() {
           h("dt", {}, "confidence"), h("dd", {}, audit.confidence || "-")),
         h("p", { class: "hint" }, "Each row compares a lower confidence bound on epsilon, measured on ",
           "neighbouring inputs, with the mechanism's claim; a bound above the claim refutes it.")),
-      audit.tables.map((t, i) => {
+      ...audit.tables.map((t, i) => {
         const failing = (row) => {
           const cell = (name) => row[t.columns.indexOf(name)];
           if (t.columns.includes("must catch")) return cell("must catch") === "yes" && cell("verdict") !== "violation";

@@ -217,7 +217,7 @@ export function budgetPlot(title, points, total) {
   const x = (i) => L + (i / n) * (W - L - R);
   const y = (e) => T + (1 - e / total) * (H - T - B);
   let path = `M ${x(0)} ${y(0)}`;
-  points.forEach(([i, e]) => { path += ` V ${y(e)} H ${x(i)}`; });
+  points.forEach(([i, e]) => { path += ` H ${x(i)} V ${y(e)}`; }); // each debit is a step up
   const id = `plot-${Math.random().toString(36).slice(2)}`;
   const last = points.length ? points[points.length - 1][1] : 0;
   const ticks = [0, total / 2, total];
@@ -235,7 +235,7 @@ export function budgetPlot(title, points, total) {
     svg("text", { x: (L + W - R) / 2, y: H - 8, "text-anchor": "middle", class: "axis" }, "ledger debit (in order)"),
     svg("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis",
       transform: `rotate(-90 14 ${(T + H - B) / 2})` }, "epsilon spent"),
-    [1, n].map((i) => svg("text", { x: x(i), y: H - B + 16, "text-anchor": "middle", class: "tick" }, String(i))),
+    [...new Set([0, n])].map((i) => svg("text", { x: x(i), y: H - B + 16, "text-anchor": "middle", class: "tick" }, String(i))),
   );
 }
 

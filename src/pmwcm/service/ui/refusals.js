@@ -13,7 +13,7 @@ async function main() {
       h("p", { class: "hint" }, "Kept by this server process since it started (the latest 500). ",
         "A refusal is decided from public inputs only -- the query, the schema, the number of ",
         "records and the budget -- before any data is read, so nothing is spent on it."),
-      session ? h("p", {}, `Session ${session} only. `, h("a", { href: "refusals.html" }, "Show every session.")) : null,
+      session ? h("p", {}, `Session ${session} only. `, h("a", { href: "refusals.html" }, "Show every session.")) : "",
       table(session ? `Refusals in session ${session}` : "Refusals in every session",
         ["when", "session", "token", "status", "public reason"],
         refused.map((r) => [when(r.time), r.session, r.token_id, String(r.status), r.reason])));
