@@ -81,7 +81,7 @@ class AuditReport:
 
 
 def _cells(line: str) -> tuple[str, ...]:
-    return tuple(c.strip().strip("`") for c in line.strip().strip("|").split("|"))
+    return tuple(c.replace("`", "").strip() for c in line.strip().strip("|").split("|"))
 
 
 def parse_report(text: str) -> AuditReport:

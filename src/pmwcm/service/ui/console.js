@@ -241,8 +241,10 @@ export function budgetPlot(title, points, total) {
 
 /** Horizontal bars, one per coefficient, around a zero line; values printed beside them. */
 export function coefficientPlot(title, names, values) {
-  const row = 26, L = 170, R = 70, T = 10;
-  const W = 560, H = T * 2 + row * names.length + 20;
+  // The label column is as wide as the longest name (about 7.5 px a character at 13 px).
+  const longest = Math.min(40, Math.max(8, ...names.map((nm) => nm.length)));
+  const row = 26, L = 16 + 7.5 * longest, R = 70, T = 10;
+  const W = L + 400, H = T * 2 + row * names.length + 20;
   const m = Math.max(1e-12, ...values.map((v) => Math.abs(v)));
   const zero = L + (W - L - R) / 2;
   const scale = (W - L - R) / 2 / m;
@@ -257,7 +259,7 @@ export function coefficientPlot(title, names, values) {
       const x0 = v >= 0 ? zero : zero + v * scale;
       return [
         svg("text", { x: L - 8, y: yTop + row / 2 + 4, "text-anchor": "end", class: "label" },
-          nm.length > 24 ? `${nm.slice(0, 23)}…` : nm),
+          nm.length > 40 ? `${nm.slice(0, 39)}…` : nm),
         svg("rect", { x: x0, y: yTop + 4, width: Math.max(1, Math.abs(v) * scale), height: row - 8,
           class: v >= 0 ? "bar pos" : "bar neg" }),
         svg("text", { x: W - R + 6, y: yTop + row / 2 + 4, class: "tick" }, num(v)),
