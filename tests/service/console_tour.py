@@ -159,9 +159,14 @@ class Console:
         page.fill("#radius", str(radius))
         return json.loads(page.inner_text("#spec"))
 
-    def ask(self) -> str:
-        """Presses Ask; returns the status line once the page shows the outcome."""
-        self.page.click("#ask")
+    def ask(self, *, keyboard: bool = False) -> str:
+        """Presses Ask (or, with ``keyboard``, Enter in the radius field); returns the status
+        line once the page shows the outcome."""
+        if keyboard:
+            self.page.focus("#radius")
+            self.page.keyboard.press("Enter")
+        else:
+            self.page.click("#ask")
         self.page.wait_for_function(
             "() => { const t = document.getElementById('status').innerText;"
             " return t.length > 0 && !t.includes('Asking'); }",

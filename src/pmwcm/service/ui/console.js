@@ -241,9 +241,9 @@ export function budgetPlot(title, points, total) {
 
 /** Horizontal bars, one per coefficient, around a zero line; values printed beside them. */
 export function coefficientPlot(title, names, values) {
-  // The label column is as wide as the longest name (about 7.5 px a character at 13 px).
+  // The label column is as wide as the longest name (at most 8.5 px a character at 13 px).
   const longest = Math.min(40, Math.max(8, ...names.map((nm) => nm.length)));
-  const row = 26, L = 16 + 7.5 * longest, R = 70, T = 10;
+  const row = 26, L = 16 + 8.5 * longest, R = 70, T = 10;
   const W = L + 400, H = T * 2 + row * names.length + 20;
   const m = Math.max(1e-12, ...values.map((v) => Math.abs(v)));
   const zero = L + (W - L - R) / 2;
