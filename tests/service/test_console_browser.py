@@ -169,6 +169,8 @@ def test_every_page_reads_at_200_percent_zoom_without_sideways_scrolling(
     page = context.new_page()
     try:
         narrow = Console(page, served.url)
+        page.goto(f"{served.url}/ui/")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 640, "sign-in"
         narrow.sign_in(served.curator)
         for name in CURATOR_PAGES:
             narrow.open(name, "?session=base")

@@ -1,7 +1,7 @@
 // Curator: a new session. The form's body is sent to POST /v1/console/plan first (nothing
 // is created or spent); the plan and the exact body are shown, and only "Confirm" sends
 // POST /v1/sessions. A 201 is the session; a 202 (a build started) is polled until done.
-import { api, frame, h, num, say, sharesPlot, showError } from "./console.js";
+import { api, ApiError, frame, h, num, say, sharesPlot, showError } from "./console.js";
 
 const content = document.getElementById("content");
 let reviewed = null; // the JSON text of the body whose plan is on screen
@@ -110,11 +110,23 @@ async function review(event) {
   }
 }
 
+// Answers that mean "not ready yet" while a build runs, whatever the status route says.
+const NOT_YET = [404, 409, 423, 425, 503];
+
 async function poll(name, where) {
-  // A build started (202): ask until it is done, failed or cancelled.
-  for (;;) {
+  // A build started (202): ask once a second until it is done, failed or cancelled.
+  for (let tries = 0; tries < 3600; tries += 1) {
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    const { body: state } = await api(where);
+    let state;
+    try {
+      ({ body: state } = await api(where));
+    } catch (err) {
+      if (err instanceof ApiError && NOT_YET.includes(err.status)) {
+        say(`Building session ${name}…`);
+        continue;
+      }
+      throw err;
+    }
     const phase = String(state?.state ?? state?.status ?? "ready").toLowerCase();
     say(`Building session ${name}: ${phase}…`);
     if (["failed", "cancelled", "canceled", "error"].includes(phase)) {
@@ -124,6 +136,7 @@ async function poll(name, where) {
       return state;
     }
   }
+  throw new Error(`session ${name} was still building after an hour; see the Sessions page.`);
 }
 
 async function confirm() {
