@@ -631,6 +631,9 @@ def create_app(
 
     for routes in (health_routes, analyst_routes, curator_routes):
         app.router.routes.extend(routes.routes)  # flat: every route is an APIRoute of the app
+    from pmwcm.service.console import mount_console  # it imports this module's routes' parts
+
+    mount_console(app)  # the web console under /ui/ and its read-only routes
     return app
 
 
