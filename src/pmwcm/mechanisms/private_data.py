@@ -208,15 +208,14 @@ class PrivateData:
         raise TypeError(f"cannot read private data from a {type(opened).__name__}.")
 
     def held_records(self) -> NDArray[np.int64] | None:
-        """The records, for data held in memory as records; ``None`` for a histogram or a source.
+        """The ``n`` records, for data held as records or pinned by its source at open;
+        ``None`` for a histogram or a source that counts where the data lives.
 
         For mechanisms that take records themselves (OpenDP's AIM and MST,
         :mod:`pmwcm.mechanisms.priors.synthetic`). Which kind of data this is
         is public (how the curator opened it); the records are not.
         """
-        if self._pinned is None or self._source is not None:
-            return None
-        return self._pinned.records()
+        return None if self._pinned is None else self._pinned.records()
 
     def fingerprint(self) -> str | None:
         """A SHA-256 of the data's coded records (any order), for data held as records or
