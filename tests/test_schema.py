@@ -206,3 +206,21 @@ def test_schema_of_non_attributes_is_rejected() -> None:
 def test_source_codes_only_for_categorical() -> None:
     with pytest.raises(SchemaError, match="attribute 'a' is bins, not categorical"):
         Attribute(name="a", bins=(0, 1)).source_codes()
+
+
+def test_a_categorical_of_200000_values_is_parsed_and_its_duplicates_named() -> None:
+    """Duplicates are counted in one pass (round 2 counted each value's copies with
+    ``list.count``: quadratic, 200,000 values did not finish in 10 minutes)."""
+    values = [f"v{i}" for i in range(200_000)]
+    binary = {"name": "y", "values": ["no", "yes"]}
+    schema = Schema.from_json(
+        {"name": "big", "attributes": [{"name": "cat", "values": values}, binary]}
+    )
+    assert schema.domain().sizes == (200_000, 2)
+    with pytest.raises(SchemaError, match=r"unique, got duplicates \['v7', 'v9'\]"):
+        Schema.from_json(
+            {
+                "name": "big",
+                "attributes": [{"name": "cat", "values": [*values, "v9", "v7", "v9"]}, binary],
+            }
+        )

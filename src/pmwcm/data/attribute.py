@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import types
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -111,7 +112,8 @@ def _labels(values: Sequence[object], what: str) -> tuple[str, ...]:
         if c is None:
             raise SchemaError(f"{what} must not contain an empty value, got {v!r}.")
         out.append(c)
-    dupes = sorted({v for v in out if out.count(v) > 1})
+    counted = Counter(out)  # one pass: a categorical can have 10^6 values
+    dupes = sorted(v for v, times in counted.items() if times > 1)
     if dupes:
         raise SchemaError(f"{what} must be unique, got duplicates {dupes}.")
     return tuple(out)
