@@ -116,7 +116,7 @@ def test_failed_draft_leaves_an_existing_output_untouched(tmp_path: Path) -> Non
     empty.write_text("a,b\n")
     result = runner.invoke(app, ["schema", "--data", str(empty), "--output", str(out)])
     assert result.exit_code == 1
-    _one_error_line(result.stderr, "no rows")
+    _one_error_line(result.stderr, "no data rows")
     assert out.read_text() == "keep me\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.csv", "schema.json"]
 

@@ -156,7 +156,7 @@ BAD_CSV = [
     ),
     ("sex,race,age,hours\nx,0,1,1\ny,0,1,1\n", r"value 'x' .* \(1 more rows have bad cells\)"),
     ("", "is empty"),
-    ('sex,race\n"male,0\n', "cannot parse data file"),
+    ('sex,race\n"male,0\n', "line 2: malformed quoting"),
 ]
 
 
@@ -177,8 +177,9 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 def test_non_utf8_file(tmp_path: Path) -> None:
     path = tmp_path / "latin1.csv"
     path.write_bytes("sex,race,age,hours\nm\xe4le,0,1,1\n".encode("latin-1"))
-    with pytest.raises(DataError, match="cannot parse data file"):
+    with pytest.raises(DataError, match=r"is not UTF-8 text \(line 2\); save it as UTF-8") as err:
         Dataset.from_csv(path, SCHEMA)
+    assert "m" + "\xe4" not in str(err.value)  # the cell is never quoted
 
 
 def test_dataframe_errors_name_the_index_label() -> None:

@@ -24,7 +24,6 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,16 +32,14 @@ import pandas as pd
 
 from pmwcm._atomic import atomic_open
 from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, format_number
+from pmwcm.data.csv_layout import check_csv_layout
+from pmwcm.data.errors import DataError
 from pmwcm.data.schema import Schema
 from pmwcm.kernels.domain import Domain
 
 IntArray = npt.NDArray[np.int64]
 _MISSING = -2  # marks an empty cell in the lookup tables below
 _NUMBER_TEXT = re.compile(NUMBER_PATTERN)
-
-
-class DataError(ValueError):
-    """Input data that cannot be read under a schema; the message names the bad value."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -167,54 +164,25 @@ class Dataset:
 
 
 def read_csv_text(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Reads a CSV file with every cell as stripped text (empty cells stay ``""``).
+    """Reads a CSV file with every cell as stripped text (empty cells stay ``""``), after
+    :func:`~pmwcm.data.csv_layout.check_csv_layout` (the rules every command shares).
 
     Raises:
-        DataError: if the file is missing, not a file, unreadable, empty or malformed.
+        DataError: if the file breaks those rules, or cannot be read.
     """
-    p = Path(path)
-    if not p.exists():
-        raise DataError(f"data file not found: '{p}'.")
-    if not p.is_file():
-        raise DataError(f"data path is not a file: '{p}'.")
+    check_csv_layout(path)
     try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise DataError(f"data file '{p}' is empty (no header row).") from None
+        return pd.read_csv(
+            path,
+            dtype=str,
+            keep_default_na=False,
+            skipinitialspace=True,
+            sep=",",
+            quotechar='"',
+            encoding="utf-8-sig",
+        )
     except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"cannot parse data file '{p}': {first}.") from None
-    _check_header(p)
-    return df
-
-
-def _check_header(path: Path) -> None:
-    """Refuses a header that pandas would read wrongly: another separator, repeated names.
-
-    pandas renames a repeated column ``a`` to ``a.1`` and reads a ``;``-separated
-    file as one column; both are refused here, from the header line alone.
-    """
-    import csv
-
-    with path.open(encoding="utf-8", newline="") as fh:
-        header = next(csv.reader(fh), [])
-    names = [h.strip() for h in header]
-    if len(names) == 1:
-        for sep, called in ((";", "semicolon"), ("\t", "tab"), ("|", "pipe")):
-            if sep in names[0]:
-                raise DataError(
-                    f"data file '{path}' has one column whose header {names[0]!r} contains a "
-                    f"{called}: it looks {called}-separated; pmwcm reads comma-separated files "
-                    "only (convert it, e.g. pandas.read_csv(path, sep=...).to_csv(new_path))."
-                )
-    seen: dict[str, int] = {}
-    for i, name in enumerate(names, start=1):
-        if name in seen:
-            raise DataError(
-                f"data file '{path}' names column {name!r} twice (columns {seen[name]} and "
-                f"{i}); rename one."
-            )
-        seen[name] = i
+        raise DataError(f"cannot parse data file '{path}' ({type(exc).__name__}).") from None
 
 
 def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str]) -> IntArray:

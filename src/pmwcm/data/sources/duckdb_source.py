@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pmwcm.data.csv_layout import check_csv_layout
 from pmwcm.data.schema import Schema
 from pmwcm.data.sources.sql import DIALECTS, ColumnKind
 from pmwcm.data.sources.sql_source import SQLSource
@@ -80,9 +81,9 @@ def file_relation(path: str | os.PathLike[str]) -> str:
     ):
         return f"read_parquet({_literal(str(p))})"
     if ".csv" in suffixes or ".tsv" in suffixes:
-        if p.stat().st_size == 0:
-            raise DataError(f"data file '{p}' is empty (no header row).")
-        return f"read_csv({_literal(str(p))}, all_varchar = true, header = true)"
+        check_csv_layout(p)  # the rules every command shares; DuckDB then reads that dialect
+        dialect = "delim = ',', quote = '\"', escape = '\"', header = true, strict_mode = true"
+        return f"read_csv({_literal(str(p))}, all_varchar = true, {dialect})"
     raise DataError(f"cannot tell the format of '{p}': name it .csv, .parquet or a directory.")
 
 
