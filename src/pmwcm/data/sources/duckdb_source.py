@@ -260,7 +260,7 @@ class DuckDBSource(SQLSource):
 
     def _columns(self, query: str, width: int) -> list[np.ndarray]:
         fetched = self._run(query).fetchnumpy()  # columns come back as arrays, no row tuples
-        return [np.asarray(column, dtype=np.int64) for column in fetched.values()]
+        return [np.asarray(column) for column in fetched.values()]
 
     def close(self) -> None:
         """Closes the connection opened by :meth:`from_file` (idempotent)."""

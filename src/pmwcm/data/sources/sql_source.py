@@ -48,7 +48,7 @@ from pmwcm.data.sources.sql import (
 )
 from pmwcm.data.table import DataError
 from pmwcm.kernels.clique_table import CliqueTable
-from pmwcm.kernels.coded_records import CodedRecords
+from pmwcm.kernels.coded_records import CodedRecords, code_dtype
 from pmwcm.kernels.domain import Domain
 
 __all__ = ["SQLSource", "fault_message"]
@@ -138,7 +138,7 @@ class SQLSource(abc.ABC):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         """Runs ``query`` and returns its result rows."""
 
-    def _columns(self, query: str, width: int) -> list[NDArray[np.int64]]:
+    def _columns(self, query: str, width: int) -> list[NDArray[np.integer]]:
         """Runs ``query`` (``width`` integer columns) and returns its columns as arrays."""
         rows = self._rows(query)
         if not rows:
@@ -170,21 +170,31 @@ class SQLSource(abc.ABC):
         attrs = self.schema.attributes
         coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"])
         keys = ", ".join(f"k{j}" for j in range(len(self.schema.attributes)))
-        return f"SELECT {keys}, SUM(cnt) AS cnt FROM ({coded}) AS coded GROUP BY {keys}"
+        total = (
+            "CAST(SUM(cnt) AS BIGINT)"  # DuckDB sums BIGINT into HUGEINT, PostgreSQL into NUMERIC
+        )
+        return f"SELECT {keys}, {total} AS cnt FROM ({coded}) AS coded GROUP BY {keys}"
 
     def _snapshot(self) -> CodedRecords:
-        """Reads the table once: its coded records and counts, checked against the schema."""
+        """Reads the table once: its coded records and counts, checked against the schema.
+
+        Each code column is checked for fault markers and narrowed to its attribute's
+        dtype in turn, so the snapshot's peak is its narrow size plus one wide column.
+        """
         width = len(self.schema.attributes)
         *codes, counts = self._columns(self.snapshot_query(), width + 1)
+        counts = np.asarray(counts, dtype=np.int64)
         n = int(np.sum(counts, dtype=np.int64))
         if n == 0:
             raise DataError(f"{self.where} has no data rows.")
         problems = []
-        for attr, column in zip(self.schema.attributes, codes, strict=True):
+        for j, attr in enumerate(self.schema.attributes):
+            column = np.asarray(codes[j])
             tallies = [(f, int(np.sum(counts[column == f], dtype=np.int64))) for f in _FAULTS]
             said = [fault_message(attr, f, rows) for f, rows in tallies if rows]
             if said:
                 problems.append(f"column {attr.column!r}: {'; '.join(said)}")
+            codes[j] = column.astype(code_dtype(attr.size))  # valid codes 0..size-1 from here
         if problems:
             more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
             raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
