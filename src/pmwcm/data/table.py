@@ -228,8 +228,8 @@ def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str
             known = list(attr.source_codes())
             shown = known if len(known) <= 12 else [*known[:12], "..."]
             raise DataError(
-                f"{head.format(where(i))}: value {values[i]!r} is not one of the schema's "
-                f"values for attribute {attr.name!r} {shown}{more}."
+                f"{head.format(where(i))}: a value that is not one of the schema's values "
+                f"for attribute {attr.name!r} {shown}{more}."
             )
         return _fill_missing(codes, is_missing, attr)
     present = np.where(is_missing, "0", values)
@@ -239,7 +239,7 @@ def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str
         i = int(bad_number[0])
         what = "a number" if np.isnan(x[i]) else "a finite number"
         raise DataError(
-            f"{head.format(where(i))}: value {values[i]!r} is not {what} "
+            f"{head.format(where(i))}: a value that is not {what} "
             f"(attribute {attr.name!r} uses {attr.kind}; list missing-value markers in "
             '"missing").'
         )
@@ -255,7 +255,7 @@ def encode_column(attr: Attribute, column: pd.Series, where: Callable[[int], str
         i = int(out[0])
         lo, hi = format_number(edges[0]), format_number(edges[-1])
         raise DataError(
-            f"{head.format(where(i))}: value {values[i]!r} is outside the bins "
+            f"{head.format(where(i))}: a number outside the bins "
             f'[{lo}, {hi}) of attribute {attr.name!r} (set "clip": true to clip).'
         )
     return _fill_missing(codes, is_missing, attr)
