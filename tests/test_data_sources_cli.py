@@ -9,6 +9,8 @@ PostgreSQL table (``--table``) and the Parquet file through Spark
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,21 @@ def test_a_service_session_reads_a_parquet_file(files: dict[str, Path]) -> None:
             parts["parquet"].marginal(clique), parts["data"].marginal(clique)
         )
     parts["parquet"].close()
+
+
+def test_spark_started_by_the_cli_prints_no_warnings_or_progress_bars(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """A fresh process, so that the CLI starts Spark itself (the ``spark`` fixture's session
+    would otherwise be reused): its stderr has no log4j WARN line, no ``[Stage`` bar and
+    no pandas-version FutureWarning (issue 36 item 7)."""
+    out = tmp_path / "spark-answers.jsonl"
+    argv = [str(Path(sys.executable).parent / "pmwcm"), "run", "--data", str(files["parquet"]),
+            "--engine", "spark", "--schema", str(files["schema"]),
+            "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
+            "--insecure-seeded-noise", "1", "--output", str(out)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert " WARN " not in done.stderr and "[Stage" not in done.stderr
+    assert "FutureWarning" not in done.stderr
+    assert len(out.read_text().splitlines()) == len(QUERIES)

@@ -107,6 +107,23 @@ def test_postgres_errors_never_show_the_password(postgres_url: str) -> None:
     assert redact_url(postgres_url).count("***") == 1
 
 
+def test_postgres_without_select_is_permission_denied_not_missing(postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("DROP TABLE IF EXISTS secret_people")
+        connection.execute("CREATE TABLE secret_people (sex text, age integer)")
+        connection.execute("INSERT INTO secret_people VALUES ('male', 30)")
+        connection.execute("DROP ROLE IF EXISTS no_select")
+        connection.execute("CREATE ROLE no_select LOGIN PASSWORD 'pw-no-select'")
+    parts = psycopg.conninfo.conninfo_to_dict(postgres_url)
+    url = f"postgresql://no_select:pw-no-select@{parts['host']}:{parts['port']}/{parts['dbname']}"
+    with pytest.raises(DataError, match="permission denied") as info:
+        open_private_data(url, SCHEMA, table="secret_people")
+    assert "cannot read table 'secret_people'" in str(info.value)
+    assert "pw-no-select" not in str(info.value)
+    with pytest.raises(DataError, match="table 'absent' not found"):
+        open_private_data(url, SCHEMA, table="absent")
+
+
 def test_postgres_reads_a_quoted_table_once_and_holds_no_connection(postgres_url: str) -> None:
     with psycopg.connect(postgres_url) as connection:
         connection.execute('DROP TABLE IF EXISTS "Odd ""name"""')

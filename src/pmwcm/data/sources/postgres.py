@@ -141,6 +141,18 @@ class PostgresSource(SQLSource):
                 )
                 columns = {str(c): str(t) for c, t in cursor.fetchall()}
             if not columns:
+                # information_schema lists only the columns this user may read, so an
+                # empty list is also what a table without SELECT privilege gives.
+                cursor = connection.execute(
+                    "SELECT to_regclass(%s) IS NOT NULL",
+                    (sql.Identifier(*parts).as_string(connection),),
+                )
+                exists = cursor.fetchone()
+                if exists is not None and exists[0]:
+                    raise DataError(
+                        f"permission denied: the user of {shown} cannot read table {table!r} "
+                        "(ask for GRANT SELECT on it)."
+                    )
                 raise DataError(f"table {table!r} not found in {shown}.")
             kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
             relation = sql.Identifier(*parts).as_string(connection)

@@ -20,6 +20,8 @@ Without any of these, Spark runs locally on this machine.
 from __future__ import annotations
 
 import itertools
+import warnings
+from importlib import resources
 from typing import Any
 
 from pmwcm.data.schema import Schema
@@ -54,6 +56,26 @@ def column_kind(type_name: str) -> ColumnKind | None:
     return _KINDS.get(type_name.split("(")[0])
 
 
+def _quiet_session(session_type: Any) -> Any:
+    """``getOrCreate()`` with the driver logging errors only and no console progress bars.
+
+    The log configuration reaches the driver's JVM as it starts (a session that is
+    already running keeps its own); PySpark's warning about the pandas version is
+    about APIs pmwcm does not call.
+    """
+    log_config = resources.files("pmwcm.data.sources").joinpath("spark-log4j2.properties")
+    builder = (
+        session_type.builder.config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log_config}")
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 class SparkSource(SQLSource):
     """A Spark table or Parquet path, validated against the schema when opened.
 
@@ -74,7 +96,9 @@ class SparkSource(SQLSource):
         from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
 
-        self._spark = spark if spark is not None else SparkSession.builder.getOrCreate()
+        if spark is None:  # ours to configure: a library prints no progress bars or WARN lines
+            spark = _quiet_session(SparkSession)
+        self._spark = spark
         self._view: str | None = None
         try:
             frame = self._spark.table(data) if table else self._spark.read.parquet(data)
