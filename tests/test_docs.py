@@ -37,7 +37,9 @@ _PATH = re.compile(r"(?<![\w./-])((?:src|tests|benchmarks|scripts|docs|\.ci)/[\w
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
     """Each fenced block's language (``""`` if none) and text, fences paired in order."""
-    blocks, language, lines = [], None, []
+    blocks: list[tuple[str, str]] = []
+    language: str | None = None
+    lines: list[str] = []
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
             if language is None:
