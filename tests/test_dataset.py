@@ -154,7 +154,10 @@ BAD_CSV = [
         "sex,race,age,hours\nmale,0,-1,1\n",
         r"a number outside the bins \[0, 120\) of attribute 'age'",
     ),
-    ("sex,race,age,hours\nx,0,1,1\ny,0,1,1\n", r"line 2: a value that .* \(1 more rows have bad cells\)"),
+    (
+        "sex,race,age,hours\nx,0,1,1\ny,0,1,1\n",
+        r"line 2: a value that .* \(1 more rows have bad cells\)",
+    ),
     ("", "is empty"),
     ('sex,race\n"male,0\n', "line 2: malformed quoting"),
 ]

@@ -61,7 +61,7 @@ def test_non_finite_numbers_are_refused_alike_for_bins_and_thresholds(
     cell: str, rule: dict[str, object]
 ) -> None:
     schema = Schema.from_json({"attributes": [{"name": "x", **rule}]})
-    with pytest.raises(DataError, match="a value that is not a (finite )?number"):
+    with pytest.raises(DataError, match=r"a value that is not a (finite )?number"):
         Dataset.from_dataframe(_frame(f"x\n1\n{cell}\n"), schema)
 
 
