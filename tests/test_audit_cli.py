@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import pmwcm.audit.suite as suite
+from pmwcm.audit import reach
 from pmwcm.audit.cases import AuditCase, LaplaceMechanism, laplace_case, numpy_source
 from pmwcm.cli import app
 
@@ -96,7 +97,9 @@ def test_the_reach_rows_open_their_data_as_pmwcm_run_does(light: Any, postgres_u
     sources = light["sources"]
     assert [s.label for s in sources] == ["DuckDB, Parquet", "PostgreSQL"]
     # The DuckDB files lived in a folder removed after the run; the tables stay.
-    assert sources[1].private_data(sources[1].dataset1).n == 4000
+    data = sources[1].private_data(sources[1].dataset1)
+    assert data.n == 4000 and reach.distinct_records(data) == 2177
+    data.close()
 
 
 def test_an_unreachable_postgres_is_named_without_its_url(light: Any) -> None:

@@ -295,8 +295,10 @@ def source_case(source: Source, *, broken: bool = False) -> AuditCase:
     """Rows (c) and (d): the support row's pipeline on the pair opened from ``source``."""
     opener: Opener = source.private_data
     label = source.label
-    if broken:
-        cap = distinct_records(source.private_data(source.dataset0))
+    if broken:  # the cap sits at D0's distinct records: D1 holds one more
+        data = source.private_data(source.dataset0)
+        cap = distinct_records(data)
+        data.close()
         opener, label = capped_snapshot(opener, cap), f"BROKEN snapshot capped by the data, {label}"
     return reach_case(
         name=label,
