@@ -15,15 +15,17 @@ as the output, a refusal coded as an output, a lower confidence bound on epsilon
 * **sparse clique tables**: the queries' clique ``{x, u, v, y}`` has ``2 * 34 * 32
   * 2 = 4,352`` cells, over :data:`~pmwcm.kernels.clique_table.DENSE_CLIQUE_CELLS`,
   so the data's table is kept on its occupied cells; with the uniform start and
-  ``T = 2`` on the dense backend the parity query crosses the threshold in every
-  trial, so the oracle solves on the sparse table and the update reweights through
+  ``T = 2`` on the dense backend the parity query crosses the threshold in most
+  trials, so the oracle solves on the sparse table and the update reweights through
   it (:func:`sparse_config`);
 * **a data source**: the pair written to a Parquet file or a PostgreSQL table and
-  opened in every trial through the opener ``pmwcm run --data`` uses
-  (:class:`Source`; ``open_source`` lives in :mod:`pmwcm.data`, a layer the audit
-  does not import, so the caller passes it in). With ``n = 4,000 < |X|`` every
-  clique is a ``GROUP BY`` of its own, today; the same rows keep auditing whatever
-  the source reads at open instead.
+  opened through the opener ``pmwcm run --data`` uses (:class:`Source`;
+  ``open_source`` lives in :mod:`pmwcm.data`, a layer the audit does not import, so
+  the caller passes it in), once per batch of trials
+  (:meth:`~pmwcm.audit.pipeline.PipelineMechanism.transcripts`: opening is
+  deterministic and draws no noise). With ``n = 4,000 < |X|`` every clique is a
+  ``GROUP BY`` of its own, today; the same rows keep auditing whatever the source
+  reads at open instead.
 
 **Neighbours** (:func:`wide_parity_pair`). ``x`` binary, ``u`` (34 values) and ``v``
 (32 values) cycle through their ``2,176`` combinations, ``y = x XOR [u >= 17]``;
@@ -156,7 +158,8 @@ def wide_stream() -> tuple[CMQuery, ...]:
 
     The parity query's data error is about ``1/3`` (smoothed hinge at ``R = 2``: from
     ``1/2`` at ``theta = 0`` to ``1/6``) against a sensitivity of ``8 / n``: about 170 of
-    its units, so at ``T = 2`` it crosses the threshold whatever the noise.
+    its units, so from the uniform start at ``T = 2`` it crosses the threshold in most
+    trials (and in the noiseless run).
     """
     parity = CMQuery(
         loss="smoothed_hinge",
