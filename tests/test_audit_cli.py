@@ -1,4 +1,5 @@
-"""``pmwcm audit``: the report's shape and exit status (the heavy parts are stubbed).
+"""``pmwcm audit``: the report's shape and exit status (the heavy parts are stubbed; the
+reach rows' data is written and opened for real, PostgreSQL on a server started here).
 
 The long run itself (10^6 trials per vectorised mechanism, the end-to-end pipeline
 and its negative controls) is recorded in docs/audit.md.
@@ -13,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import pmwcm.audit.suite as suite
+from pmwcm.audit import reach
 from pmwcm.audit.cases import AuditCase, LaplaceMechanism, laplace_case, numpy_source
 from pmwcm.cli import app
 
@@ -35,6 +37,13 @@ def light(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     memo = [("pipeline, memoised PLD", "0 of 6 differ", True)]
     monkeypatch.setattr(suite, "pipeline_crosschecks", lambda **kw: memo)
     monkeypatch.setattr(suite, "negative_controls", lambda: state["controls"])
+
+    def reach_cases(sources: Any) -> list[AuditCase]:
+        state["sources"] = list(sources)
+        return [stub("reach row")]
+
+    monkeypatch.setattr(suite, "reach_cases", reach_cases)
+    monkeypatch.setattr(suite, "reach_controls", lambda sources: [])
     return state
 
 
@@ -51,7 +60,8 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
         "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp --pipeline-trials 2000"
         in result.stdout
     )
-    assert result.stdout.count("| consistent |") == 12  # 4 oracles, jain_thakurta included
+    assert result.stdout.count("| consistent |") == 13  # 4 oracles, jain_thakurta included
+    assert "Laplace mechanism (reach row)" in result.stdout
     assert "| jain_thakurta oracle |" in result.stdout
     assert "Negative controls" not in result.stdout
     assert out.read_text() == result.stdout
@@ -77,3 +87,23 @@ def test_negative_controls_must_be_caught(light: Any) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert "| consistent | yes |" in result.stdout
+
+
+def test_the_reach_rows_open_their_data_as_pmwcm_run_does(light: Any, postgres_url: str) -> None:
+    args = ["audit", "--no-suite", "--pipeline-trials", "1000", "--postgres", postgres_url]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "--postgres URL" in result.stdout and postgres_url not in result.stdout
+    sources = light["sources"]
+    assert [s.label for s in sources] == ["DuckDB, Parquet", "PostgreSQL"]
+    # The DuckDB files lived in a folder removed after the run; the tables stay.
+    data = sources[1].private_data(sources[1].dataset1)
+    assert data.n == 4000 and reach.distinct_records(data) == 2177
+    data.close()
+
+
+def test_an_unreachable_postgres_is_named_without_its_url(light: Any) -> None:
+    url = "postgresql://audit:secret@127.0.0.1:9/nowhere"
+    result = CliRunner().invoke(app, ["audit", "--no-suite", "--postgres", url])
+    assert result.exit_code == 2
+    assert "--postgres" in result.output and "secret" not in result.output

@@ -89,14 +89,17 @@ from pmwcm.mechanisms.private_data import PrivateData
 __all__ = [
     "BROKEN",
     "Build",
+    "Opener",
     "PipelineMechanism",
     "crosscheck_pipeline",
     "default_stream",
+    "hypothesis_mass",
     "memoised_pld",
     "noiseless",
     "parity_pair",
     "pipeline_case",
     "pipeline_family",
+    "released_direction",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -105,6 +108,9 @@ HALTED, RAISED = 3, 4
 
 Build = Callable[[PrivateData, PMWConfig, NoiseSource], OnlinePMW]
 """``build(data, config, noise) -> OnlinePMW``: the pipeline under audit."""
+Opener = Callable[[Any], PrivateData]
+"""``opener(dataset) -> PrivateData``: how a trial opens the audit's dataset (a file's
+path, a table's name, records), as a session opens its data."""
 
 
 def shipped(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
@@ -146,26 +152,60 @@ class PipelineMechanism:
         queries: the stream, asked in order.
         dims: ``theta``'s length per query.
         build: ``build(data, config, noise)`` (default: the shipped :func:`build_engine`).
+        opener: ``opener(dataset)``, run once per call (default
+            :meth:`PrivateData.of`: a :class:`PrivateData` as it is). A refusal to
+            open is coded like a refusal to build; data opened here is closed after
+            the call's trials.
+        cells: flat cells of ``X`` whose mass in the final hypothesis ends each row
+            (the hypothesis is public: ``pmwcm synth`` samples it), ``nan`` where
+            none was built.
     """
 
     config: PMWConfig
     queries: tuple[CMQuery, ...]
     dims: tuple[int, ...]
     build: Build = shipped
+    opener: Opener = PrivateData.of
+    cells: tuple[int, ...] = ()
 
     @property
     def codes(self) -> int:
         """Columns of codes: the build, then one per query."""
         return 1 + len(self.queries)
 
-    def transcript(self, data: PrivateData, noise: NoiseSource) -> FloatArray:
-        """One run: build the pipeline, ask every query, record everything released."""
-        row = np.full(self.codes + sum(self.dims), math.nan)
+    def transcript(self, dataset: Any, noise: NoiseSource) -> FloatArray:
+        """One run: open the data, build the pipeline, ask every query, record everything
+        released (and the final hypothesis's mass on :attr:`cells`)."""
+        return np.asarray(self.transcripts(dataset, noise, 1)[0], dtype=np.float64)
+
+    def transcripts(self, dataset: Any, noise: NoiseSource, trials: int) -> FloatArray:
+        """``trials`` runs on ``dataset``, opened once for them all.
+
+        Opening draws no noise and is deterministic (a source's counts are exact
+        integers), so every run sees the tables a fresh open would give, and a
+        refusal to open refuses every run alike.
+        """
+        rows = np.full((trials, self.codes + sum(self.dims) + len(self.cells)), math.nan)
+        try:
+            data = self.opener(dataset)
+        except Exception:  # a refusal is an output, never dropped
+            rows[:, : self.codes] = RAISED
+            return rows
+        try:
+            for row in rows:
+                self._run(data, noise, row)
+        finally:
+            if data is not dataset:
+                data.close()
+        return rows
+
+    def _run(self, data: PrivateData, noise: NoiseSource, row: FloatArray) -> None:
+        """Fills ``row`` (all ``nan``) with one interaction on ``data``."""
         try:
             engine = self.build(data, self.config, noise)
         except Exception:  # a refusal is an output, never dropped
             row[: self.codes] = RAISED
-            return row
+            return
         row[0] = 0
         offset = self.codes
         for j, (query, dim) in enumerate(zip(self.queries, self.dims, strict=True)):
@@ -179,48 +219,82 @@ class PipelineMechanism:
                 row[1 + j] = SOURCES[answer.source]
                 row[offset : offset + dim] = np.asarray(answer.value, dtype=np.float64)
             offset += dim
-        return row
+        if self.cells:
+            row[offset:] = hypothesis_mass(engine, self.cells)
 
-    def __call__(self, data: PrivateData, trials: int, rng: np.random.Generator, /) -> Any:
-        """``trials`` independent interactions on ``data`` (rows)."""
+    def __call__(self, dataset: Any, trials: int, rng: np.random.Generator, /) -> Any:
+        """``trials`` independent interactions on ``dataset`` (rows)."""
         noise = NumpyNoise(generator=rng)
         with memoised_pld():
-            return np.array([self.transcript(data, noise) for _ in range(trials)])
+            return self.transcripts(dataset, noise, trials)
 
 
-def noiseless(mechanism: PipelineMechanism, data: PrivateData) -> FloatArray:
-    """The transcript with every noise draw replaced by 0 (a public function of ``data``)."""
+def hypothesis_mass(engine: OnlinePMW, cells: tuple[int, ...]) -> FloatArray:
+    """The engine's hypothesis's mass on the flat ``cells`` of ``X`` (any backend)."""
+    domain = engine.domain
+    table = engine.hypothesis.clique_table(domain.names)
+    flat = np.asarray(cells, dtype=np.int64)
+    if table.codes is None:
+        return np.asarray(table.mass[flat], dtype=np.float64)
+    at = np.minimum(np.searchsorted(table.codes, flat), max(table.codes.size - 1, 0))
+    held = (table.codes.size > 0) & (table.codes[at] == flat)
+    return np.where(held, table.mass[at], 0.0)
+
+
+def noiseless(mechanism: PipelineMechanism, dataset: Any) -> FloatArray:
+    """The transcript with every noise draw replaced by 0 (a public function of ``dataset``)."""
     with memoised_pld():
-        return mechanism.transcript(data, _Tape())
+        return mechanism.transcript(dataset, _Tape())
+
+
+def released_direction(mechanism: PipelineMechanism, dataset0: Any, dataset1: Any) -> FloatArray:
+    """``v``: the unit difference of the noiseless transcripts' released ``theta`` (public:
+    the pipeline and the pair), or all ones where they agree."""
+    k = mechanism.codes
+    both = [noiseless(mechanism, d)[k : k + sum(mechanism.dims)] for d in (dataset0, dataset1)]
+    gap = np.nan_to_num(both[1] - both[0])
+    norm = float(np.linalg.norm(gap))
+    return gap / norm if norm > 0 else np.ones_like(gap)
 
 
 def crosscheck_pipeline(
-    mechanism: PipelineMechanism, data: PrivateData, *, trials: int, seed: int
+    mechanism: PipelineMechanism, dataset: Any, *, trials: int, seed: int
 ) -> int:
     """Trials whose transcript differs between memoised and plain accounting, same draws."""
-    memo = mechanism(data, trials, np.random.default_rng(seed))
+    memo = mechanism(dataset, trials, np.random.default_rng(seed))
     noise = NumpyNoise(generator=np.random.default_rng(seed))
-    plain = np.array([mechanism.transcript(data, noise) for _ in range(trials)])
+    plain = np.array([mechanism.transcript(dataset, noise) for _ in range(trials)])
     return int(np.sum(~np.all((memo == plain) | (np.isnan(memo) & np.isnan(plain)), axis=1)))
 
 
 def pipeline_family(mechanism: PipelineMechanism, direction: FloatArray) -> EventFamily:
-    """ "Something raised", code sequences (Neyman-Pearson sets), thresholds on ``<theta, v>``."""
-    k = mechanism.codes
+    """ "Something raised", code sequences (Neyman-Pearson sets), thresholds on ``<theta, v>``;
+    per cell of :attr:`~PipelineMechanism.cells`, "the hypothesis holds it" and thresholds
+    on its mass. ``direction`` spans the released ``theta`` columns."""
+    k, end = mechanism.codes, mechanism.codes + sum(mechanism.dims)
 
     def project(out: Any) -> FloatArray:
-        return np.asarray(np.nan_to_num(np.asarray(out)[:, k:]) @ direction, dtype=np.float64)
+        return np.asarray(np.nan_to_num(np.asarray(out)[:, k:end]) @ direction, dtype=np.float64)
 
     def raised(out: Any) -> NDArray[np.bool_]:
         return np.asarray(np.any(np.asarray(out)[:, :k] == RAISED, axis=1))
 
+    def holds(j: int) -> Callable[[Any], NDArray[np.bool_]]:
+        return lambda out: np.asarray(np.asarray(out)[:, end + j] > 0)
+
+    def mass(j: int) -> Callable[[Any], FloatArray]:
+        return lambda out: np.asarray(np.asarray(out)[:, end + j], dtype=np.float64)
+
+    cells = enumerate(mechanism.cells)
+    held = tuple((f"hypothesis holds cell {c}", holds(j)) for j, c in enumerate(mechanism.cells))
     return combine(
-        FixedFamily(events=(("something raised", raised),)),
+        FixedFamily(events=(("something raised", raised), *held)),
         CategoricalFamily(
             key=lambda o: row_codes(np.asarray(o)[:, :k].astype(np.int64), low=0, high=RAISED),
             name="codes (build, sources; 3 halted, 4 raised)",
         ),
         ThresholdFamily(statistic=project, name="<theta, v>"),
+        *(ThresholdFamily(statistic=mass(j), name=f"mass of cell {c}") for j, c in cells),
     )
 
 
@@ -352,9 +426,7 @@ def pipeline_case(
     config = PMWConfig(epsilon=epsilon, delta=delta)
     dims = tuple(q.compile(d0.domain).dim for q in queries)
     mechanism = PipelineMechanism(config=config, queries=queries, dims=dims, build=build)
-    gap = np.nan_to_num(noiseless(mechanism, d1) - noiseless(mechanism, d0))[mechanism.codes :]
-    norm = float(np.linalg.norm(gap))
-    direction = gap / norm if norm > 0 else np.ones_like(gap)
+    direction = released_direction(mechanism, d0, d1)
     return AuditCase(
         name=f"{label}: build_engine(PMWConfig({epsilon:g}, {delta:g})), {len(queries)} queries",
         guarantee=f"({epsilon:g}, {delta:g})-DP: marginal prior, LSL sparse vector, "

@@ -4,9 +4,13 @@ Runs :func:`pmwcm.audit.suite.standard_cases` (``--trials`` final trials per
 input and mechanism, plus a quarter as many for the event search), the
 shipped default pipeline end to end and the paid support prior as a black box
 (:func:`~pmwcm.audit.suite.pipeline_cases`, ``--pipeline-trials``: real code at
-~40 ms and ~5 ms a trial), the cross-checks of the
+~40 ms and ~5 ms a trial), the same pipeline audit through the support backend,
+sparse clique tables, a Parquet file opened by DuckDB and, with ``--postgres URL``,
+a PostgreSQL table (:func:`~pmwcm.audit.suite.reach_cases`; the data is opened
+as ``pmwcm run --data`` opens it), the cross-checks of the
 vectorised models against the real code, and the sensitivity search; with
-``--negative-controls`` also the deliberately broken pipelines, support priors and oracles. Prints a
+``--negative-controls`` also the deliberately broken pipelines, support priors,
+oracles and the planted bug of each path above. Prints a
 Markdown report to stdout (progress on stderr) and exits 1 if any claim is
 refuted, any cross-check disagrees, any sensitivity bound is exceeded or a
 must-catch negative control is not flagged. ``--no-suite`` runs the pipeline
@@ -24,6 +28,7 @@ import contextlib
 import datetime
 import os
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +42,10 @@ _OUTPUT_HELP = "Also write the report here (atomically)."
 _PIPELINE_HELP = "Final trials per input for the end-to-end pipeline rows (0: skip them)."
 _CONTROLS_HELP = "Also audit the deliberately broken pipelines (negative controls)."
 _SUITE_HELP = "Run the vectorised cases, cross-checks and sensitivity search (else pipeline only)."
+_POSTGRES_HELP = (
+    "Also audit the pipeline on a PostgreSQL table at this URL (creates or replaces the "
+    "tables pmwcm_audit_reach_d0 and _d1 there)."
+)
 
 
 def _machine() -> str:
@@ -67,6 +76,7 @@ def audit_command(
         bool, typer.Option("--negative-controls/--no-negative-controls", help=_CONTROLS_HELP)
     ] = False,
     suite: Annotated[bool, typer.Option("--suite/--no-suite", help=_SUITE_HELP)] = True,
+    postgres: Annotated[str | None, typer.Option("--postgres", help=_POSTGRES_HELP)] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = None,
 ) -> None:
     """Audit every mechanism statistically: lower bounds on epsilon vs the claims."""
@@ -77,57 +87,37 @@ def audit_command(
 
     began = time.perf_counter()
     rng = np.random.default_rng(seed)
-    cases = [(c, trials) for c in standard.standard_cases(opendp=opendp)] if suite else []
-    if pipeline_trials:
-        cases += [(c, pipeline_trials) for c in standard.pipeline_cases()]
-    controls = standard.negative_controls() if negative_controls and pipeline_trials else []
-    per_case = alpha / max(len(cases) + len(controls), 1)
     flags = [
         "--opendp" if opendp else "--no-opendp",
         f"--pipeline-trials {pipeline_trials}",
         *(["--negative-controls"] if negative_controls else []),
         *([] if suite else ["--no-suite"]),
+        *(["--postgres URL"] if postgres else []),
     ]
     command = f"pmwcm audit --trials {trials} --alpha {alpha:g} --seed {seed} {' '.join(flags)}"
-    lines = [
-        "# pmwcm privacy audit",
-        "",
-        f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `{command}`",
-        f"- machine: {_machine()}",
-        f"- trials: {trials:,} final per input and vectorised mechanism, {pipeline_trials:,} "
-        f"for the end-to-end pipeline (+ a quarter as many for the event search); seed {seed}",
-        f"- confidence: {1 - alpha:g} family-wise ({1 - per_case:.6g} per row, Bonferroni)",
-        "",
-        "| mechanism | guarantee | delta | claimed eps | eps lower bound | event | verdict |"
-        " seconds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    failed = False
-    for case, n in cases:
-        typer.echo(f"auditing {case.name} ...", err=True)
-        start = time.perf_counter()
-        r = case.run(trials=n, rng=rng, alpha=per_case, batch_size=50_000)
-        failed |= r.violated
-        lines.append(
-            f"| {r.name} | {case.guarantee} | {r.delta:g} | {_fmt(r.claimed_epsilon)} | "
-            f"{_fmt(r.epsilon_lower_bound)} | `{r.event}` ({r.count0:,} vs {r.count1:,}) | "
-            f"{r.verdict} | {time.perf_counter() - start:.0f} |"
-        )
-    if controls:
-        lines += ["", "## Negative controls: deliberately broken pipelines and oracles", ""]
-        lines += ["| broken mechanism | claimed eps | eps lower bound | event | verdict | must "
-                  "catch | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for case, must in controls:
-        typer.echo(f"auditing {case.name} ...", err=True)
-        start = time.perf_counter()
-        r = case.run(trials=pipeline_trials, rng=rng, alpha=per_case, batch_size=50_000)
-        failed |= must and not r.violated
-        lines.append(
-            f"| {r.name} | {_fmt(r.claimed_epsilon)} | {_fmt(r.epsilon_lower_bound)} | "
-            f"`{r.event}` ({r.count0:,} vs {r.count1:,}) | {r.verdict} | "
-            f"{'yes' if must else 'no'} | {time.perf_counter() - start:.0f} |"
-        )
+    with tempfile.TemporaryDirectory(prefix="pmwcm-audit-") as folder:
+        sources = _reach_sources(Path(folder), postgres) if pipeline_trials else []
+        cases = [(c, trials) for c in standard.standard_cases(opendp=opendp)] if suite else []
+        controls: list[tuple[Any, bool]] = []
+        if pipeline_trials:
+            cases += [(c, pipeline_trials) for c in standard.pipeline_cases()]
+            cases += [(c, pipeline_trials) for c in standard.reach_cases(sources)]
+            if negative_controls:
+                controls = standard.negative_controls() + standard.reach_controls(sources)
+        per_case = alpha / max(len(cases) + len(controls), 1)
+        lines = [
+            "# pmwcm privacy audit",
+            "",
+            f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+            f"- command: `{command}`",
+            f"- machine: {_machine()}",
+            f"- trials: {trials:,} final per input and vectorised mechanism, {pipeline_trials:,} "
+            f"for the end-to-end pipelines (+ a quarter as many for the event search); seed {seed}",
+            f"- confidence: {1 - alpha:g} family-wise ({1 - per_case:.6g} per row, Bonferroni)",
+            "",
+        ]
+        failed = _case_rows(cases, lines, rng=rng, alpha=per_case)
+        failed |= _control_rows(controls, lines, rng=rng, alpha=per_case, trials=pipeline_trials)
     if suite or pipeline_trials:
         typer.echo("cross-checking the models against the real code ...", err=True)
         lines += ["", "## Vectorised models vs the real code (identical draws)", ""]
@@ -154,6 +144,90 @@ def audit_command(
             fh.write(report)
     if failed:
         raise typer.Exit(1)
+
+
+def _case_rows(cases: list[tuple[Any, int]], lines: list[str], *, rng: Any, alpha: float) -> bool:
+    """Audits each ``(case, trials)`` into a row of ``lines``; whether any was violated."""
+    lines += [
+        "| mechanism | guarantee | delta | claimed eps | eps lower bound | event | verdict |"
+        " seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    failed = False
+    for case, n in cases:
+        typer.echo(f"auditing {case.name} ...", err=True)
+        start = time.perf_counter()
+        r = case.run(trials=n, rng=rng, alpha=alpha, batch_size=50_000)
+        failed |= r.violated
+        lines.append(
+            f"| {r.name} | {case.guarantee} | {r.delta:g} | {_fmt(r.claimed_epsilon)} | "
+            f"{_fmt(r.epsilon_lower_bound)} | `{r.event}` ({r.count0:,} vs {r.count1:,}) | "
+            f"{r.verdict} | {time.perf_counter() - start:.0f} |"
+        )
+    return failed
+
+
+def _control_rows(
+    controls: list[tuple[Any, bool]], lines: list[str], *, rng: Any, alpha: float, trials: int
+) -> bool:
+    """Audits each negative control into ``lines``; whether a must-catch one was missed."""
+    if not controls:
+        return False
+    lines += ["", "## Negative controls: deliberately broken pipelines and oracles", ""]
+    lines += ["| broken mechanism | claimed eps | eps lower bound | event | verdict | must "
+              "catch | seconds |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    failed = False
+    for case, must in controls:
+        typer.echo(f"auditing {case.name} ...", err=True)
+        start = time.perf_counter()
+        r = case.run(trials=trials, rng=rng, alpha=alpha, batch_size=50_000)
+        failed |= must and not r.violated
+        lines.append(
+            f"| {r.name} | {_fmt(r.claimed_epsilon)} | {_fmt(r.epsilon_lower_bound)} | "
+            f"`{r.event}` ({r.count0:,} vs {r.count1:,}) | {r.verdict} | "
+            f"{'yes' if must else 'no'} | {time.perf_counter() - start:.0f} |"
+        )
+    return failed
+
+
+def _reach_sources(folder: Path, postgres: str | None) -> list[Any]:
+    """The reach rows' pair as a Parquet file in ``folder`` and, with ``postgres``, as two
+    tables there; each opened by :func:`~pmwcm.cli.common.open_data`, as ``pmwcm run
+    --data`` opens it."""
+    from pmwcm.audit import reach
+    from pmwcm.cli.common import open_data
+    from pmwcm.data.schema import Schema
+
+    pair = reach.wide_parity_pair()
+    schema = Schema.from_domain(pair[0].domain)
+    paths = [reach.write_parquet(d, folder / f"reach-d{i}.parquet") for i, d in enumerate(pair)]
+    sources = [
+        reach.Source(
+            label="DuckDB, Parquet",
+            dataset0=str(paths[0]),
+            dataset1=str(paths[1]),
+            opener=lambda path: open_data(path, schema),
+        )
+    ]
+    if postgres is not None:
+        url = postgres
+        try:
+            tables = [reach.write_postgres(d, url, f"pmwcm_audit_reach_d{i}")
+                      for i, d in enumerate(pair)]  # fmt: skip
+        except Exception as exc:  # the URL holds a password: name the failure, not the URL
+            raise typer.BadParameter(
+                f"cannot create the audit's tables there ({type(exc).__name__}).",
+                param_hint="--postgres",
+            ) from None
+        sources.append(
+            reach.Source(
+                label="PostgreSQL",
+                dataset0=tables[0],
+                dataset1=tables[1],
+                opener=lambda table: open_data(url, schema, table=table),
+            )
+        )
+    return sources
 
 
 def _sensitivity_row(rep: Any) -> str:
