@@ -39,13 +39,13 @@ import pytest
 from conftest import TOY_DOMAIN, RecordingNoise
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.baselines import CompositionBaseline, exact_minimum
+from pmwcm.mechanisms.accounting import calibrate_noise_level
 from pmwcm.engine.practical import (
     AccountantName,
     PMWConfig,
     PriorName,
     SparseVectorName,
     build_engine,
-    calibrate_noise_level,
     default_threshold,
     dwork_roth_epsilon_per_run,
     make_accountant,

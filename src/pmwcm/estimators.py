@@ -219,7 +219,7 @@ class Session:
         ``schema`` defaults to one whose labels are the engine's domain values.
         """
         domain: Domain = engine.domain
-        return cls(engine.answer, schema or Schema.from_domain(domain))
+        return cls(engine.ask, schema or Schema.from_domain(domain))  # the engine's one door
 
     @classmethod
     def remote(cls, client: Any, session: str, schema: Schema) -> Session:

@@ -32,19 +32,19 @@ constants in :mod:`pmwcm.engine.theory`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
 
-from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.data_side import DataSide
+from pmwcm.engine.modes import HYBRID, Mode
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings, StepRule
 from pmwcm.engine.step_size import PublicContext, step_factor
-from pmwcm.errors import Halted, Refused
+from pmwcm.errors import Halted, PmwcmError, Refused
 from pmwcm.kernels.backend import BackendChoice, choose_backend
 from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
@@ -52,7 +52,7 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.kernels.lru import LRUCache
-from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.queries import MAX_RADIUS, CMQuery, QueryError
 from pmwcm.kernels.threads import blas_threads
 from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
@@ -217,6 +217,8 @@ class OnlinePMW:
         prior_measurements: the released marginals ``prior`` was fitted to, for
             the refit after each update (``settings.refit_iterations``); public.
         backend: the hypothesis backend chosen and why (public; reported, not used).
+        mode: how a round decides between hypothesis and oracle
+            (:mod:`pmwcm.engine.modes`; default the paper's loop, :data:`HYBRID`).
     """
 
     def __init__(
@@ -232,6 +234,7 @@ class OnlinePMW:
         prior: Histogram | None = None,
         prior_measurements: Iterable[Measurement] = (),
         backend: BackendChoice | None = None,
+        mode: Mode = HYBRID,
     ) -> None:
         if sparse_vector.cutoff != settings.max_updates:
             raise ValueError(
@@ -272,6 +275,8 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
+        #: the strategy that decides each round (hybrid, theory or composition).
+        self.mode = mode
         #: the real-data side of rounds: worker threads, the only reader of ``data``.
         self._data_side = DataSide(data)
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
@@ -285,8 +290,6 @@ class OnlinePMW:
         self._rounds: LRUCache[str, tuple[CMRound, EngineSettings, Oracle]] = LRUCache(
             maxsize=ROUND_CACHE_ENTRIES
         )
-        #: ``(query, query_key(query))`` while :meth:`answer` compiles ``query``.
-        self._key_hint: tuple[CMQuery, str] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -332,6 +335,7 @@ class OnlinePMW:
         noise: NoiseSource,
         state: EngineState,
         backend: BackendChoice | None = None,
+        mode: Mode = HYBRID,
     ) -> OnlinePMW:
         """An engine continuing from ``state``, built from its public ingredients.
 
@@ -351,7 +355,7 @@ class OnlinePMW:
                 ``state.ledger`` (crash recovery's ledger also holds debits that
                 were committed after the state was saved).
             state: what :meth:`state` returned.
-            backend: the backend choice to report (as for :class:`OnlinePMW`).
+            backend, mode: as for :class:`OnlinePMW`.
 
         Raises:
             ValueError: the state does not fit these ingredients.
@@ -370,6 +374,7 @@ class OnlinePMW:
             prior=state.hypothesis,
             prior_measurements=state.prior_measurements,
             backend=backend,
+            mode=mode,
         )
         engine._load(state)
         return engine
@@ -387,6 +392,7 @@ class OnlinePMW:
             noise=self.noise,
             state=state,
             backend=self.backend,
+            mode=self.mode,
         )
 
     def _load(self, state: EngineState) -> None:
@@ -451,11 +457,8 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
-        # The key answer() has just computed, or a fresh one (QueryError for an
-        # attribute the domain lacks).
-        hint = self._key_hint
-        known = hint is not None and hint[0] is query
-        key = hint[1] if hint is not None and known else query_key(query, self.domain)
+        # Memoised on the query (CMQuery.canonical_json): the door keyed it already.
+        key = query_key(query, self.domain)
         cached = self._rounds.get(key)
         if cached is not None and cached[1] is self.settings and cached[2] is self.oracle:
             return cached[0]
@@ -489,24 +492,188 @@ class OnlinePMW:
             learning_rate=settings.learning_rate,
         )
 
-    def answer(self, query: CMQuery) -> Answer:
-        """Answers one CM query (the paper's loop body).
+    def ask(
+        self,
+        query: CMQuery | LinearQuery,
+        *,
+        ahead: Iterable[CMQuery] | None = None,
+        proceed: Callable[[], None] | None = None,
+    ) -> Answer:
+        """Answers one query: the engine's one door (the CLI, the service, the estimators).
+
+        The query is keyed once (:func:`query_key`, its canonical form: the same
+        problem in any spelling, its features in any order, is one key), a repeat is
+        answered from the released answers, a new query is compiled once, in its
+        canonical coordinate order, and its round is handed to the engine's mode
+        (:mod:`pmwcm.engine.modes`). The answer's ``value`` is in the coordinate
+        order ``query`` asked for (:meth:`CMQuery.coordinate_order`).
+
+        Args:
+            query: a CM query (or a counting query, on an engine built with
+                ``kind="linear"``).
+            ahead: the queries to be asked next, in order, if known (a batch): their
+                real-data solves may start while this one is answered. It changes
+                when that work is done, never what is computed or released.
+            proceed: called once everything public is done (the query keyed, compiled
+                and found servable), right before the data is read; raising from it
+                gives the query up with nothing spent (the service's deadline).
 
         Raises:
             QueryError: the spec is invalid for this domain (nothing is spent).
+            Refused: over the radius cap, or a real-data solve too costly (nothing spent).
             EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
             BudgetExceededError: the ledger refuses (nothing is drawn).
         """
         key = query_key(query, self.domain)
+        if ahead is not None:  # announced from this query on
+            self._data_side.expect([(key, query), *self._keyed(ahead)], self._plan_ahead)
+        return self._ask(query, key, proceed)
+
+    def ask_each(self, queries: Iterable[CMQuery]) -> Iterator[Answer | PmwcmError]:
+        """:meth:`ask` for a batch known in advance, each query keyed once: the answer of
+        each, in order, or the refusal it met (a :class:`~pmwcm.errors.PmwcmError`,
+        decided from public inputs; any other exception propagates). Each query's
+        real-data solve may start while the one before it is answered."""
+        keyed = self._keyed(queries)
+        self._data_side.expect(keyed, self._plan_ahead)
+        for key, query in keyed:
+            try:
+                # A query keyed as None raises its QueryError here, when it is asked.
+                yield self._ask(query, key or query_key(query, self.domain), None)
+            except PmwcmError as refusal:
+                yield refusal
+
+    def _keyed(self, queries: Iterable[CMQuery]) -> list[tuple[str | None, CMQuery]]:
+        """Each query with its key (``None`` for one that will be refused when asked)."""
+        items: list[tuple[str | None, CMQuery]] = []
+        for query in queries:
+            try:
+                items.append((query_key(query, self.domain), query))
+            except QueryError:
+                items.append((None, query))
+        return items
+
+    def answer(self, query: CMQuery) -> Answer:
+        """:meth:`ask` for one CM query (the paper's loop body)."""
+        return self.ask(query)
+
+    def answer_linear(self, query: LinearQuery) -> Answer:
+        """:meth:`ask` for one counting query (Hardt-Rothblum PMW on the same loop).
+
+        The engine's noise level is then the Laplace multiplier (build it with
+        :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
+        """
+        return self.ask(query)
+
+    def _ask(
+        self, query: CMQuery | LinearQuery, key: str, proceed: Callable[[], None] | None
+    ) -> Answer:
+        """:meth:`ask` once ``query`` is keyed."""
         released = self.released.get(key)
-        if released is not None:  # a repeat: nothing to compile
-            return self._record(released.value, released.source, repeated=True)
-        self._key_hint = (query, key)
-        try:
-            round_ = self.cm_round(query)
-        finally:
-            self._key_hint = None
-        return self.run_round(query, round_, key=key)
+        if released is not None:  # a repeat: nothing to compile, nothing to spend
+            if proceed is not None:
+                proceed()
+            return self._as_asked(query, self._record(released.value, released.source,
+                                                      repeated=True))  # fmt: skip
+        canonical = query
+        if isinstance(query, CMQuery):
+            _check_radius(query)
+            canonical = query.canonical(self.domain)
+        round_ = self.round_for(canonical)
+        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
+        if proceed is not None:
+            proceed()  # the last point at which giving up costs nothing
+        with blas_threads(1):
+            return self._as_asked(query, self._run(canonical, round_, key))
+
+    def _as_asked(self, query: CMQuery | LinearQuery, answer: Answer) -> Answer:
+        """``answer`` (in the canonical coordinate order) in the order ``query`` asked."""
+        if not isinstance(query, CMQuery):
+            return answer
+        order = query.coordinate_order(self.domain)
+        if order is None:
+            return answer
+        return replace(answer, value=np.asarray(answer.value)[list(order)])
+
+    def recorded(self, answer: Answer) -> Answer:
+        """The engine's own record of ``answer`` (its transcript entry, canonical order):
+        what a log that the engine is restored from must hold."""
+        return self.answers[answer.index]
+
+    def _run(self, query: CMQuery | LinearQuery, round_: QueryRound, key: str) -> Answer:
+        """The round of a new, servable query: after the halt, refused or synthetic;
+        before, its mode decides (:mod:`pmwcm.engine.modes`)."""
+        if self.halted:
+            if self.settings.after_halt == "refuse":
+                raise EngineHalted(
+                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
+                    "were used, so no further query can be answered with an accuracy check. "
+                    "Use after_halt='synthetic' to answer from the final hypothesis."
+                )
+            hyp_marginal = self.hypothesis.clique_table(round_.clique)
+            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
+        return self.mode.run(self, query, round_, key)
+
+    # The steps of a round, for the modes (pmwcm.engine.modes.RoundSteps).
+
+    def hypothesis_side(self, round_: QueryRound) -> tuple[Any, Any]:
+        """The hypothesis's clique table and its answer (public)."""
+        table = self.hypothesis.clique_table(round_.clique)
+        return table, round_.hypothesis_answer(table)
+
+    def begin_data_side(self, key: str, round_: QueryRound) -> Callable[[Any], tuple[Any, float]]:
+        """Starts the real-data side (its counts, then the fixed-work solve, independent
+        of the answer) on a worker thread, unless it already ran ahead or the clique is
+        small (then it runs when the answer is known: :mod:`pmwcm.engine.data_side`)."""
+        if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
+            pending = self._data_side.start(key, round_)
+
+            def finish_pending(hyp_answer: Any) -> tuple[Any, float]:
+                table, error_of = pending.result()
+                return table, error_of(hyp_answer)
+
+            return finish_pending
+
+        def finish_inline(hyp_answer: Any) -> tuple[Any, float]:
+            table = self._data_side.table(round_.clique)
+            return table, round_.error(table, hyp_answer)
+
+        return finish_inline
+
+    def data_table(self, round_: QueryRound) -> Any:
+        """The data's clique table (what the oracle reads)."""
+        return self._data_side.table(round_.clique)
+
+    def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:
+        """Charges the sparse vector's event (once, before its first test), then tests
+        ``error`` in units of the round's sensitivity; ``True`` above the threshold."""
+        if not self.sv_paid:
+            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
+            self.sv_paid = True
+        sensitivity = round_.sensitivity(self.data.n)
+        threshold = self._threshold_units(sensitivity)
+        return self.sparse_vector.above(error / sensitivity, threshold=threshold)
+
+    def count_oracle_call(self) -> None:
+        """Counts an unconditional oracle call (composition mode's 0-DP counter)."""
+        self.sparse_vector.above(0.0, threshold=0.0)  # reads nothing
+
+    def oracle_release(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        key: str,
+        hypothesis: tuple[Any, Any],
+        data_table: Any,
+    ) -> Answer:
+        """A paid oracle answer, the update it defines, and its release (source ``oracle``)."""
+        private = self.private_answer(round_, data_table)
+        self._update(query, round_, hypothesis[0], hypothesis[1], private)
+        return self._release(key, private, "oracle")
+
+    def release(self, key: str, value: Any, source: Source) -> Answer:
+        """Records and releases ``value`` under ``key``."""
+        return self._release(key, value, source)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
         """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
@@ -535,109 +702,13 @@ class OnlinePMW:
             return self.settings.absolute_threshold / sensitivity
         return self.settings.threshold
 
-    def answer_linear(self, query: LinearQuery) -> Answer:
-        """Answers one counting query (Hardt-Rothblum PMW on the same loop).
-
-        The engine's noise level is then the Laplace multiplier (build it with
-        :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
-        """
-        return self.run_round(query, self.round_for(query))
-
-    def run_round(
-        self, query: CMQuery | LinearQuery, round_: QueryRound, *, key: str | None = None
-    ) -> Answer:
-        """Runs one round; an already released query is answered again for free.
-
-        ``key`` is ``query``'s :func:`query_key`, if the caller has computed it.
-        BLAS runs single-threaded inside (:func:`~pmwcm.kernels.threads.blas_threads`).
-        """
-        with blas_threads(1):
-            return self._run_round(query, round_, key)
-
-    def _run_round(
-        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str | None
-    ) -> Answer:
-        if key is None:
-            key = query_key(query, self.domain)
-        released = self.released.get(key)
-        if released is not None:
-            return self._record(released.value, released.source, repeated=True)
-        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
-        if self.halted:
-            if self.settings.after_halt == "refuse":
-                raise EngineHalted(
-                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
-                    "were used, so no further query can be answered with an accuracy check. "
-                    "Use after_halt='synthetic' to answer from the final hypothesis."
-                )
-            hyp_marginal = self.hypothesis.clique_table(round_.clique)
-            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
-        if isinstance(self.sparse_vector, EveryQueryToOracle):
-            return self._oracle_round(query, round_, key)
-        # The real-data side (its counts, then the fixed-work solve, independent of
-        # the answer) runs on a worker thread, or already ran ahead, while the
-        # hypothesis's marginal and answer are computed (pmwcm.engine.data_side); a
-        # small clique's runs here, after them.
-        pending = (
-            self._data_side.start(key, round_)
-            if isinstance(round_, CMRound) and self._worth_a_second_core(round_)
-            else None
-        )
-        hyp_marginal = self.hypothesis.clique_table(round_.clique)
-        hyp_answer = round_.hypothesis_answer(hyp_marginal)
-        if pending is not None:
-            data_marginal, error_of = pending.result()
-            error = error_of(hyp_answer)
-        else:
-            data_marginal = self._data_side.table(round_.clique)
-            error = round_.error(data_marginal, hyp_answer)
-        if not self.sv_paid:
-            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
-            self.sv_paid = True
-        sensitivity = round_.sensitivity(self.data.n)
-        threshold = self._threshold_units(sensitivity)
-        if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
-            return self._release(key, hyp_answer, "hypothesis")
-        private = self.private_answer(round_, data_marginal)
-        self._update(query, round_, hyp_marginal, hyp_answer, private)
-        return self._release(key, private, "oracle")
-
-    def _oracle_round(self, query: CMQuery | LinearQuery, round_: QueryRound, key: str) -> Answer:
-        """A round in composition mode (:mod:`pmwcm.engine.composition_mode`): the query
-        goes to the oracle unconditionally, so the data's error is never computed."""
-        hyp_marginal = self.hypothesis.clique_table(round_.clique)
-        data_marginal = self._data_side.table(round_.clique)
-        hyp_answer = round_.hypothesis_answer(hyp_marginal)
-        self.sparse_vector.above(0.0, threshold=0.0)  # counts the call; reads nothing
-        private = self.private_answer(round_, data_marginal)
-        self._update(query, round_, hyp_marginal, hyp_answer, private)
-        return self._release(key, private, "oracle")
-
-    def expect(self, queries: Iterable[CMQuery]) -> None:
-        """Announces the CM queries about to be answered, in order (a batch).
-
-        The real-data solves of the next large-clique queries then start while the
-        current one is answered, on more worker threads. It changes when that
-        work is done, never what is computed or released
-        (:mod:`pmwcm.engine.data_side`). Answering a query that was not announced
-        next ends the announcement.
-        """
-        items: list[tuple[str | None, CMQuery]] = []
-        for query in queries:
-            try:
-                items.append((query_key(query, self.domain), query))
-            except QueryError:
-                items.append((None, query))  # refused when it is asked
-        self._data_side.expect(items, self._plan_ahead)
-
-    def _plan_ahead(self, query: CMQuery) -> CMRound | None:
+    def _plan_ahead(self, key: str, query: CMQuery) -> CMRound | None:
         """An announced query's round, if its data side should start ahead (public inputs)."""
-        if self.halted or query_key(query, self.domain) in self.released:
+        if self.halted or key in self.released or not self.mode.solves_ahead:
             return None
-        if isinstance(self.sparse_vector, EveryQueryToOracle):
-            return None  # composition mode never solves on the data ahead
         try:
-            round_ = self.cm_round(query)
+            _check_radius(query)
+            round_ = self.cm_round(query.canonical(self.domain))
             round_.privacy_event(self.oracle_noise_level)
         except (QueryError, Refused):
             return None
@@ -741,3 +812,21 @@ def _replay(
     answer = past.round.hypothesis_answer(table)
     factor = step_factor(rule, past.round, table, answer, past.private, context=context)
     hypothesis.reweight_table(past.round.clique, table, factor)
+
+
+def _check_radius(query: CMQuery) -> None:
+    """Refuses a radius over :data:`~pmwcm.kernels.queries.MAX_RADIUS`, from the spec.
+
+    The one cap the command line, the library and the service apply: every noise
+    scale grows with ``R``, and past it the real-data solve's objective range leaves
+    float64's resolution for common losses.
+    """
+    if query.radius > MAX_RADIUS:
+        raise RadiusRefused(
+            f"radius must be at most {MAX_RADIUS:g}, got radius={query.radius:g}: every "
+            "noise scale grows with the radius, and beyond it the answers carry no signal."
+        )
+
+
+class RadiusRefused(Refused, ValueError):
+    """A query whose radius is over the cap (refused before anything is spent)."""
