@@ -39,7 +39,6 @@ import pytest
 from conftest import TOY_DOMAIN, RecordingNoise
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.baselines import CompositionBaseline, exact_minimum
-from pmwcm.mechanisms.accounting import calibrate_noise_level
 from pmwcm.engine.practical import (
     AccountantName,
     PMWConfig,
@@ -57,6 +56,7 @@ from pmwcm.mechanisms.accounting import (
     PLDAccountant,
     PrivacyLedger,
     ZCDPAccountant,
+    calibrate_noise_level,
 )
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.oracles import OutputPerturbation
