@@ -530,16 +530,16 @@ class OnlinePMW:
         return self._ask(query, key, proceed)
 
     def ask_each(self, queries: Iterable[CMQuery]) -> Iterator[Answer | PmwcmError]:
-        """:meth:`ask` for a batch known in advance, each query keyed once: the answer of
-        each, in order, or the refusal it met (a :class:`~pmwcm.errors.PmwcmError`,
-        decided from public inputs; any other exception propagates). Each query's
-        real-data solve may start while the one before it is answered."""
+        """:meth:`ask` for a batch known in advance: the answer of each, in order, or the
+        refusal it met (a :class:`~pmwcm.errors.PmwcmError`, decided from public inputs;
+        any other exception propagates). The batch is announced first, so each query's
+        real-data solve may start while the one before it is answered; each query is
+        canonicalised once (its key is memoised on it, :meth:`CMQuery.canonical_json`)."""
         keyed = self._keyed(queries)
         self._data_side.expect(keyed, self._plan_ahead)
-        for key, query in keyed:
+        for _, query in keyed:
             try:
-                # A query keyed as None raises its QueryError here, when it is asked.
-                yield self._ask(query, key or query_key(query, self.domain), None)
+                yield self.ask(query)
             except PmwcmError as refusal:
                 yield refusal
 

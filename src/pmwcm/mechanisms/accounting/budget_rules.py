@@ -50,6 +50,31 @@ class BudgetRefused(Refused, ValueError):
         self.field = field
 
 
+def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
+    """A budget as floats: ``epsilon`` positive and finite, ``delta`` in ``(0, 1)``.
+
+    The shape of any budget, a share included (a prior's part of the total); a
+    user's total also meets the ranges of
+    :func:`~pmwcm.mechanisms.accounting.budget_rules.check_total_budget`. The message
+    names the bad value (:class:`~pmwcm.mechanisms.accounting.budget_rules.BudgetRefused`,
+    a ``ValueError``, with the field).
+
+    >>> check_budget(1, 1e-6)
+    (1.0, 1e-06)
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
+        raise BudgetRefused("epsilon", f"epsilon must be a number, got epsilon={epsilon!r}.")
+    if isinstance(delta, bool) or not isinstance(delta, int | float):
+        raise BudgetRefused("delta", f"delta must be a number, got delta={delta!r}.")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise BudgetRefused(
+            "epsilon", f"epsilon must be positive and finite, got epsilon={epsilon}."
+        )
+    if not 0 < delta < 1:
+        raise BudgetRefused("delta", f"delta must lie in (0, 1), got delta={delta}.")
+    return float(epsilon), float(delta)
+
+
 def check_total_budget(
     epsilon: float, delta: float, *, n: int | None = None
 ) -> tuple[float, float]:
@@ -59,14 +84,7 @@ def check_total_budget(
     Raises:
         BudgetRefused: naming the field, the value and why.
     """
-    for name, value in (("epsilon", epsilon), ("delta", delta)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BudgetRefused(name, f"{name} must be a number, got {name}={value!r}.")
-    epsilon, delta = float(epsilon), float(delta)
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise BudgetRefused(
-            "epsilon", f"epsilon must be positive and finite, got epsilon={epsilon}."
-        )
+    epsilon, delta = check_budget(epsilon, delta)  # numbers, epsilon > 0 finite, 0 < delta < 1
     lo, hi = EPSILON_RANGE
     if not lo <= epsilon <= hi:
         why = (
