@@ -205,7 +205,8 @@ def run_command(
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings) if method == "pmw" else None
     dataset = open_data(data, parsed, table=table, engine=data_engine)
-    check_budget(epsilon, delta, dataset.n)  # every rule, now with n (public)
+    if method != "pmw":  # online PMW's plan applies every rule, with n (public)
+        check_budget(epsilon, delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     how = None

@@ -149,7 +149,6 @@ def synth_command(
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings)
     dataset = open_data(data, parsed, table=table, engine=data_engine)
-    check_budget(epsilon, delta, dataset.n)  # every rule, now with n (public)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
     plan = plan_run(
