@@ -129,6 +129,7 @@ class BudgetPlan:
         mode: ``"hybrid"`` or ``"composition"``; ``mode_reason`` says why.
         backend: the hypothesis backend and why.
         spent: the events a caller's ledger already holds (counted, not charged again).
+        prior_supplied: the caller passes the start (no prior is paid by the engine).
         prior_multiplier: the paid marginal prior's Gaussian multiplier, if any.
         prior_events: the events the prior built here will charge.
         sparse_vector: the sparse vector's parameters (``None`` in composition mode).
@@ -146,6 +147,7 @@ class BudgetPlan:
     mode_reason: str
     backend: BackendChoice
     spent: tuple[dp_accounting.DpEvent, ...]
+    prior_supplied: bool
     prior_multiplier: float | None
     prior_events: tuple[dp_accounting.DpEvent, ...]
     sparse_vector: SparseVectorPlan | None
@@ -196,11 +198,19 @@ class BudgetPlan:
         }
 
     def matches(
-        self, config: PMWConfig, *, n: int, domain: Domain, kind: str, spent: Iterable[Any]
+        self,
+        config: PMWConfig,
+        *,
+        n: int,
+        domain: Domain,
+        kind: str,
+        spent: Iterable[Any],
+        prior_supplied: bool,
     ) -> bool:
         """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
         return (
             self.requested == config
+            and self.prior_supplied == prior_supplied
             and self.n == n
             and self.attributes == len(domain)
             and self.kind == kind
@@ -273,6 +283,7 @@ def plan_budget(
         mode_reason=mode_reason(epsilon, delta, n, config.announced_queries, config.mode),
         backend=backend,
         spent=spent,
+        prior_supplied=prior_supplied,
         prior_multiplier=prior.multiplier,
         prior_events=prior.events,
         sparse_vector=sv,

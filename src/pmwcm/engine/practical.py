@@ -256,8 +256,11 @@ def build_engine(
     if plan is None:
         plan = plan_budget(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
                            prior_supplied=prior is not None)  # fmt: skip
-    elif not plan.matches(config, n=data.n, domain=data.domain, kind=kind, spent=spent):
-        raise ValueError("The budget plan was made for another config, data, ledger or kind.")
+    elif not plan.matches(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
+                          prior_supplied=prior is not None):  # fmt: skip
+        raise ValueError(
+            "The budget plan was made for another config, data, ledger, start or kind."
+        )
     return _engine_of_plan(data, plan, noise=noise, prior=prior, ledger=ledger)
 
 
