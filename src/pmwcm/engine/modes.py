@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pmwcm.engine.online import Answer, Source
+    from pmwcm.engine.state import Answer, Source
     from pmwcm.engine.rounds import QueryRound
     from pmwcm.kernels.counting import LinearQuery
     from pmwcm.kernels.queries import CMQuery
