@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pmwcm.engine.state import Answer, Source
     from pmwcm.engine.rounds import QueryRound
+    from pmwcm.engine.state import Answer, Source
     from pmwcm.kernels.counting import LinearQuery
     from pmwcm.kernels.queries import CMQuery
 
