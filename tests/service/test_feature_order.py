@@ -136,3 +136,21 @@ def test_the_service_answers_each_spelling_in_its_own_order(service: Service) ->
     # and theta agree), so the session restores the same released answer for both.
     log = service.client.get("/v1/sessions/s/answers", headers=service.auth()).json()
     assert log[0]["query"]["features"] == ["a", "c"] and log[0]["theta"] == ab["theta"]
+
+
+def test_a_round_compiled_in_the_asked_order_never_serves_the_canonical_one() -> None:
+    """``cm_round`` of a permuted spelling (the audit and the certificate compile queries
+    as given) is cached apart from the canonical round the door uses."""
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", threshold=-1e9)
+    engine = build_engine(_data(), config, noise=NumpyNoise(seed=2))
+    first, other = SPELLINGS[1]
+    permuted = engine.cm_round(other)
+    assert permuted.problem.clique == other.clique
+    canonical = engine.cm_round(first.canonical(DOMAIN))
+    assert canonical is not permuted and canonical.problem.clique == first.canonical(DOMAIN).clique
+    answer = engine.ask(other)  # the door: the canonical round, returned in other's order
+    order = other.coordinate_order(DOMAIN)
+    assert order is not None
+    np.testing.assert_array_equal(
+        np.asarray(answer.value), np.asarray(engine.recorded(answer).value)[list(order)]
+    )

@@ -326,8 +326,10 @@ class OnlinePMW:
     def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
 
-        Compiled once per :func:`query_key` and cached: the round depends on the
-        canonical spec, the domain, ``n`` and the settings alone.
+        Compiled once per :func:`query_key` and coordinate order, and cached: the round
+        depends on the canonical spec, the order, the domain, ``n`` and the settings alone.
+        The door (:meth:`ask`) compiles the canonical form; a caller who compiles a
+        query in another order gets that order's round.
 
         Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
         the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
@@ -338,8 +340,13 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
-        # Memoised on the query (CMQuery.canonical_json): the door keyed it already.
+        # Memoised on the query (CMQuery.canonical_json): the door keyed it already. A
+        # query in another coordinate order than its canonical form (the door compiles
+        # the canonical one) is the same problem permuted: it gets a round of its own.
         key = query_key(query, self.domain)
+        order = query.coordinate_order(self.domain)
+        if order is not None:
+            key = f"{key} in order {order}"
         cached = self._rounds.get(key)
         if cached is not None and cached[1] is self.settings and cached[2] is self.oracle:
             return cached[0]
@@ -572,7 +579,7 @@ class OnlinePMW:
         or public data): a prior can make answers better, never worse than this.
         Depends only on public quantities (``n``, the query, the settings).
         """
-        round_ = self.cm_round(query)
+        round_ = self.cm_round(query.canonical(self.domain))  # the door's round
         sensitivity = round_.sensitivity(self.data.n)
         alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
         return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tau
