@@ -144,3 +144,15 @@ def test_a_plan_calibrates_each_level_once(monkeypatch: pytest.MonkeyPatch) -> N
     data = PrivateData.from_records(adult.domain, adult.records[:20_000])
     build_engine(data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=0))
     assert calls == {"calibrate_gaussian_multiplier": 1, "calibrate_oracle": 1}
+
+
+def test_the_service_returns_the_plan_its_engine_was_built_on(service: Service) -> None:
+    response = service.create()
+    assert response.status_code == 201, response.text
+    shown = response.json()["plan"]
+    schema = Schema.from_json(service.schema)
+    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=5)
+    plan = plan_budget(config, n=300, domain=schema.domain())
+    assert shown == json.loads(json.dumps(plan.to_dict()))
+    listed = service.client.get("/v1/sessions", headers=service.auth()).json()
+    assert [session["plan"] for session in listed] == [shown]

@@ -300,6 +300,12 @@ class SessionOut(BaseModel):
     epsilon: float
     delta: float
     parameters: dict[str, Any]
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="The budget plan the session's engine was built on "
+        "(pmwcm.engine.plan.BudgetPlan: mode, split, T, every calibrated noise level, the "
+        "backend), as `pmwcm run --dry-run` prints it; public.",
+    )
     drafted_schema_accepted: bool = False
 
 
