@@ -310,7 +310,7 @@ class PMWConfig:
 
     def engine_settings(self, *, learning_rate: float, threshold: float) -> EngineSettings:
         """The engine's settings from this config, with the resolved ``learning_rate``
-        (``eta S``) and ``threshold`` (:func:`build_engine` resolves the ``None`` rules)."""
+        (``eta S``) and ``threshold`` (the budget plan resolves the ``None`` rules)."""
         return EngineSettings(
             max_updates=self.max_updates,
             learning_rate=learning_rate,
