@@ -165,14 +165,15 @@ def part_duckdb(rows: int, cliques: int, threads: int | None, repeats: int) -> d
 
 def answer_stream(data: PrivateData, queries: list[Any], seed: int) -> tuple[list[Any], float]:
     """Online PMW (the CLI's configuration) on ``data``; answers and seconds per query."""
-    from pmwcm.cli.common import build_run_engine
+    from pmwcm.cli.common import build_run_engine, plan_run
     from pmwcm.mechanisms.noise import NumpyNoise
 
     t0 = time.perf_counter()
-    engine = build_run_engine(
-        data, epsilon=1.0, delta=1e-6, noise=NumpyNoise(seed=seed),
-        after_halt="synthetic", max_updates=None, prior="marginals",
+    plan = plan_run(
+        data, epsilon=1.0, delta=1e-6, after_halt="synthetic", max_updates=None,
+        prior="marginals",
     )  # fmt: skip
+    engine = build_run_engine(data, plan, noise=NumpyNoise(seed=seed))
     answers = [(a.value.tolist(), a.source) for a in map(engine.answer, queries)]
     return answers, (time.perf_counter() - t0) / len(queries)
 

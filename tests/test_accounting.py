@@ -272,47 +272,6 @@ def test_calibration_round_trip(acc: Accountant, fixed: de.DpEvent | None) -> No
     assert again == pytest.approx(m, rel=2 * rtol)
 
 
-def test_a_repeated_calibration_is_remembered_per_configuration(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """One `pmwcm run` asks for the same multiplier up to three times; the second
-    costs no accounting, and nothing differing in any input shares its answer."""
-    import pmwcm.mechanisms.accounting.ledger as ledger_module
-
-    ledger_module._calibrations.clear()
-    calls: list[float] = []
-    inner = ledger_module.calibrate_noise_level
-
-    def counted(*args: object, **kwargs: object) -> float:
-        calls.append(1.0)
-        return inner(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ledger_module, "calibrate_noise_level", counted)
-    args = dict(fixed=pure(0.02, 50), gaussian_count=20, epsilon=1.0, delta=1e-6)
-    first = calibrate_gaussian_multiplier(**args, accountant=PLDAccountant())
-    again = calibrate_gaussian_multiplier(**args, accountant=PLDAccountant())
-    assert again == first and len(calls) == 1
-    # The same name ("pld(h=0.00123457)") but another discretisation: computed afresh.
-    coarse = PLDAccountant(value_discretization_interval=1.234567e-3)
-    finer = PLDAccountant(value_discretization_interval=1.2345671e-3)
-    assert coarse.name == finer.name
-    calibrate_gaussian_multiplier(**args, accountant=coarse)
-    calibrate_gaussian_multiplier(**args, accountant=finer)
-    assert len(calls) == 3
-    # Any other input differs: a new calibration, and a different answer.
-    more = calibrate_gaussian_multiplier(
-        **{**args, "gaussian_count": 21}, accountant=PLDAccountant()
-    )
-    assert len(calls) == 4 and more > first
-
-    class Custom(ZCDPAccountant):
-        """A user's accountant: never remembered (its state is not in any key)."""
-
-    calibrate_gaussian_multiplier(**args, accountant=Custom())
-    calibrate_gaussian_multiplier(**args, accountant=Custom())
-    assert len(calls) == 6
-
-
 def test_calibration_refuses_impossible_budgets() -> None:
     acc = ZCDPAccountant()
     with pytest.raises(ValueError, match="fixed alone"):

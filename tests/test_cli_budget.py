@@ -39,15 +39,17 @@ def _invoke(files: list[str], command: str, epsilon: str, delta: str, tmp: Path)
 @pytest.mark.parametrize(
     ("epsilon", "delta", "message"),
     [
-        ("1e-5", "1e-6", "--epsilon must lie in [0.001, 1000], got 1e-05: the noise would swamp"),
-        ("1e-9", "1e-6", "got 1e-09"),
-        ("3000", "1e-6", "got 3000: a likelihood ratio of e^epsilon guarantees nothing"),
-        ("1e9", "1e-6", "got 1e+09"),
-        ("1e4", "1e-6", "got 10000"),
-        ("0.001", "1e-15", "no noise level fits --epsilon 0.001 with --delta 1e-15"),
-        ("1000", "1e-300", "no noise level fits --epsilon 1000 with --delta 1e-300"),
-        ("1", "0.5", "--delta 0.5 is at least 1/n = 1/500"),
-        ("1", "0.002", "--delta 0.002 is at least 1/n = 1/500"),
+        ("1e-5", "1e-6", "--epsilon must lie in [0.001, 1000], got epsilon=1e-05: the noise"),
+        ("1e-9", "1e-6", "got epsilon=1e-09"),
+        ("5e-324", "1e-6", "got epsilon=4.94066e-324"),  # was "math domain error" (issue 33)
+        ("3000", "1e-6", "got epsilon=3000: a likelihood ratio of e^epsilon guarantees nothing"),
+        ("1e9", "1e-6", "got epsilon=1e+09"),
+        ("1e4", "1e-6", "got epsilon=10000"),
+        ("0.001", "1e-15", "no noise level fits epsilon=0.001 with delta=1e-15"),
+        ("1000", "1e-300", "--delta must lie in [1e-15, 1/n), got delta=1e-300"),
+        ("1", "1e-30", "--delta must lie in [1e-15, 1/n), got delta=1e-30"),
+        ("1", "0.5", "--delta must be below 1/n = 1/500, got delta=0.5"),
+        ("1", "0.002", "--delta must be below 1/n = 1/500, got delta=0.002"),
     ],
 )
 def test_an_unusable_budget_is_refused_in_one_line(

@@ -140,10 +140,10 @@ def test_a_programming_error_is_never_a_refusal(
 ) -> None:
     from pmwcm.engine.online import OnlinePMW
 
-    def bug(self: OnlinePMW, query: CMQuery) -> None:
+    def bug(self: OnlinePMW, *round_: Any) -> None:  # the round of a new query
         raise error("the data's loss at theta is 0.3141592")
 
-    monkeypatch.setattr(OnlinePMW, "answer", bug)
+    monkeypatch.setattr(OnlinePMW, "_run", bug)
     result = runner.invoke(app, args(files))
     assert result.exit_code == 1
     one_error_line(result.stderr, f"internal error ({error.__name__})", "nothing was written")
@@ -157,10 +157,10 @@ def test_a_pmwcm_error_at_answer_time_is_an_error_line(
 ) -> None:
     from pmwcm.engine.online import OnlinePMW
 
-    def refuse(self: OnlinePMW, query: CMQuery) -> None:
+    def refuse(self: OnlinePMW, *round_: Any) -> None:  # the round of a new query
         raise error("public reason")
 
-    monkeypatch.setattr(OnlinePMW, "answer", refuse)
+    monkeypatch.setattr(OnlinePMW, "_run", refuse)
     result = runner.invoke(app, args(files))
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in files["output"].read_text().splitlines()]

@@ -523,10 +523,10 @@ def test_an_unexpected_error_on_the_data_side_never_prints_its_message(
 ) -> None:
     from pmwcm.engine.online import OnlinePMW
 
-    def leak(self: OnlinePMW, query: CMQuery) -> None:
+    def leak(self: OnlinePMW, *round_: Any) -> None:  # the round of a new query
         raise ValueError("the data's loss at theta is 0.3141592")
 
-    monkeypatch.setattr(OnlinePMW, "answer", leak)
+    monkeypatch.setattr(OnlinePMW, "_run", leak)
     result = runner.invoke(app, args(files))
     assert result.exit_code == 1
     one_error_line(result.stderr, "internal error (ValueError)", "'q1'", "nothing was written")

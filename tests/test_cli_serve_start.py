@@ -60,7 +60,9 @@ def test_without_the_service_extra_one_line_names_it(
     )
 
 
-@pytest.mark.parametrize(("epsilon", "needle"), [("1e-6", "got 1e-06"), ("5000", "got 5000")])
+@pytest.mark.parametrize(
+    ("epsilon", "needle"), [("1e-6", "got epsilon=1e-06"), ("5000", "got epsilon=5000")]
+)
 def test_serve_refuses_an_epsilon_out_of_range_before_a_token(
     tmp_path: Path, epsilon: str, needle: str
 ) -> None:

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.cli.common import answer_with_engine, build_run_engine, read_queries
+from pmwcm.cli.common import answer_with_engine, build_run_engine, plan_run, read_queries
 from pmwcm.data.schema import Schema
 from pmwcm.data.table import Dataset
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -62,10 +62,11 @@ def run(files: dict[str, Path], data: str, *extra: str) -> list[dict[str, Any]]:
 def in_memory(files: dict[str, Path]) -> list[dict[str, Any]]:
     """The reference: the records in memory, the same engine and seed."""
     dataset = Dataset.from_csv(files["data"], Schema.from_json(files["schema"]))
-    engine = build_run_engine(
-        dataset, epsilon=1.0, delta=1e-6, noise=NumpyNoise(seed=SEED),
-        after_halt="synthetic", max_updates=None, prior="marginals",
+    plan = plan_run(
+        dataset, epsilon=1.0, delta=1e-6, after_halt="synthetic", max_updates=None,
+        prior="marginals",
     )  # fmt: skip
+    engine = build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
     return json.loads(json.dumps(answer_with_engine(engine, read_queries(files["queries"]))))
 
 

@@ -400,7 +400,8 @@ def test_every_spelling_of_one_problem_gets_one_key_and_one_oracle_draw(
     assert released.source == "oracle"
     state = snapshot(engine, recording_noise)
     again = engine.answer(other)
-    assert again.repeated and again.value is released.value
+    assert again.repeated and engine.recorded(again).value is engine.recorded(released).value
+    np.testing.assert_array_equal(again.value, released.value)  # both spellings' order
     assert snapshot(engine, recording_noise) == state  # no draw, no debit
 
 
@@ -408,7 +409,6 @@ def test_different_problems_get_different_keys() -> None:
     base = CMQuery(loss="huber", target="y", features=("a", "c"))
     for changed in (
         CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=0.5),
-        CMQuery(loss="huber", target="y", features=("c", "a")),  # theta's coordinates move
         CMQuery(loss="huber", target="y", features=("a", "c"), encodings={"c": "ordinal"}),
         CMQuery(loss="huber", target="y", features=("a", "c"), radius=2.0),
         CMQuery(loss="huber", target="y", features=("a", "c"), intercept=False),
@@ -590,7 +590,13 @@ def test_answer_fields_agree_with_ledger_and_history(
     for prev, cur in itertools.pairwise(seen):
         if cur.source != "oracle" or cur.repeated:
             assert cur.epsilon_spent == prev.epsilon_spent
-    assert engine.answers == seen
+
+    def fields(a: Answer) -> tuple[object, ...]:
+        return (a.index, a.source, a.updates, a.epsilon_spent, a.repeated)
+
+    # The transcript keeps each answer in the canonical coordinate order; the caller
+    # got it in the order asked: the same answers otherwise.
+    assert [fields(a) for a in engine.answers] == [fields(a) for a in seen]
 
 
 def test_hypothesis_stays_on_the_simplex(

@@ -323,7 +323,7 @@ def test_the_repro_pair_is_answered_alike_on_both_neighbours(seed: int, seed_off
     sensitivities = []
     for label in ("fail_counts", "ok_counts"):
         data = pair_data(label)
-        config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform")
+        config = PMWConfig(epsilon=1.0, delta=1e-9, prior="uniform")
         engine = build_engine(data, config, noise=NumpyNoise(seed=seed + seed_offset))
         round_ = engine.cm_round(query)
         theta_hat = round_.hypothesis_answer(engine.hypothesis.marginal(round_.clique))

@@ -73,7 +73,7 @@ def run_hybrid(
     queries = stream()
     config = PMWConfig(
         epsilon=1.0,
-        delta=1e-6,
+        delta=1e-9,
         prior="uniform",
         max_updates=10,
         expected_queries=1000,  # the threshold rule's public k: b ln(k / T)
@@ -120,7 +120,7 @@ def test_skipping_the_sparse_vector_check_breaks_the_certificate(seed: int) -> N
 def test_certified_error_is_public_and_grows_with_the_radius() -> None:
     """The bound uses only n, the query and the settings: (threshold + alpha) Delta + tau."""
     data, prior = parity_world()
-    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=5)
+    config = PMWConfig(epsilon=1.0, delta=1e-9, prior="uniform", max_updates=5)
     engine = build_engine(data, config, noise=NumpyNoise(seed=0), prior=prior)
     small = CMQuery(loss="logistic", target="y", features=("a",), radius=1.0)
     large = CMQuery(loss="logistic", target="y", features=("a",), radius=4.0)

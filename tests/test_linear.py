@@ -127,7 +127,7 @@ def test_pmw_answers_conjunctions_within_alpha(seed: int) -> None:
     data = PrivateData(domain=BITS, n=n, histogram=d)
     config = PMWConfig(
         epsilon=1.0,
-        delta=1e-6,
+        delta=1e-9,
         prior="uniform",
         max_updates=100,
         threshold=alpha / 2 * n,  # alpha/2 in units of the sensitivity 1/n

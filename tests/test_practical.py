@@ -45,7 +45,6 @@ from pmwcm.engine.practical import (
     PriorName,
     SparseVectorName,
     build_engine,
-    calibrate_noise_level,
     default_threshold,
     dwork_roth_epsilon_per_run,
     make_accountant,
@@ -57,6 +56,7 @@ from pmwcm.mechanisms.accounting import (
     PLDAccountant,
     PrivacyLedger,
     ZCDPAccountant,
+    calibrate_noise_level,
 )
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.oracles import OutputPerturbation

@@ -130,7 +130,7 @@ def test_the_refit_restores_the_pairs_an_update_moved() -> None:
     )
     engine = build_engine(
         data,
-        PMWConfig(epsilon=1.0, delta=1e-6, prior="public", refit_iterations=0),
+        PMWConfig(epsilon=1.0, delta=1e-9, prior="public", refit_iterations=0),
         noise=NumpyNoise(seed=0),
         prior=prior,
     )
@@ -193,7 +193,7 @@ def updating_engine(
 ) -> OnlinePMW:
     config = PMWConfig(
         epsilon=4.0,
-        delta=1e-6,
+        delta=1e-9,
         max_updates=8,
         threshold=-1e9,  # every query updates (up to T), so the refit has work
         expected_queries=len(QUERIES),

@@ -563,10 +563,11 @@ def test_canonical_form_skips_the_checks_but_is_what_the_checked_constructor_bui
         assert type(canonical) is CMQuery and canonical == checked
         assert canonical.to_dict() == checked.to_dict()
         assert canonical.encodings is not query.encodings
+        by_position = domain.names.index  # the canonical order of features (issue 33)
         expected = CMQuery(
             loss=query.loss,
             target=query.target,
-            features=query.features,
+            features=tuple(sorted(query.features, key=by_position)),
             radius=float(query.radius),
             l2=float(query.l2),
             loss_param=resolved_loss_param(query.loss, None),
@@ -575,7 +576,7 @@ def test_canonical_form_skips_the_checks_but_is_what_the_checked_constructor_bui
                 for f, e in query.encodings.items()
                 if domain.size_of(f) > 2
             },
-            interactions=query.interactions,
+            interactions=tuple(tuple(sorted(g, key=by_position)) for g in query.interactions),
         )
         assert canonical == expected and isinstance(canonical.radius, float)
     query = CMQuery(loss="logistic", target="y", features=("a", "c"))

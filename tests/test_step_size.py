@@ -115,7 +115,7 @@ def trajectory(backend: str, *, swap: bool, seed: int = 3) -> list[np.ndarray]:
     hooks: list[Callable[[], None]] = []
     config = PMWConfig(
         epsilon=2.0,
-        delta=1e-6,
+        delta=1e-9,
         max_updates=6,
         threshold=0.0,  # many updates, so the comparison has something to compare
         expected_queries=len(STREAM),
@@ -177,7 +177,7 @@ def one_update(
 ) -> tuple[float, float, float]:
     """(err of the prior's answer, of the oracle's, of the updated hypothesis's answer)
     on the data, after one update on :data:`PARITY` with a real oracle draw."""
-    config = PMWConfig(epsilon=epsilon, delta=1e-6, prior="uniform", max_updates=10)
+    config = PMWConfig(epsilon=epsilon, delta=1e-9, prior="uniform", max_updates=10)
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed), prior=prior.copy())
     round_ = engine.cm_round(PARITY)
     table = prior.clique_table(round_.clique)
@@ -236,7 +236,7 @@ def test_the_noise_margin_is_the_chi_square_quantile_per_dimension() -> None:
     data = parity_data()
     engine = build_engine(
         data,
-        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=3),
+        PMWConfig(epsilon=1.0, delta=1e-9, prior="uniform", max_updates=3),
         noise=NumpyNoise(seed=0),
         prior=max_entropy_prior(data),
     )
@@ -261,7 +261,7 @@ def parity_step() -> ParityStep:
     prior = max_entropy_prior(data)
     engine = build_engine(
         data,
-        PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=3),
+        PMWConfig(epsilon=1.0, delta=1e-9, prior="uniform", max_updates=3),
         noise=NumpyNoise(seed=0),
         prior=prior.copy(),
     )
@@ -368,7 +368,7 @@ def test_the_oracle_error_stops_early_only_where_the_weight_is_already_zero(seed
     weight that results is exactly the full computation's, zero or not, on hypotheses
     near the data (the answer within its noise: w = 0) and far from it (w > 0)."""
     data = parity_data()
-    config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=10)
+    config = PMWConfig(epsilon=1.0, delta=1e-9, prior="uniform", max_updates=10)
     stopped = []
     for prior in (DenseHistogram(DOMAIN, data.histogram().to_array()), max_entropy_prior(data)):
         engine = build_engine(data, config, noise=NumpyNoise(seed=seed), prior=prior.copy())
@@ -414,7 +414,7 @@ def test_each_sweep_replays_only_the_window_of_recent_updates(
     transcripts = {}
     for window in (None, 3, 6):
         config = PMWConfig(
-            epsilon=1.0, delta=1e-6, prior="uniform", max_updates=5, threshold=-1.0,
+            epsilon=1.0, delta=1e-9, prior="uniform", max_updates=5, threshold=-1.0,
             sweeps=2, sweep_window=window,
         )  # fmt: skip
         engine = build_engine(data, config, noise=NumpyNoise(seed=3))

@@ -219,7 +219,9 @@ class Session:
         ``schema`` defaults to one whose labels are the engine's domain values.
         """
         domain: Domain = engine.domain
-        return cls(engine.answer, schema or Schema.from_domain(domain))
+        # An engine's one door (OnlinePMW.ask), or a baseline's answer.
+        ask = getattr(engine, "ask", None) or engine.answer
+        return cls(ask, schema or Schema.from_domain(domain))
 
     @classmethod
     def remote(cls, client: Any, session: str, schema: Schema) -> Session:

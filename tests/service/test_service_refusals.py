@@ -126,10 +126,10 @@ def test_an_unexpected_error_on_the_data_side_is_a_bare_500(
     analyst = service.analyst()
     first = service.ask(analyst).json()
 
-    def leak(self: OnlinePMW, query: object, round_: object) -> None:
+    def leak(self: OnlinePMW, *round_: object) -> None:  # the round of a new query
         raise ValueError("the data's loss is 0.3141592")
 
-    monkeypatch.setattr(OnlinePMW, "run_round", leak)
+    monkeypatch.setattr(OnlinePMW, "_run", leak)
     quiet = TestClient(service.client.app, raise_server_exceptions=False)
     body = {"loss": "logistic", "target": "y", "features": ["b"]}
     response = quiet.post("/v1/sessions/s/queries", json=body, headers=service.auth(analyst))

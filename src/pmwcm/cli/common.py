@@ -19,7 +19,6 @@ names only the exception's type, never its message, and writes nothing.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
     from pmwcm.engine.online import OnlinePMW
+    from pmwcm.engine.plan import BudgetPlan
     from pmwcm.engine.practical import ModeName, PriorName
     from pmwcm.engine.settings import AfterHalt
     from pmwcm.kernels.backend import BackendChoice
@@ -112,127 +112,79 @@ def check_engine_options(max_updates: int | None, prior: str) -> None:
             raise fail(f"--prior {prior}: {exc}") from None
 
 
-#: The epsilons the CLI accepts. Below 1e-3 the noise of every answer swamps any
-#: signal and the accountant cannot calibrate the oracle calls at common deltas;
-#: above 1e3 the guarantee (a likelihood ratio of e^epsilon) means nothing and the
-#: accountant's discretised privacy-loss distributions grow without bound.
-EPSILON_RANGE = (1e-3, 1e3)
+def check_budget(epsilon: float, delta: float, n: int | None = None) -> None:
+    """The library's budget rules
+    (:func:`~pmwcm.mechanisms.accounting.budget_rules.check_total_budget`: the very
+    rules the service and ``build_engine`` apply), refused in one line naming the option.
 
-
-def check_budget(epsilon: float, delta: float) -> None:
-    """Refuses an epsilon outside :data:`EPSILON_RANGE` (or not finite) and delta outside (0, 1).
-
-    Each refusal is one line naming the value, the accepted range and why.
+    Before the data is opened ``n`` is unknown and ``delta < 1/n`` waits for
+    :func:`plan_run`, which applies every rule again with ``n``.
     """
-    lo, hi = EPSILON_RANGE
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise fail(f"--epsilon must be a positive finite number, got {epsilon}.")
-    if not lo <= epsilon <= hi:
-        why = (
-            "the noise would swamp every answer and cannot be calibrated"
-            if epsilon < lo
-            else "a likelihood ratio of e^epsilon guarantees nothing, and the accountant's "
-            "memory grows without bound"
-        )
-        raise fail(f"--epsilon must lie in [{lo:g}, {hi:g}], got {epsilon:g}: {why}.")
-    if not 0 < delta < 1:
-        raise fail(f"--delta must lie strictly between 0 and 1, got {delta}.")
+    from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused, check_total_budget
+
+    try:
+        check_total_budget(epsilon, delta, n=n)
+    except BudgetRefused as exc:
+        raise fail(option_message(exc)) from None
 
 
-def check_delta_for_n(delta: float, n: int) -> None:
-    """Refuses ``delta >= 1/n`` (``n``, the number of records, is public).
-
-    An (epsilon, delta)-DP mechanism may publish one whole record, chosen at
-    random, with probability delta; at delta >= 1/n that is about one record per
-    run, which is no privacy. The usual choice is delta well below 1/n.
-    """
-    if delta * n >= 1:
-        raise fail(
-            f"--delta {delta:g} is at least 1/n = 1/{n:,}: a mechanism may then publish "
-            f"about one whole record per run and still meet its guarantee. Choose delta "
-            f"well below 1/n (e.g. {_below(n):g})."
-        )
+def option_message(exc: Exception) -> str:
+    """A budget refusal's message with its field written as the option (``--epsilon``)."""
+    text, field = str(exc), getattr(exc, "field", None)
+    return f"--{text}" if field is not None and text.startswith(field) else text
 
 
-def _below(n: int) -> float:
-    """A round delta at most ``1 / (100 n)``, at most 1e-6."""
-    return min(1e-6, 10.0 ** math.floor(math.log10(1.0 / (100.0 * n))))
-
-
-def check_calibration(
+def plan_run(
+    dataset: Dataset | PrivateData,
     *,
     epsilon: float,
     delta: float,
+    after_halt: str,
     max_updates: int | None,
     prior: str,
-    kind: str = "pmw",
-    composition_queries: int | None = None,
-) -> None:
-    """Calibrates the engine's noise from public settings alone, before any data is read.
+    public_start: bool = False,
+    backend: dict[str, Any] | None = None,
+    announced_queries: int | None = None,
+    mode: str = "auto",
+) -> BudgetPlan:
+    """The budget plan of a run (:func:`~pmwcm.engine.plan.plan_budget`, the function the
+    service and ``build_engine`` call), from public inputs only: ``n``, the schema,
+    the options and the file's number of distinct queries. A budget it refuses is
+    one error line naming the option; nothing has read the data yet.
 
-    :func:`~pmwcm.engine.practical.build_engine` makes the same calibrations
-    (the prior's Gaussian multiplier, the sparse vector, the oracle's level) from
-    the same settings; a budget they cannot fit (epsilon 1e-3 with delta 1e-15, any
-    epsilon with delta 1e-300) is refused here in one line, instead of failing
-    after the prior has read the data. An AIM or MST prior's own events are not replayed (they are
-    drawn while it runs); the sparse vector and oracle calls still are.
-    With ``composition_queries = k`` the engine's composition mode is checked instead:
-    ``k`` oracle calls under the whole budget, no prior, no sparse vector.
+    Every parameter is a documented constant (``T``, ``eta``, the threshold rule
+    and its ``k``); ``backend`` holds :func:`backend_settings`' keyword arguments,
+    ``announced_queries`` (the file's distinct queries) and ``mode`` let the budget
+    rule answer the file in composition mode.
     """
-    import dp_accounting
+    from pmwcm.engine.config import PMWConfig
+    from pmwcm.engine.plan import plan_budget
+    from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused
 
-    from pmwcm.engine.practical import (
-        PMWConfig,
-        calibrate_oracle,
-        make_accountant,
-        make_sparse_vector,
+    config = PMWConfig(  # max_updates=0 picks the library default
+        epsilon=epsilon,
+        delta=delta,
+        # typer hands over plain strings; PMWConfig checks them against the Literals
+        after_halt=cast("AfterHalt", after_halt),
+        max_updates=max_updates or 0,
+        prior=cast("PriorName", prior),
+        announced_queries=announced_queries,
+        mode=cast("ModeName", mode),
+        **(backend or {}),
     )
-    from pmwcm.mechanisms.accounting import calibrate_gaussian_multiplier
-    from pmwcm.mechanisms.noise import NumpyNoise
-
-    if kind != "pmw":
-        return
     try:
-        config = PMWConfig(
-            epsilon=epsilon,
-            delta=delta,
-            max_updates=max_updates or 0,
-            prior=cast("PriorName", prior),
-            announced_queries=composition_queries,
-        )
-        accountant = make_accountant(config.accountant)
-        if composition_queries is not None:  # the k calls alone, under the whole budget
-            composed = config.composition_config()
-            calibrate_oracle(
-                composed.oracle.privacy_event,
-                composed,
-                fixed=dp_accounting.ComposedDpEvent([]),
-                accountant=accountant,
-            )
-            return
-        fixed: list[dp_accounting.DpEvent] = []
-        if prior == "marginals":
-            from pmwcm.mechanisms.priors.marginals import measurement_event
+        return plan_budget(config, n=dataset.n, domain=dataset.domain, prior_supplied=public_start)
+    except BudgetRefused as exc:
+        raise fail(option_message(exc)) from None
 
-            eps_p, delta_p = config.split.prior_budget(epsilon, delta)
-            multiplier = calibrate_gaussian_multiplier(
-                fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
-            )
-            fixed.append(measurement_event(multiplier))
-        # the throw-away noise source is never drawn from: the sparse vector only stores it
-        sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
-        calibrate_oracle(
-            config.oracle.privacy_event,
-            config,
-            fixed=dp_accounting.ComposedDpEvent([*fixed, sv.privacy_event()]),
-            accountant=accountant,
-        )
-    except (ValueError, OverflowError, ArithmeticError) as exc:
-        reason = str(exc).rstrip(".")
-        raise fail(
-            f"no noise level fits --epsilon {epsilon:g} with --delta {delta:g} ({reason}); "
-            "raise epsilon, or choose delta between 1e-12 and 1/n (1e-6 is usual)."
-        ) from None
+
+def describe_plan(plan: BudgetPlan) -> str:
+    """The plan as ``pmwcm run --dry-run`` prints it: one ``name value`` line each."""
+    lines = []
+    for name, value in plan.to_dict().items():
+        shown = json.dumps(value, allow_nan=False) if isinstance(value, dict | list) else value
+        lines.append(f"{name} {shown}")
+    return "\n".join(lines)
 
 
 def is_stdio(path: Path | None) -> bool:
@@ -492,14 +444,19 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
 
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
-    """Streams the valid queries through online PMW; per-line errors for refusals.
+    """Streams the valid queries through online PMW's one door for a known batch
+    (:meth:`~pmwcm.engine.online.OnlinePMW.ask_each`: each query keyed once; the data
+    sides of the next large-clique queries run while the current one is answered);
+    per-line errors for refusals."""
+    outcomes = iter(engine.ask_each([item.query for item in lines if item.query is not None]))
 
-    The file is known in advance, so the engine is told the queries to come
-    (:meth:`~pmwcm.engine.online.OnlinePMW.expect`): the data sides of the next
-    large-clique queries run while the current one is answered.
-    """
-    engine.expect(item.query for item in lines if item.query is not None)
-    return _answer_each(lines, engine.answer, engine.noise.name, engine.domain)
+    def answer(query: CMQuery) -> Any:  # the next outcome is this line's
+        outcome = next(outcomes)
+        if isinstance(outcome, PmwcmError):
+            raise outcome
+        return outcome
+
+    return _answer_each(lines, answer, engine.noise.name, engine.domain)
 
 
 @dataclass(frozen=True)
@@ -543,12 +500,15 @@ def answer_with_baseline(
 
     def answer(query: CMQuery) -> _Released:  # a repeat is served from `thetas`
         key = query_key(query, data.domain)
-        if key not in thetas:
-            thetas[key] = exact.answer(query) if comp is None else comp.answer(query)
+        if key not in thetas:  # kept in the canonical order, returned in each query's
+            canonical = query.canonical(data.domain)
+            thetas[key] = exact.answer(canonical) if comp is None else comp.answer(canonical)
+        order = query.coordinate_order(data.domain)
+        theta = thetas[key] if order is None else thetas[key][list(order)]
         if comp is None:
-            return _Released(thetas[key], "nonprivate", 0, None, None)
+            return _Released(theta, "nonprivate", 0, None, None)
         spent = comp.ledger.spent_epsilon()
-        return _Released(thetas[key], "composition", 0, spent, comp.ledger.delta)
+        return _Released(theta, "composition", 0, spent, comp.ledger.delta)
 
     return _answer_each(lines, answer, "none" if comp is None else noise.name, data.domain)
 
@@ -800,44 +760,20 @@ def check_backend(domain: Domain, settings: dict[str, Any]) -> BackendChoice:
 
 def build_run_engine(
     dataset: Dataset | PrivateData,
+    plan: BudgetPlan,
     *,
-    epsilon: float,
-    delta: float,
     noise: NoiseSource,
-    after_halt: str,
-    max_updates: int | None,
-    prior: str,
     public: np.ndarray | None = None,
-    backend: dict[str, Any] | None = None,
-    announced_queries: int | None = None,
-    mode: str = "auto",
 ) -> OnlinePMW:
-    """Online PMW with the practical defaults of :class:`~pmwcm.engine.practical.PMWConfig`.
-
-    Every parameter is a documented constant (``T``, ``eta``, the threshold
-    rule and its ``k``), so fitting the engine reads no private data; the
-    data is read only through what the ledger pays for (the prior's noisy
-    marginals, the sparse vector, the oracle calls). ``n`` is public, and so
-    are ``public`` records (the start for ``prior="public"``, free). ``backend``
-    holds :func:`backend_settings`' keyword arguments (default: the library's);
-    the engine's :attr:`~pmwcm.engine.online.OnlinePMW.backend` says what was chosen.
-    ``announced_queries`` (the file's distinct queries) and ``mode`` let the budget
-    rule answer the file in composition mode (:meth:`PMWConfig.resolved_for`).
+    """Online PMW on the run's plan (:func:`plan_run`): the data is read only through
+    what the ledger pays for (the prior's noisy marginals, the sparse vector, the
+    oracle calls). ``public`` records (the start for ``prior="public"``, free) are
+    public; the engine's :attr:`~pmwcm.engine.online.OnlinePMW.backend` says which
+    hypothesis backend was chosen.
     """
-    from pmwcm.engine.practical import PMWConfig, build_engine
+    from pmwcm.engine.practical import build_engine
     from pmwcm.mechanisms.private_data import PrivateData
 
-    config = PMWConfig(  # max_updates=0 picks the library default
-        epsilon=epsilon,
-        delta=delta,
-        # typer hands over plain strings; PMWConfig checks them against the Literals
-        after_halt=cast("AfterHalt", after_halt),
-        max_updates=max_updates or 0,
-        prior=cast("PriorName", prior),
-        announced_queries=announced_queries,
-        mode=cast("ModeName", mode),
-        **(backend or {}),
-    )
     private = (
         dataset
         if isinstance(dataset, PrivateData)
@@ -847,7 +783,5 @@ def build_run_engine(
     if public is not None:
         from pmwcm.mechanisms.priors.support import public_start
 
-        start = public_start(
-            dataset.domain, public, config.backend_choice(dataset.domain, dataset.n)
-        )
-    return build_engine(private, config, noise=noise, prior=start)
+        start = public_start(dataset.domain, public, plan.backend)
+    return build_engine(private, plan.requested, noise=noise, prior=start, plan=plan)

@@ -41,12 +41,11 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
-    check_calibration,
-    check_delta_for_n,
     check_distinct_outputs,
     check_engine_options,
     check_output,
     check_seed,
+    describe_plan,
     distinct_queries,
     fail,
     is_stdio,
@@ -54,6 +53,7 @@ from pmwcm.cli.common import (
     load_schema,
     make_noise,
     open_data,
+    plan_run,
     read_queries,
     resolve_prior,
     summarize,
@@ -97,6 +97,11 @@ _OUTPUT_HELP = (
     "Write the answers here (JSON Lines, atomically); - writes them to stdout. Refused: an "
     "input file (--data, --schema, --queries), a directory or a device."
 )
+_DRY_RUN_HELP = (
+    "Print the budget plan (the mode, the split, T, every calibrated noise level, the "
+    "backend) on stdout, one 'name value' line each, and stop: nothing is answered, "
+    "nothing written, no noise drawn. Opens the data for n only (--method pmw)."
+)
 _METADATA_HELP = (
     'Also write one JSON object describing the run (atomically): {"method", "noise", '
     '"epsilon", "delta", "backend", "mode"}, "backend" being the hypothesis backend chosen '
@@ -131,6 +136,7 @@ def run_command(
     table: TableOption = None,
     data_engine: EngineOption = None,
     mode: ModeOption = "auto",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY_RUN_HELP)] = False,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
 
@@ -171,7 +177,6 @@ def run_command(
     Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
     usage mistake; 3 answers written but some are synthetic (engine halted).
     """
-    from pmwcm.engine.budget_rule import chooses_composition, mode_reason
     from pmwcm.engine.practical import MODES
 
     check_seed(seed)
@@ -181,9 +186,11 @@ def run_command(
         raise fail(f"--after-halt must be one of {', '.join(AFTER_HALT)}, got {after_halt!r}.")
     if mode not in MODES:
         raise fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}.")
+    if dry_run and method != "pmw":
+        raise fail("--dry-run shows online PMW's budget plan; it needs --method pmw.")
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
-    check_budget(epsilon, delta)
+    check_budget(epsilon, delta)  # the rules that need no n, before anything is opened
     settings = backend_settings(backend, hypothesis_memory, support_size)
     inputs: list[tuple[str, Path | str | None]] = [
         ("--data", data), ("--schema", schema), ("--queries", queries),
@@ -197,30 +204,29 @@ def run_command(
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings) if method == "pmw" else None
-    check_calibration(
-        epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start, kind=method
-    )
     dataset = open_data(data, parsed, table=table, engine=data_engine)
-    check_delta_for_n(delta, dataset.n)
+    if method != "pmw":  # online PMW's plan applies every rule, with n (public)
+        check_budget(epsilon, delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
-    noise = make_noise(insecure_seeded_noise)
     how = None
     if method == "pmw":
         # The file is the analysts', not the data: its number of queries is public.
-        announced = max(distinct_queries(lines, dataset.domain), 1)
-        how = mode_reason(epsilon, delta, dataset.n, announced, mode)
-        if chooses_composition(epsilon, delta, dataset.n, announced, mode):
-            check_calibration(epsilon=epsilon, delta=delta, max_updates=None, prior=start,
-                              composition_queries=announced)  # fmt: skip
-        engine = build_run_engine(
-            dataset, epsilon=epsilon, delta=delta, noise=noise,
-            after_halt=after_halt, max_updates=max_updates, prior=start, public=public,
-            backend=settings, announced_queries=announced, mode=mode,
+        plan = plan_run(
+            dataset, epsilon=epsilon, delta=delta, after_halt=after_halt,
+            max_updates=max_updates, prior=start, public_start=public is not None,
+            backend=settings, announced_queries=max(distinct_queries(lines, dataset.domain), 1),
+            mode=mode,
         )  # fmt: skip
+        if dry_run:
+            typer.echo(describe_plan(plan))
+            return
+        how, noise = plan.mode_reason, make_noise(insecure_seeded_noise)
+        engine = build_run_engine(dataset, plan, noise=noise, public=public)
         records = answer_with_engine(engine, lines)
         choice = engine.backend or choice  # the support size follows the data's n
     else:
+        noise = make_noise(insecure_seeded_noise)
         records = answer_with_baseline(
             method, dataset, lines, epsilon=epsilon, delta=delta, noise=noise
         )

@@ -43,8 +43,6 @@ from pmwcm.cli.common import (
     build_run_engine,
     check_backend,
     check_budget,
-    check_calibration,
-    check_delta_for_n,
     check_distinct_outputs,
     check_engine_options,
     check_output,
@@ -55,6 +53,7 @@ from pmwcm.cli.common import (
     load_schema,
     make_noise,
     open_data,
+    plan_run,
     read_queries,
     resolve_prior,
     summarize,
@@ -149,17 +148,15 @@ def synth_command(
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
     parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
     choice = check_backend(parsed.domain(), settings)
-    check_calibration(epsilon=epsilon, delta=delta, max_updates=max_updates, prior=start)
     dataset = open_data(data, parsed, table=table, engine=data_engine)
-    check_delta_for_n(delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     lines = read_queries(queries)
-    noise = make_noise(insecure_seeded_noise)
-    engine = build_run_engine(
-        dataset, epsilon=epsilon, delta=delta, noise=noise,
-        after_halt="synthetic", max_updates=max_updates, prior=start, public=public,
-        backend=settings,
+    plan = plan_run(
+        dataset, epsilon=epsilon, delta=delta, after_halt="synthetic",
+        max_updates=max_updates, prior=start, public_start=public is not None, backend=settings,
     )  # fmt: skip
+    noise = make_noise(insecure_seeded_noise)
+    engine = build_run_engine(dataset, plan, noise=noise, public=public)
     records = answer_with_engine(engine, lines)
     seed_ = insecure_seeded_noise
     rng = np.random.default_rng() if seed_ is None else np.random.default_rng([seed_, 1])

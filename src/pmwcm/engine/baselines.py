@@ -104,8 +104,14 @@ class CompositionBaseline:
             raise ValueError(f"CompositionBaseline calibrates Gaussian oracles, got {event}.")
 
     def answer(self, query: CMQuery) -> FloatArray:
-        """One oracle call, paid for before any noise is drawn."""
-        problem = query.compile(self.data.domain)
+        """One oracle call, paid for before any noise is drawn; compiled in the canonical
+        coordinate order (as the engine's are, so that composition mode is this baseline
+        answer for answer) and returned in ``query``'s."""
+        domain = self.data.domain
+        order = query.coordinate_order(domain)
+        if order is not None:
+            return self.answer(query.canonical(domain))[list(order)]
+        problem = query.compile(domain)
         self.oracle.check(problem)
         self.ledger.spend(self.oracle.privacy_event(self.noise_level), label="composition call")
         weights = self.data.marginal(problem.clique).ravel()

@@ -146,6 +146,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from pmwcm.mechanisms.accounting.budget_rules import zcdp_for
+
 #: ``epsilon n`` per update, and the bounds on ``T`` (module docstring).
 EPS_N_PER_UPDATE = 4_000.0
 MIN_UPDATES = 3
@@ -193,7 +195,7 @@ LARGE_SV_SHARE = 0.3
 
 
 @dataclass(frozen=True, kw_only=True)
-class BudgetPlan:
+class SignalSplit:
     """The shares of ``(epsilon, delta)`` and ``T`` that :func:`plan_for_budget` chose.
 
     Attributes:
@@ -226,7 +228,7 @@ def prior_signal(epsilon: float, n: int, attributes: int) -> float:
     return epsilon * n / math.sqrt(max(2, attributes * (attributes - 1)))
 
 
-def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
+def plan_for_budget(epsilon: float, n: int, attributes: int) -> SignalSplit:
     """The split and ``T`` for a paid marginal prior at ``(epsilon, n)`` on ``d`` attributes.
 
     Piecewise linear in ``log s`` through :data:`ANCHORS`, flat beyond the first and
@@ -246,7 +248,7 @@ def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
     signal = prior_signal(epsilon, n, attributes)
     last = ANCHORS[-1]
     if signal >= last.signal:  # the old fixed split, exactly
-        return BudgetPlan(
+        return SignalSplit(
             prior_fraction=last.prior_fraction,
             sv_fraction=LARGE_SV_SHARE,
             max_updates=last.max_updates,
@@ -262,7 +264,7 @@ def plan_for_budget(epsilon: float, n: int, attributes: int) -> BudgetPlan:
     # Rounded to 1e-6 so that an anchor's shares are its round numbers exactly.
     prior = round(low.prior_fraction + t * (high.prior_fraction - low.prior_fraction), 6)
     updates = round(low.max_updates + t * (high.max_updates - low.max_updates))
-    return BudgetPlan(
+    return SignalSplit(
         prior_fraction=prior,
         sv_fraction=round((1.0 - prior) / 2.0, 6),
         max_updates=int(updates),
@@ -277,17 +279,15 @@ COMPOSITION_SIGNAL = 1_450.0
 
 def composition_zcdp(epsilon: float, delta: float) -> float:
     """``rho*``: the largest ``rho`` with ``rho + 2 sqrt(rho ln(1/delta)) <= epsilon``
-    (Bun and Steinke 2016, Prop. 1.3), so ``rho*``-zCDP implies ``(epsilon, delta)``-DP.
+    (Bun and Steinke 2016, Prop. 1.3), so ``rho*``-zCDP implies ``(epsilon, delta)``-DP
+    (:func:`~pmwcm.mechanisms.accounting.budget_rules.zcdp_for`, the one place it is written).
 
     >>> round(composition_zcdp(1.0, 1e-6), 5)
     0.01747
     """
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
     if not 0 < delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
-    log_inv = math.log(1.0 / delta)
-    return (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+    return zcdp_for(epsilon, delta)
 
 
 def composition_signal(epsilon: float, delta: float, n: int, queries: int) -> float:

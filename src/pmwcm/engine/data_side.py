@@ -50,9 +50,9 @@ SCAN_WINDOW = 8
 
 #: A round's data table and ``theta_hat -> L_D(theta_hat) - L_D(theta_D)``.
 DataSolve = tuple[CliqueTable, Callable[[Any], float]]
-#: Plans an announced query: its round if its data side should start ahead (a
-#: large clique, not yet released), else ``None``. Public inputs only.
-Planner = Callable[[Any], "CMRound | None"]
+#: Plans an announced query from its key and itself: its round if its data side
+#: should start ahead (a large clique, not yet released), else ``None``. Public inputs only.
+Planner = Callable[[str, Any], "CMRound | None"]
 
 
 class DataSide:
@@ -124,7 +124,7 @@ class DataSide:
                 return
             if key is None or key in self._ahead:
                 continue
-            round_ = planner(query)
+            round_ = planner(key, query)
             if round_ is not None:
                 self._ahead[key] = self._executor().submit(self.solve, round_)
 

@@ -32,19 +32,25 @@ constants in :mod:`pmwcm.engine.theory`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
-from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.data_side import DataSide
+from pmwcm.engine.modes import HYBRID, Mode
 from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
 from pmwcm.engine.settings import EngineSettings, StepRule
+from pmwcm.engine.state import SYNTHETIC_ANSWER_WARNING as SYNTHETIC_ANSWER_WARNING
+from pmwcm.engine.state import Answer as Answer  # the engine's values, re-exported
+from pmwcm.engine.state import EngineState as EngineState
+from pmwcm.engine.state import PastUpdate as PastUpdate
+from pmwcm.engine.state import Source as Source
+from pmwcm.engine.state import UpdateRecord as UpdateRecord
+from pmwcm.engine.state import query_key as query_key
 from pmwcm.engine.step_size import PublicContext, step_factor
-from pmwcm.errors import Halted, Refused
+from pmwcm.errors import Halted, PmwcmError, Refused
 from pmwcm.kernels.backend import BackendChoice, choose_backend
 from pmwcm.kernels.clique_table import MAX_CLIQUE_CELLS, is_dense
 from pmwcm.kernels.counting import LinearQuery
@@ -52,9 +58,9 @@ from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fixed_budget import plan_solve
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.kernels.lru import LRUCache
-from pmwcm.kernels.queries import CMQuery, QueryError
+from pmwcm.kernels.queries import MAX_RADIUS, CMQuery, QueryError
 from pmwcm.kernels.threads import blas_threads
-from pmwcm.mechanisms.accounting import LedgerEntry, PrivacyLedger
+from pmwcm.mechanisms.accounting import PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles.base import Oracle
 from pmwcm.mechanisms.priors.marginals import Measurement
@@ -62,138 +68,13 @@ from pmwcm.mechanisms.priors.refit import refit_to_measurements
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import SparseVector
 
-Source = Literal["hypothesis", "oracle", "synthetic"]
-
-#: What a reader of a ``"synthetic"`` answer must be told, wherever it is read.
-SYNTHETIC_ANSWER_WARNING = (
-    "synthetic: the engine had halted (all private updates spent), so this answer comes "
-    "from the final hypothesis with NO accuracy check against the data"
-)
-
 #: The least planned real-data work (rows times iterations) handed to the worker
 #: thread: below it (small dense cliques) the hand-off costs more than it saves.
 SECOND_CORE_MIN_WORK = 2**15
 
 
-def query_key(query: CMQuery | LinearQuery, domain: Domain) -> str:
-    """The identity of the problem a query poses on ``domain`` (repeats are free).
-
-    A CM query is keyed by its canonical form (:meth:`CMQuery.canonical`), so
-    every spelling of one compiled problem (a default ``loss_param`` written
-    out, ``"auto"`` against the encoding it resolves to, ``1`` against ``1.0``)
-    gets one key and so one oracle draw: otherwise an analyst could average up
-    to ``T`` independent draws of the same problem. The key after ``"cm:"`` is
-    the canonical spec as JSON.
-    """
-    if isinstance(query, LinearQuery):
-        return query.key()
-    return "cm:" + query.canonical_json(domain)
-
-
 class EngineHalted(Halted, RuntimeError):
     """The sparse vector has made its ``T`` updates; the engine refuses new queries."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Answer:
-    """One released answer.
-
-    Attributes:
-        index: position of the query in the stream (0-based).
-        value: ``theta`` for CM queries (in feature order, intercept last); the
-            estimated fraction for linear queries.
-        source: ``"hypothesis"`` (certified by the sparse vector), ``"oracle"``
-            (fresh private answer, followed by an update) or ``"synthetic"``
-            (after the halt; no accuracy check).
-        updates: ``t``, the number of updates made so far (after this query).
-        epsilon_spent: privacy spent so far, at the ledger's ``delta``.
-        delta: the ledger's ``delta``.
-        repeated: this query had been answered before; the released answer is
-            returned again (no new noise, no cost).
-    """
-
-    index: int
-    value: Any
-    source: Source
-    updates: int
-    epsilon_spent: float
-    delta: float
-    repeated: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class UpdateRecord:
-    """A past update: the query, its round and the private answer that defined ``u``."""
-
-    query: CMQuery | LinearQuery
-    round: QueryRound
-    private: Any
-
-
-@dataclass(frozen=True, kw_only=True)
-class PastUpdate:
-    """One update as the state keeps it: the query and the private answer that defined ``u``.
-
-    The round is not kept: it is compiled again from the query and public
-    inputs (:meth:`OnlinePMW.round_for`), so a state carries no compiled objects
-    and can be encoded as JSON (:mod:`pmwcm.engine.snapshot`).
-    """
-
-    query: CMQuery | LinearQuery
-    private: Any
-
-
-def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(dict(value))
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineState:
-    """Everything an engine's future behaviour depends on, beyond its public ingredients.
-
-    An explicit value (in the style of optax's optimiser states) so that saving,
-    restoring and crash recovery read and write the engine through one door
-    (:meth:`OnlinePMW.state`, :meth:`OnlinePMW.restore`) instead of assigning its
-    attributes from outside. It is secret: ``sparse_vector`` holds the threshold
-    noise, ``updates`` the private answers behind every update.
-
-    Attributes:
-        hypothesis: the hypothesis ``Dhat_t``, the engine's own histogram object,
-            shared rather than copied: a copy re-normalises the values, which can
-            move the last bit and so the next answers. Sharing is safe because
-            the engine never changes a hypothesis in place (each update builds a
-            new one); never call its in-place methods (``reweight``).
-        updates: the updates made so far, in order (replayed by the sweeps).
-        answers: every answer given, in order (repeats included).
-        released: :func:`query_key` -> position in ``answers`` of the released
-            answer (repeats are answered from here, never with fresh noise).
-        sv_paid: whether the sparse vector's one-off charge is in the ledger.
-        sparse_vector: the sparse vector's exported state (positives, threshold noise).
-        ledger: the ledger's entries, in order.
-        prior_measurements: the paid prior's released marginals, which the
-            refit after each update reads (public; empty without a paid
-            marginal prior).
-    """
-
-    hypothesis: Histogram
-    updates: tuple[PastUpdate, ...] = ()
-    answers: tuple[Answer, ...] = ()
-    released: Mapping[str, int] = field(default_factory=dict)
-    sv_paid: bool = False
-    sparse_vector: Mapping[str, Any] = field(default_factory=dict)
-    ledger: tuple[LedgerEntry, ...] = ()
-    prior_measurements: tuple[Measurement, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "updates", tuple(self.updates))
-        object.__setattr__(self, "prior_measurements", tuple(self.prior_measurements))
-        object.__setattr__(self, "answers", tuple(self.answers))
-        object.__setattr__(self, "released", _frozen_mapping(self.released))
-        object.__setattr__(self, "sparse_vector", _frozen_mapping(self.sparse_vector))
-        object.__setattr__(self, "ledger", tuple(self.ledger))
-        for key, index in self.released.items():
-            if not 0 <= index < len(self.answers):
-                raise ValueError(f"Released key {key!r} points at no answer (index {index}).")
 
 
 #: Compiled rounds the engine keeps (see ``OnlinePMW._rounds``).
@@ -217,6 +98,8 @@ class OnlinePMW:
         prior_measurements: the released marginals ``prior`` was fitted to, for
             the refit after each update (``settings.refit_iterations``); public.
         backend: the hypothesis backend chosen and why (public; reported, not used).
+        mode: how a round decides between hypothesis and oracle
+            (:mod:`pmwcm.engine.modes`; default the paper's loop, :data:`HYBRID`).
     """
 
     def __init__(
@@ -232,6 +115,7 @@ class OnlinePMW:
         prior: Histogram | None = None,
         prior_measurements: Iterable[Measurement] = (),
         backend: BackendChoice | None = None,
+        mode: Mode = HYBRID,
     ) -> None:
         if sparse_vector.cutoff != settings.max_updates:
             raise ValueError(
@@ -272,6 +156,8 @@ class OnlinePMW:
         self.sv_paid = False
         #: the hypothesis backend and why (``build_engine`` chooses it; public).
         self.backend = backend
+        #: the strategy that decides each round (hybrid, theory or composition).
+        self.mode = mode
         #: the real-data side of rounds: worker threads, the only reader of ``data``.
         self._data_side = DataSide(data)
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
@@ -285,8 +171,6 @@ class OnlinePMW:
         self._rounds: LRUCache[str, tuple[CMRound, EngineSettings, Oracle]] = LRUCache(
             maxsize=ROUND_CACHE_ENTRIES
         )
-        #: ``(query, query_key(query))`` while :meth:`answer` compiles ``query``.
-        self._key_hint: tuple[CMQuery, str] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -332,6 +216,7 @@ class OnlinePMW:
         noise: NoiseSource,
         state: EngineState,
         backend: BackendChoice | None = None,
+        mode: Mode = HYBRID,
     ) -> OnlinePMW:
         """An engine continuing from ``state``, built from its public ingredients.
 
@@ -351,7 +236,7 @@ class OnlinePMW:
                 ``state.ledger`` (crash recovery's ledger also holds debits that
                 were committed after the state was saved).
             state: what :meth:`state` returned.
-            backend: the backend choice to report (as for :class:`OnlinePMW`).
+            backend, mode: as for :class:`OnlinePMW`.
 
         Raises:
             ValueError: the state does not fit these ingredients.
@@ -370,6 +255,7 @@ class OnlinePMW:
             prior=state.hypothesis,
             prior_measurements=state.prior_measurements,
             backend=backend,
+            mode=mode,
         )
         engine._load(state)
         return engine
@@ -387,6 +273,7 @@ class OnlinePMW:
             noise=self.noise,
             state=state,
             backend=self.backend,
+            mode=self.mode,
         )
 
     def _load(self, state: EngineState) -> None:
@@ -439,8 +326,10 @@ class OnlinePMW:
     def cm_round(self, query: CMQuery) -> CMRound:
         """Compiles ``query`` into the round the loop runs, from public inputs only.
 
-        Compiled once per :func:`query_key` and cached: the round depends on the
-        canonical spec, the domain, ``n`` and the settings alone.
+        Compiled once per :func:`query_key` and coordinate order, and cached: the round
+        depends on the canonical spec, the order, the domain, ``n`` and the settings alone.
+        The door (:meth:`ask`) compiles the canonical form; a caller who compiles a
+        query in another order gets that order's round.
 
         Plans the real-data solve (:func:`~pmwcm.kernels.fixed_budget.plan_solve`) for
         the gap ``tau = rho c S / n``; all of it reads the spec, the domain and
@@ -451,11 +340,13 @@ class OnlinePMW:
             SolveRefused: the query's constants need more than
                 ``max_solver_iterations`` for a bounded real-data solve.
         """
-        # The key answer() has just computed, or a fresh one (QueryError for an
-        # attribute the domain lacks).
-        hint = self._key_hint
-        known = hint is not None and hint[0] is query
-        key = hint[1] if hint is not None and known else query_key(query, self.domain)
+        # Memoised on the query (CMQuery.canonical_json): the door keyed it already. A
+        # query in another coordinate order than its canonical form (the door compiles
+        # the canonical one) is the same problem permuted: it gets a round of its own.
+        key = query_key(query, self.domain)
+        order = query.coordinate_order(self.domain)
+        if order is not None:
+            key = f"{key} in order {order}"
         cached = self._rounds.get(key)
         if cached is not None and cached[1] is self.settings and cached[2] is self.oracle:
             return cached[0]
@@ -489,24 +380,188 @@ class OnlinePMW:
             learning_rate=settings.learning_rate,
         )
 
-    def answer(self, query: CMQuery) -> Answer:
-        """Answers one CM query (the paper's loop body).
+    def ask(
+        self,
+        query: CMQuery | LinearQuery,
+        *,
+        ahead: Iterable[CMQuery] | None = None,
+        proceed: Callable[[], None] | None = None,
+    ) -> Answer:
+        """Answers one query: the engine's one door (the CLI, the service, the estimators).
+
+        The query is keyed once (:func:`query_key`, its canonical form: the same
+        problem in any spelling, its features in any order, is one key), a repeat is
+        answered from the released answers, a new query is compiled once, in its
+        canonical coordinate order, and its round is handed to the engine's mode
+        (:mod:`pmwcm.engine.modes`). The answer's ``value`` is in the coordinate
+        order ``query`` asked for (:meth:`CMQuery.coordinate_order`).
+
+        Args:
+            query: a CM query (or a counting query, on an engine built with
+                ``kind="linear"``).
+            ahead: the queries to be asked next, in order, if known (a batch): their
+                real-data solves may start while this one is answered. It changes
+                when that work is done, never what is computed or released.
+            proceed: called once everything public is done (the query keyed, compiled
+                and found servable), right before the data is read; raising from it
+                gives the query up with nothing spent (the service's deadline).
 
         Raises:
             QueryError: the spec is invalid for this domain (nothing is spent).
+            Refused: over the radius cap, or a real-data solve too costly (nothing spent).
             EngineHalted: ``T`` updates are spent and ``after_halt="refuse"``.
             BudgetExceededError: the ledger refuses (nothing is drawn).
         """
         key = query_key(query, self.domain)
+        if ahead is not None:  # announced from this query on
+            self._data_side.expect([(key, query), *self._keyed(ahead)], self._plan_ahead)
+        return self._ask(query, key, proceed)
+
+    def ask_each(self, queries: Iterable[CMQuery]) -> Iterator[Answer | PmwcmError]:
+        """:meth:`ask` for a batch known in advance: the answer of each, in order, or the
+        refusal it met (a :class:`~pmwcm.errors.PmwcmError`, decided from public inputs;
+        any other exception propagates). The batch is announced first, so each query's
+        real-data solve may start while the one before it is answered; each query is
+        canonicalised once (its key is memoised on it, :meth:`CMQuery.canonical_json`)."""
+        keyed = self._keyed(queries)
+        self._data_side.expect(keyed, self._plan_ahead)
+        for _, query in keyed:
+            try:
+                yield self.ask(query)
+            except PmwcmError as refusal:
+                yield refusal
+
+    def _keyed(self, queries: Iterable[CMQuery]) -> list[tuple[str | None, CMQuery]]:
+        """Each query with its key (``None`` for one that will be refused when asked)."""
+        items: list[tuple[str | None, CMQuery]] = []
+        for query in queries:
+            try:
+                items.append((query_key(query, self.domain), query))
+            except QueryError:
+                items.append((None, query))
+        return items
+
+    def answer(self, query: CMQuery) -> Answer:
+        """:meth:`ask` for one CM query (the paper's loop body)."""
+        return self.ask(query)
+
+    def answer_linear(self, query: LinearQuery) -> Answer:
+        """:meth:`ask` for one counting query (Hardt-Rothblum PMW on the same loop).
+
+        The engine's noise level is then the Laplace multiplier (build it with
+        :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
+        """
+        return self.ask(query)
+
+    def _ask(
+        self, query: CMQuery | LinearQuery, key: str, proceed: Callable[[], None] | None
+    ) -> Answer:
+        """:meth:`ask` once ``query`` is keyed."""
         released = self.released.get(key)
-        if released is not None:  # a repeat: nothing to compile
-            return self._record(released.value, released.source, repeated=True)
-        self._key_hint = (query, key)
-        try:
-            round_ = self.cm_round(query)
-        finally:
-            self._key_hint = None
-        return self.run_round(query, round_, key=key)
+        if released is not None:  # a repeat: nothing to compile, nothing to spend
+            if proceed is not None:
+                proceed()
+            return self._as_asked(query, self._record(released.value, released.source,
+                                                      repeated=True))  # fmt: skip
+        canonical = query
+        if isinstance(query, CMQuery):
+            _check_radius(query)
+            canonical = query.canonical(self.domain)
+        round_ = self.round_for(canonical)
+        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
+        if proceed is not None:
+            proceed()  # the last point at which giving up costs nothing
+        with blas_threads(1):
+            return self._as_asked(query, self._run(canonical, round_, key))
+
+    def _as_asked(self, query: CMQuery | LinearQuery, answer: Answer) -> Answer:
+        """``answer`` (in the canonical coordinate order) in the order ``query`` asked."""
+        if not isinstance(query, CMQuery):
+            return answer
+        order = query.coordinate_order(self.domain)
+        if order is None:
+            return answer
+        return replace(answer, value=np.asarray(answer.value)[list(order)])
+
+    def recorded(self, answer: Answer) -> Answer:
+        """The engine's own record of ``answer`` (its transcript entry, canonical order):
+        what a log that the engine is restored from must hold."""
+        return self.answers[answer.index]
+
+    def _run(self, query: CMQuery | LinearQuery, round_: QueryRound, key: str) -> Answer:
+        """The round of a new, servable query: after the halt, refused or synthetic;
+        before, its mode decides (:mod:`pmwcm.engine.modes`)."""
+        if self.halted:
+            if self.settings.after_halt == "refuse":
+                raise EngineHalted(
+                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
+                    "were used, so no further query can be answered with an accuracy check. "
+                    "Use after_halt='synthetic' to answer from the final hypothesis."
+                )
+            hyp_marginal = self.hypothesis.clique_table(round_.clique)
+            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
+        return self.mode.run(self, query, round_, key)
+
+    # The steps of a round, for the modes (pmwcm.engine.modes.RoundSteps).
+
+    def hypothesis_side(self, round_: QueryRound) -> tuple[Any, Any]:
+        """The hypothesis's clique table and its answer (public)."""
+        table = self.hypothesis.clique_table(round_.clique)
+        return table, round_.hypothesis_answer(table)
+
+    def begin_data_side(self, key: str, round_: QueryRound) -> Callable[[Any], tuple[Any, float]]:
+        """Starts the real-data side (its counts, then the fixed-work solve, independent
+        of the answer) on a worker thread, unless it already ran ahead or the clique is
+        small (then it runs when the answer is known: :mod:`pmwcm.engine.data_side`)."""
+        if isinstance(round_, CMRound) and self._worth_a_second_core(round_):
+            pending = self._data_side.start(key, round_)
+
+            def finish_pending(hyp_answer: Any) -> tuple[Any, float]:
+                table, error_of = pending.result()
+                return table, error_of(hyp_answer)
+
+            return finish_pending
+
+        def finish_inline(hyp_answer: Any) -> tuple[Any, float]:
+            table = self._data_side.table(round_.clique)
+            return table, round_.error(table, hyp_answer)
+
+        return finish_inline
+
+    def data_table(self, round_: QueryRound) -> Any:
+        """The data's clique table (what the oracle reads)."""
+        return self._data_side.table(round_.clique)
+
+    def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:
+        """Charges the sparse vector's event (once, before its first test), then tests
+        ``error`` in units of the round's sensitivity; ``True`` above the threshold."""
+        if not self.sv_paid:
+            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
+            self.sv_paid = True
+        sensitivity = round_.sensitivity(self.data.n)
+        threshold = self._threshold_units(sensitivity)
+        return self.sparse_vector.above(error / sensitivity, threshold=threshold)
+
+    def count_oracle_call(self) -> None:
+        """Counts an unconditional oracle call (composition mode's 0-DP counter)."""
+        self.sparse_vector.above(0.0, threshold=0.0)  # reads nothing
+
+    def oracle_release(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        key: str,
+        hypothesis: tuple[Any, Any],
+        data_table: Any,
+    ) -> Answer:
+        """A paid oracle answer, the update it defines, and its release (source ``oracle``)."""
+        private = self.private_answer(round_, data_table)
+        self._update(query, round_, hypothesis[0], hypothesis[1], private)
+        return self._release(key, private, "oracle")
+
+    def release(self, key: str, value: Any, source: Source) -> Answer:
+        """Records and releases ``value`` under ``key``."""
+        return self._release(key, value, source)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:
         """The excess risk a ``"hypothesis"`` answer to ``query`` is certified not to exceed.
@@ -524,7 +579,7 @@ class OnlinePMW:
         or public data): a prior can make answers better, never worse than this.
         Depends only on public quantities (``n``, the query, the settings).
         """
-        round_ = self.cm_round(query)
+        round_ = self.cm_round(query.canonical(self.domain))  # the door's round
         sensitivity = round_.sensitivity(self.data.n)
         alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
         return (self._threshold_units(sensitivity) + alpha) * sensitivity + round_.tau
@@ -535,109 +590,13 @@ class OnlinePMW:
             return self.settings.absolute_threshold / sensitivity
         return self.settings.threshold
 
-    def answer_linear(self, query: LinearQuery) -> Answer:
-        """Answers one counting query (Hardt-Rothblum PMW on the same loop).
-
-        The engine's noise level is then the Laplace multiplier (build it with
-        :func:`pmwcm.engine.practical.build_engine` and ``kind="linear"``).
-        """
-        return self.run_round(query, self.round_for(query))
-
-    def run_round(
-        self, query: CMQuery | LinearQuery, round_: QueryRound, *, key: str | None = None
-    ) -> Answer:
-        """Runs one round; an already released query is answered again for free.
-
-        ``key`` is ``query``'s :func:`query_key`, if the caller has computed it.
-        BLAS runs single-threaded inside (:func:`~pmwcm.kernels.threads.blas_threads`).
-        """
-        with blas_threads(1):
-            return self._run_round(query, round_, key)
-
-    def _run_round(
-        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str | None
-    ) -> Answer:
-        if key is None:
-            key = query_key(query, self.domain)
-        released = self.released.get(key)
-        if released is not None:
-            return self._record(released.value, released.source, repeated=True)
-        round_.privacy_event(self.oracle_noise_level)  # can it be served? (before any test)
-        if self.halted:
-            if self.settings.after_halt == "refuse":
-                raise EngineHalted(
-                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
-                    "were used, so no further query can be answered with an accuracy check. "
-                    "Use after_halt='synthetic' to answer from the final hypothesis."
-                )
-            hyp_marginal = self.hypothesis.clique_table(round_.clique)
-            return self._release(key, round_.hypothesis_answer(hyp_marginal), "synthetic")
-        if isinstance(self.sparse_vector, EveryQueryToOracle):
-            return self._oracle_round(query, round_, key)
-        # The real-data side (its counts, then the fixed-work solve, independent of
-        # the answer) runs on a worker thread, or already ran ahead, while the
-        # hypothesis's marginal and answer are computed (pmwcm.engine.data_side); a
-        # small clique's runs here, after them.
-        pending = (
-            self._data_side.start(key, round_)
-            if isinstance(round_, CMRound) and self._worth_a_second_core(round_)
-            else None
-        )
-        hyp_marginal = self.hypothesis.clique_table(round_.clique)
-        hyp_answer = round_.hypothesis_answer(hyp_marginal)
-        if pending is not None:
-            data_marginal, error_of = pending.result()
-            error = error_of(hyp_answer)
-        else:
-            data_marginal = self._data_side.table(round_.clique)
-            error = round_.error(data_marginal, hyp_answer)
-        if not self.sv_paid:
-            self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
-            self.sv_paid = True
-        sensitivity = round_.sensitivity(self.data.n)
-        threshold = self._threshold_units(sensitivity)
-        if not self.sparse_vector.above(error / sensitivity, threshold=threshold):
-            return self._release(key, hyp_answer, "hypothesis")
-        private = self.private_answer(round_, data_marginal)
-        self._update(query, round_, hyp_marginal, hyp_answer, private)
-        return self._release(key, private, "oracle")
-
-    def _oracle_round(self, query: CMQuery | LinearQuery, round_: QueryRound, key: str) -> Answer:
-        """A round in composition mode (:mod:`pmwcm.engine.composition_mode`): the query
-        goes to the oracle unconditionally, so the data's error is never computed."""
-        hyp_marginal = self.hypothesis.clique_table(round_.clique)
-        data_marginal = self._data_side.table(round_.clique)
-        hyp_answer = round_.hypothesis_answer(hyp_marginal)
-        self.sparse_vector.above(0.0, threshold=0.0)  # counts the call; reads nothing
-        private = self.private_answer(round_, data_marginal)
-        self._update(query, round_, hyp_marginal, hyp_answer, private)
-        return self._release(key, private, "oracle")
-
-    def expect(self, queries: Iterable[CMQuery]) -> None:
-        """Announces the CM queries about to be answered, in order (a batch).
-
-        The real-data solves of the next large-clique queries then start while the
-        current one is answered, on more worker threads. It changes when that
-        work is done, never what is computed or released
-        (:mod:`pmwcm.engine.data_side`). Answering a query that was not announced
-        next ends the announcement.
-        """
-        items: list[tuple[str | None, CMQuery]] = []
-        for query in queries:
-            try:
-                items.append((query_key(query, self.domain), query))
-            except QueryError:
-                items.append((None, query))  # refused when it is asked
-        self._data_side.expect(items, self._plan_ahead)
-
-    def _plan_ahead(self, query: CMQuery) -> CMRound | None:
+    def _plan_ahead(self, key: str, query: CMQuery) -> CMRound | None:
         """An announced query's round, if its data side should start ahead (public inputs)."""
-        if self.halted or query_key(query, self.domain) in self.released:
+        if self.halted or key in self.released or not self.mode.solves_ahead:
             return None
-        if isinstance(self.sparse_vector, EveryQueryToOracle):
-            return None  # composition mode never solves on the data ahead
         try:
-            round_ = self.cm_round(query)
+            _check_radius(query)
+            round_ = self.cm_round(query.canonical(self.domain))
             round_.privacy_event(self.oracle_noise_level)
         except (QueryError, Refused):
             return None
@@ -741,3 +700,21 @@ def _replay(
     answer = past.round.hypothesis_answer(table)
     factor = step_factor(rule, past.round, table, answer, past.private, context=context)
     hypothesis.reweight_table(past.round.clique, table, factor)
+
+
+def _check_radius(query: CMQuery) -> None:
+    """Refuses a radius over :data:`~pmwcm.kernels.queries.MAX_RADIUS`, from the spec.
+
+    The one cap the command line, the library and the service apply: every noise
+    scale grows with ``R``, and past it the real-data solve's objective range leaves
+    float64's resolution for common losses.
+    """
+    if query.radius > MAX_RADIUS:
+        raise RadiusRefused(
+            f"radius must be at most {MAX_RADIUS:g}, got radius={query.radius:g}: every "
+            "noise scale grows with the radius, and beyond it the answers carry no signal."
+        )
+
+
+class RadiusRefused(Refused, ValueError):
+    """A query whose radius is over the cap (refused before anything is spent)."""

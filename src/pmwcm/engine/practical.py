@@ -75,50 +75,41 @@ hybrid (large ``n`` for the ``k``; :func:`~pmwcm.engine.budget_rule.prefers_comp
 
 from __future__ import annotations
 
-import functools
-import math
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Literal, get_args
-
-import dp_accounting
-
-from pmwcm.engine.budget_rule import chooses_composition, plan_for_budget, updates_for_budget
 from pmwcm.engine.composition_mode import EveryQueryToOracle
+from pmwcm.engine.config import (
+    ACCOUNTANTS,
+    BUDGET_RULES,
+    FIXED_PRIOR_FRACTION,
+    FIXED_SV_FRACTION,
+    INFORMED_UPDATES,
+    MODES,
+    PAID_PRIORS,
+    PRIORS,
+    REFIT_ITERATIONS,
+    SHORT_STREAM_QUERIES,
+    SPARSE_VECTORS,
+    SWEEP_WINDOW,
+    AccountantName,
+    BudgetRuleName,
+    ModeName,
+    PMWConfig,
+    PriorName,
+    SparseVectorName,
+)
+from pmwcm.engine.modes import COMPOSITION, HYBRID
+from pmwcm.engine.noise_levels import (
+    calibrate_oracle,
+    default_threshold,
+    dwork_roth_epsilon_per_run,
+    make_accountant,
+    make_sparse_vector,
+)
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.settings import (
-    AFTER_HALT,
-    PRACTICAL_HYPOTHESIS_SOLVE,
-    STEP_RULES,
-    AfterHalt,
-    EngineSettings,
-    StepRule,
-    check_count,
-)
-from pmwcm.kernels.backend import (
-    BACKENDS,
-    DEFAULT_HYPOTHESIS_MEMORY,
-    BackendChoice,
-    BackendName,
-    choose_backend,
-)
-from pmwcm.kernels.domain import Domain
+from pmwcm.engine.plan import BudgetPlan, plan_budget, split_fits
 from pmwcm.kernels.histogram import Histogram
 from pmwcm.kernels.support import SupportHistogram
-from pmwcm.mechanisms.accounting import (
-    Accountant,
-    BudgetSplit,
-    EpsilonDeltaDpEvent,
-    PLDAccountant,
-    PrivacyLedger,
-    ZCDPAccountant,
-    calibrate_gaussian_multiplier,
-    calibrate_noise_level,
-    calibrate_parameter,
-)
-from pmwcm.mechanisms.accounting.events import check_budget
-from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
-from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent, Oracle
+from pmwcm.mechanisms.accounting import PrivacyLedger
+from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
     Measurement,
     PriorRelease,
@@ -127,534 +118,84 @@ from pmwcm.mechanisms.priors.marginals import (
 )
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.private_data import PrivateData
-from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
+from pmwcm.mechanisms.sparse_vector import SparseVector
 
-SparseVectorName = Literal["lyu_su_li", "dwork_roth"]
-AccountantName = Literal["pld", "zcdp"]
-PriorName = Literal["marginals", "uniform", "aim", "mst", "public"]
-BudgetRuleName = Literal["signal", "fixed"]
-ModeName = Literal["auto", "hybrid", "composition"]
-SPARSE_VECTORS: tuple[SparseVectorName, ...] = get_args(SparseVectorName)
-ACCOUNTANTS: tuple[AccountantName, ...] = get_args(AccountantName)
-PRIORS: tuple[PriorName, ...] = get_args(PriorName)
-BUDGET_RULES: tuple[BudgetRuleName, ...] = get_args(BudgetRuleName)
-MODES: tuple[ModeName, ...] = get_args(ModeName)
-#: The fixed shares (the split below ``SIGNAL_LARGE`` when ``budget_rule="fixed"``).
-FIXED_PRIOR_FRACTION = 0.4
-FIXED_SV_FRACTION = 0.3
-#: ``T`` for an informed start when ``max_updates`` is left at 0.
-INFORMED_UPDATES = 10
-#: The least ``k`` the threshold rule takes from an announced stream. The rule lets noise
-#: alone trigger about ``T / 2`` updates over ``k`` queries; below 1,000 queries that
-#: would make a short file's few updates (``T = 1`` at small n) mostly noise, so a
-#: short stream keeps the threshold of 1,000 queries (``T / 2000`` per query).
-SHORT_STREAM_QUERIES = 1000
-#: The updates each post-processing sweep replays (the most recent): every update of
-#: an informed start's default ``T``; beyond it an oracle round's cost stops growing.
-SWEEP_WINDOW = INFORMED_UPDATES
-#: Steps of the prior's fit back onto its released marginals after each update
-#: (:mod:`pmwcm.mechanisms.priors.refit`; measured in docs/results.md, "Do updates help?").
-REFIT_ITERATIONS = 3
-#: The priors measured from the private data and paid from the budget.
-PAID_PRIORS: tuple[PriorName, ...] = ("marginals", "aim", "mst")
-
-
-@dataclass(frozen=True, kw_only=True)
-class PMWConfig:
-    """Practical-mode parameters; see the module docstring for the defaults.
-
-    Attributes:
-        epsilon: total privacy budget (> 0).
-        delta: total delta, in (0, 1).
-        max_updates: ``T``, the number of oracle calls and updates; ``0``
-            (default) for 10 with a paid or public prior, 50 with the uniform one
-            (:meth:`with_updates_for` applies the ``(epsilon, n)`` rule of
-            :mod:`pmwcm.engine.budget_rule` instead).
-        sparse_vector: ``"lyu_su_li"`` or ``"dwork_roth"``.
-        sv_fraction: the share of ``epsilon`` given to the sparse vector.
-        learning_rate: ``eta S``; ``None`` for the paper's ``sqrt(log|X| / T)``.
-        threshold: in units of each query's sensitivity; ``None`` for the rule.
-        expected_queries: ``k`` in the threshold rule (public, not a limit);
-            ``0`` (default): ``announced_queries`` when the stream's length is
-            announced (at least :data:`SHORT_STREAM_QUERIES`), else 10,000 with a
-            paid or public prior, 1,000 with the uniform one.
-        prior: ``"marginals"`` (noisy 2-way marginals fitted into the starting
-            histogram, paid from the budget; :mod:`pmwcm.mechanisms.priors.marginals`), ``"aim"`` or
-            ``"mst"`` (the full contingency table of OpenDP's AIM or MST, paid
-            from the budget; needs ``pmwcm[mbi]``; :mod:`pmwcm.mechanisms.priors.synthetic`)
-            ``"public"`` (a histogram from public data, passed to
-            :func:`build_engine` as ``prior=``; free: see
-            :func:`pmwcm.mechanisms.priors.marginals.public_prior`) or ``"uniform"``
-            (the paper's start).
-        prior_fraction: the share of ``(epsilon, delta)`` a paid prior gets
-            (with ``sv_fraction`` and ``max_updates`` at their defaults, the
-            marginal prior's shares and ``T`` follow ``budget_rule``).
-        sensitivity_factor: 2 (docs/design.md) or 3 (the paper) in ``c S / n + tau``.
-        solver_tol: ``tau``, the certified solver gap.
-        after_halt: ``"refuse"`` or ``"synthetic"``.
-        sweeps: post-processing replays of past updates after each update.
-        sweep_window: each sweep replays the ``sweep_window`` most recent updates
-            (default :data:`SWEEP_WINDOW` = 10, the largest ``T`` the budget rule
-            picks, so a default engine replays every update it made; a caller
-            who sets a larger ``T`` gets oracle rounds whose cost stops growing
-            with ``T``), or all of them with ``None``.
-        step_rule: ``"calibrated"`` (default: each update, and each replay, moves
-            by the multiple of ``eta`` that minimises the released answer's excess
-            risk on the updated hypothesis; :mod:`pmwcm.engine.step_size`) or
-            ``"fixed"`` (the paper's ``eta``).
-        refit_iterations: after each update and its sweeps, this many steps of
-            the marginal prior's fit from the updated hypothesis back onto the
-            prior's released marginals (default :data:`REFIT_ITERATIONS`; free
-            post-processing, :mod:`pmwcm.mechanisms.priors.refit`). Only the
-            paid marginal prior has measurements; with any other prior it does
-            nothing.
-        oracle: the single-query oracle; by default noisy gradient descent
-            configured by its per-call budget
-            (:class:`~pmwcm.mechanisms.oracles.BudgetTunedGradientDescent`).
-        accountant: ``"pld"`` (tight) or ``"zcdp"``.
-        backend: the hypothesis backend, ``"auto"`` (dense while it fits
-            ``hypothesis_memory``, a weighted support beyond), ``"dense"`` or
-            ``"support"`` (:func:`~pmwcm.kernels.backend.choose_backend`).
-        hypothesis_memory: bytes the hypothesis may take.
-        support_size: ``M`` for the support backend; 0 for the default.
-        announced_queries: ``k``, announced up front (public): at most ``k`` queries
-            will be asked. ``None`` (default): not announced.
-        mode: ``"auto"`` (default: with ``announced_queries``, composition mode where
-            :func:`~pmwcm.engine.budget_rule.prefers_composition` says ``k`` composed
-            oracle calls are more accurate than the hybrid; the hybrid otherwise),
-            ``"hybrid"`` (never composition mode) or ``"composition"`` (always; needs
-            ``announced_queries``). Composition mode: no paid prior, no sparse vector,
-            ``T = k`` oracle calls at the whole budget
-            (:mod:`pmwcm.engine.composition_mode`).
-
-    The string choices are the ``Literal`` types :data:`SparseVectorName`,
-    :data:`PriorName`, :data:`AccountantName` and
-    :data:`~pmwcm.engine.settings.AfterHalt`, checked at run time; the fields
-    stay annotated ``str`` so that callers passing a plain ``str`` (the CLI,
-    the service) still type-check. :attr:`split` is the budget split and
-    :meth:`engine_settings` the engine's frozen settings.
-    """
-
-    epsilon: float
-    delta: float
-    max_updates: int = 0
-    sparse_vector: SparseVectorName = "lyu_su_li"
-    sv_fraction: float = FIXED_SV_FRACTION
-    learning_rate: float | None = 4.0
-    threshold: float | None = None
-    expected_queries: int = 0
-    prior: PriorName = "marginals"
-    prior_fraction: float = FIXED_PRIOR_FRACTION
-    budget_rule: BudgetRuleName = "signal"
-    sensitivity_factor: float = 2.0
-    solver_tol: float = PRACTICAL_HYPOTHESIS_SOLVE.tol
-    after_halt: AfterHalt = "refuse"
-    sweeps: int = 2
-    sweep_window: int | None = SWEEP_WINDOW
-    step_rule: StepRule = "calibrated"
-    refit_iterations: int = REFIT_ITERATIONS
-    oracle: Oracle = field(default_factory=BudgetTunedGradientDescent)
-    accountant: AccountantName = "pld"
-    backend: BackendName = "auto"
-    hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
-    support_size: int = 0
-    announced_queries: int | None = None
-    mode: ModeName = "auto"
-
-    def __post_init__(self) -> None:
-        if self.prior not in PRIORS:
-            raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got mode={self.mode!r}.")
-        if self.announced_queries is not None and not (
-            isinstance(self.announced_queries, int)
-            and not isinstance(self.announced_queries, bool)
-            and self.announced_queries >= 1
-        ):
-            raise ValueError(
-                "announced_queries must be a positive integer or None, "
-                f"got announced_queries={self.announced_queries!r}."
-            )
-        if self.mode == "composition" and self.announced_queries is None:
-            raise ValueError(
-                "mode='composition' answers k announced queries: give announced_queries."
-            )
-        if self.budget_rule not in BUDGET_RULES:
-            raise ValueError(
-                f"budget_rule must be one of {BUDGET_RULES}, got budget_rule={self.budget_rule!r}."
-            )
-        paid = self.prior in PAID_PRIORS
-        # An informed start (paid or public) leaves the updates only what it misses.
-        informed = self.prior != "uniform"
-        if self.max_updates == 0:
-            object.__setattr__(self, "max_updates", INFORMED_UPDATES if informed else 50)
-        if self.expected_queries == 0:
-            expected = 10_000 if informed else 1000
-            if self.announced_queries is not None:  # the stream's length itself, floored
-                expected = max(self.announced_queries, SHORT_STREAM_QUERIES)
-            object.__setattr__(self, "expected_queries", expected)
-        if paid and not 0 < self.prior_fraction < 1 - self.sv_fraction:
-            raise ValueError(
-                f"prior_fraction must lie in (0, 1 - sv_fraction) = (0, {1 - self.sv_fraction}), "
-                f"got prior_fraction={self.prior_fraction}."
-            )
-        check_budget(self.epsilon, self.delta)
-        if not (isinstance(self.max_updates, int) and self.max_updates >= 1):
-            raise ValueError(f"max_updates must be a positive integer, got {self.max_updates!r}.")
-        if self.sparse_vector not in SPARSE_VECTORS:
-            raise ValueError(
-                f"sparse_vector must be one of {SPARSE_VECTORS}, got {self.sparse_vector!r}."
-            )
-        if not 0 < self.sv_fraction < 1:
-            raise ValueError(f"sv_fraction must lie in (0, 1), got sv_fraction={self.sv_fraction}.")
-        if not (isinstance(self.expected_queries, int) and self.expected_queries >= 1):
-            raise ValueError(f"expected_queries must be >= 1, got {self.expected_queries!r}.")
-        if self.sensitivity_factor < 2:
-            raise ValueError(
-                "sensitivity_factor below 2 breaks the privacy proof, got "
-                f"sensitivity_factor={self.sensitivity_factor}."
-            )
-        if self.after_halt not in AFTER_HALT:
-            raise ValueError(f"after_halt must be one of {AFTER_HALT}, got {self.after_halt!r}.")
-        if self.step_rule not in STEP_RULES:
-            raise ValueError(f"step_rule must be one of {STEP_RULES}, got {self.step_rule!r}.")
-        check_count("refit_iterations", self.refit_iterations)
-        if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}.")
-        self.split  # noqa: B018  (validates the shares)
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got backend={self.backend!r}.")
-        if not (isinstance(self.hypothesis_memory, int) and self.hypothesis_memory > 0):
-            raise ValueError(
-                f"hypothesis_memory must be a positive integer (bytes), "
-                f"got hypothesis_memory={self.hypothesis_memory!r}."
-            )
-        if not (isinstance(self.support_size, int) and self.support_size >= 0):
-            raise ValueError(
-                "support_size must be a non-negative integer, "
-                f"got support_size={self.support_size!r}."
-            )
-
-    def resolved_for(self, n: int, attributes: int) -> PMWConfig:
-        """This config with the budget rule applied for ``n`` records on ``attributes``
-        attributes (public; :func:`~pmwcm.engine.budget_rule.plan_for_budget`), or its
-        composition mode (:meth:`composition_config`) where :attr:`mode` asks for it.
-
-        ``mode="auto"`` with ``announced_queries`` set: composition mode iff
-        :func:`~pmwcm.engine.budget_rule.prefers_composition` of ``(epsilon, delta,
-        n, k)``; otherwise, and in ``mode="hybrid"``, the hybrid below, exactly as
-        if nothing had been announced.
-        """
-        if chooses_composition(self.epsilon, self.delta, n, self.announced_queries, self.mode):
-            return self.composition_config()
-        return self._hybrid_for(n, attributes)
-
-    def composition_config(self) -> PMWConfig:
-        """This config in composition mode (:mod:`pmwcm.engine.composition_mode`): no paid
-        prior (a public prior stays the start), ``T = k``, no sweeps, the paper's
-        fixed step for the (free) updates that serve ``after_halt="synthetic"``.
-
-        Raises:
-            ValueError: ``announced_queries`` is not set.
-        """
-        if self.announced_queries is None:
-            raise ValueError("composition mode needs announced_queries (k).")
-        return replace(
-            self,
-            mode="composition",
-            prior="uniform" if self.prior in PAID_PRIORS else self.prior,
-            max_updates=self.announced_queries,
-            sweeps=0,
-            step_rule="fixed",
-            refit_iterations=0,
-            budget_rule="fixed",
-        )
-
-    def _hybrid_for(self, n: int, attributes: int) -> PMWConfig:
-        """The hybrid's budget rule (:meth:`resolved_for`).
-
-        The rule (``budget_rule="signal"``, the default) sets the shares and ``T`` of
-        the default marginal prior when they hold their default values (shares
-        ``0.4`` / ``0.3``, ``T`` = 0 or the 10 it stands for; the values are what is
-        compared, so a config copied with :func:`dataclasses.replace` keeps the
-        rule). Any other prior, ``budget_rule="fixed"``, or shares set otherwise
-        keep the config as given. :func:`build_engine` calls this with the data's
-        ``n`` and ``d``.
-        """
-        if self.budget_rule == "fixed" or self.prior != "marginals":
-            return self
-        shares = (self.prior_fraction, self.sv_fraction) == (
-            FIXED_PRIOR_FRACTION,
-            FIXED_SV_FRACTION,
-        )
-        if not shares:
-            return self
-        plan = plan_for_budget(self.epsilon, n, attributes)
-        changes: dict[str, object] = {
-            "prior_fraction": plan.prior_fraction,
-            "sv_fraction": plan.sv_fraction,
-            "budget_rule": "fixed",  # resolved: applying it again changes nothing
-        }
-        if self.max_updates == INFORMED_UPDATES:
-            changes["max_updates"] = plan.max_updates
-        ruled = replace(self, **changes)  # type: ignore[arg-type]
-        # At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
-        # discretisation can leave a 95% prior no room for the rest: keep the
-        # fixed split there, which the CLI's pre-flight checks (public values only).
-        return ruled if split_fits(ruled) else replace(self, budget_rule="fixed")
-
-    def with_updates_for(self, n: int) -> PMWConfig:
-        """This config with ``T`` by :func:`~pmwcm.engine.budget_rule.updates_for_budget`
-        of ``(epsilon, n)`` (public), for an informed start; the uniform start is kept.
-
-        Opt-in, not the default: see :mod:`pmwcm.engine.budget_rule` for why.
-        """
-        if self.prior == "uniform":
-            return self
-        return replace(self, max_updates=updates_for_budget(self.epsilon, n))
-
-    def backend_choice(self, domain: Domain, n: int | None = None) -> BackendChoice:
-        """The hypothesis backend for ``domain`` (and ``n`` records, when known: it
-        sets the default support size) under these settings (public).
-
-        Raises:
-            ValueError: naming the setting that does not fit.
-        """
-        choice = choose_backend(
-            domain,
-            memory_budget=self.hypothesis_memory,
-            support_size=self.support_size,
-            backend=self.backend,
-            n=n,
-        )
-        return choice
-
-    @property
-    def split(self) -> BudgetSplit:
-        """The budget split: ``prior_fraction`` to a paid prior (``0`` otherwise),
-        ``sv_fraction`` to the sparse vector, the rest to the oracle calls."""
-        prior = self.prior_fraction if self.prior in PAID_PRIORS else 0.0
-        return BudgetSplit.from_shares(prior=prior, sparse_vector=self.sv_fraction)
-
-    def engine_settings(self, *, learning_rate: float, threshold: float) -> EngineSettings:
-        """The engine's settings from this config, with the resolved ``learning_rate``
-        (``eta S``) and ``threshold`` (:func:`build_engine` resolves the ``None`` rules)."""
-        return EngineSettings(
-            max_updates=self.max_updates,
-            learning_rate=learning_rate,
-            threshold=threshold,
-            sensitivity_factor=self.sensitivity_factor,
-            solver_tol=self.solver_tol,
-            after_halt=self.after_halt,
-            sweeps=self.sweeps,
-            sweep_window=self.sweep_window,
-            step_rule=self.step_rule,
-            refit_iterations=self.refit_iterations,
-        )
-
-
-def split_fits(config: PMWConfig) -> bool:
-    """Whether ``config``'s paid marginal prior and sparse vector, calibrated to their
-    shares, compose to at most ``epsilon (1 - oracle / 2)``, leaving the oracle calls
-    at least half their share (public: the config alone, no data)."""
-    return _split_fits(
-        config.epsilon,
-        config.delta,
-        config.prior_fraction,
-        config.sv_fraction,
-        config.max_updates,
-        config.sparse_vector,
-        config.accountant,
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _split_fits(
-    epsilon: float,
-    delta: float,
-    prior_fraction: float,
-    sv_fraction: float,
-    max_updates: int,
-    sparse_vector: SparseVectorName,
-    accountant_name: AccountantName,
-) -> bool:
-    """:func:`split_fits` on the public numbers it reads (memoised: a PLD calibration)."""
-    config = PMWConfig(
-        epsilon=epsilon,
-        delta=delta,
-        prior_fraction=prior_fraction,
-        sv_fraction=sv_fraction,
-        max_updates=max_updates,
-        sparse_vector=sparse_vector,
-        accountant=accountant_name,
-        budget_rule="fixed",
-    )
-    accountant = make_accountant(accountant_name)
-    eps_p, delta_p = config.split.prior_budget(epsilon, delta)
-    try:
-        multiplier = calibrate_gaussian_multiplier(
-            fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
-        )
-    except ValueError:
-        return False
-    # The sparse vector only stores its noise source; this one is never drawn from.
-    sv, _ = make_sparse_vector(config, accountant=accountant, noise=NumpyNoise(seed=0))
-    fixed = dp_accounting.ComposedDpEvent([measurement_event(multiplier), sv.privacy_event()])
-    return accountant.epsilon(fixed, delta=delta) <= epsilon * (1.0 - config.split.oracle / 2.0)
-
-
-def make_accountant(name: str) -> Accountant:
-    """The accountant called ``name`` (``"pld"`` or ``"zcdp"``)."""
-    return PLDAccountant() if name == "pld" else ZCDPAccountant()
-
-
-def make_sparse_vector(
-    config: PMWConfig, *, accountant: Accountant, noise: NoiseSource
-) -> tuple[SparseVector, float]:
-    """The sparse vector at its share of the budget (``config.split``), and its
-    query-noise scale ``b``.
-
-    ``b`` is in units of the (unit) sensitivity: Lyu-Su-Li ``2c / eps_2``,
-    Dwork-Roth ``4 / eps'``.
-    """
-    eps_sv, delta_sv = config.split.sparse_vector_budget(config.epsilon, config.delta)
-    cutoff = config.max_updates
-    if config.sparse_vector == "lyu_su_li":
-        sv = LyuSuLiSparse.from_total(epsilon=eps_sv, cutoff=cutoff, noise=noise)
-        return sv, 2.0 * cutoff / sv.epsilon_queries
-    per_run = dwork_roth_epsilon_per_run(eps_sv, cutoff, delta=delta_sv, accountant=accountant)
-    return DworkRothSparse(epsilon_per_run=per_run, cutoff=cutoff, noise=noise), 4.0 / per_run
-
-
-def dwork_roth_epsilon_per_run(
-    epsilon: float, cutoff: int, *, delta: float, accountant: Accountant
-) -> float:
-    """The largest ``eps'`` whose ``cutoff``-fold composition is ``(epsilon, delta)``-DP.
-
-    Found by :func:`~pmwcm.mechanisms.accounting.calibrate_parameter` between
-    ``epsilon / cutoff`` (basic composition: always fits) and ``epsilon``, to
-    relative precision ``1e-12``; the value returned fits.
-    """
-    if cutoff == 1:
-        return epsilon
-    return calibrate_parameter(
-        lambda eps: dp_accounting.SelfComposedDpEvent(EpsilonDeltaDpEvent(epsilon=eps), cutoff),
-        epsilon=epsilon,
-        delta=delta,
-        accountant=accountant,
-        bracket=(epsilon / cutoff, epsilon),
-        rtol=1e-12,
-    )
-
-
-def calibrate_oracle(
-    event_for: Callable[[float], dp_accounting.DpEvent],
-    config: PMWConfig,
-    *,
-    fixed: dp_accounting.DpEvent,
-    accountant: Accountant,
-) -> float:
-    """The oracle calls' noise level: the smallest for which ``fixed`` (the prior's
-    and the sparse vector's events) and ``T`` oracle calls compose to the total
-    ``(epsilon, delta)``, i.e. the oracle takes its share ``config.split.oracle``
-    and whatever tight composition saves on the other two.
-
-    Gaussian events: :func:`~pmwcm.mechanisms.accounting.calibrate_gaussian_multiplier`
-    (from the zCDP estimate); any other monotone family:
-    :func:`~pmwcm.mechanisms.accounting.calibrate_noise_level`; both to relative
-    precision 1e-6 (the hand-written bisections this replaces stopped at 1e-4
-    for Gaussians, so levels now sit closer to the optimum, never above it by
-    more than the old slack). Both go
-    through ``dp_accounting``'s ``calibrate_dp_mechanism`` and return a level
-    that fits.
-
-    Raises:
-        ValueError: if ``fixed`` alone exceeds the budget.
-    """
-    if isinstance(event_for(1.0), dp_accounting.GaussianDpEvent):
-        return calibrate_gaussian_multiplier(
-            fixed=fixed,
-            gaussian_count=config.max_updates,
-            epsilon=config.epsilon,
-            delta=config.delta,
-            accountant=accountant,
-        )
-    return calibrate_noise_level(
-        event_for,
-        count=config.max_updates,
-        fixed=fixed,
-        epsilon=config.epsilon,
-        delta=config.delta,
-        accountant=accountant,
-    )
+__all__ = [
+    "ACCOUNTANTS",
+    "BUDGET_RULES",
+    "FIXED_PRIOR_FRACTION",
+    "FIXED_SV_FRACTION",
+    "INFORMED_UPDATES",
+    "MODES",
+    "PAID_PRIORS",
+    "PRIORS",
+    "REFIT_ITERATIONS",
+    "SHORT_STREAM_QUERIES",
+    "SPARSE_VECTORS",
+    "SWEEP_WINDOW",
+    "AccountantName",
+    "BudgetPlan",
+    "BudgetRuleName",
+    "ModeName",
+    "PMWConfig",
+    "PriorName",
+    "SparseVectorName",
+    "build_engine",
+    "calibrate_oracle",
+    "default_threshold",
+    "dwork_roth_epsilon_per_run",
+    "make_accountant",
+    "make_sparse_vector",
+    "plan_budget",
+    "split_fits",
+]
 
 
 def _paid_marginal_prior(
     data: PrivateData,
-    config: PMWConfig,
+    plan: BudgetPlan,
     *,
     ledger: PrivacyLedger,
     noise: NoiseSource,
-    backend: BackendChoice,
-) -> tuple[PriorRelease[Histogram], list[dp_accounting.DpEvent]]:
-    """Charges, then measures, all 2-way marginals at the prior's share of the budget,
-    and fits them on the chosen backend (dense, or a support of ``M`` records:
-    :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way).
-
-    Returns the prior with its measurements, and the events charged for it.
-    """
-    epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
-    multiplier = calibrate_gaussian_multiplier(
-        fixed=None, gaussian_count=1, epsilon=epsilon, delta=delta, accountant=ledger.accountant
-    )
-    event = measurement_event(multiplier)
-    ledger.spend(event, label="prior: noisy 2-way marginals")
-    release: PriorRelease[Histogram]
-    if backend.kind == "support":
-        release = support_marginal_prior(
-            data, noise_multiplier=multiplier, noise=noise, size=backend.support_size
+) -> PriorRelease[Histogram]:
+    """Charges, then measures, all 2-way marginals at the plan's multiplier, and fits
+    them on the plan's backend (dense, or a support of ``M`` records:
+    :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way)."""
+    multiplier = plan.prior_multiplier
+    assert multiplier is not None  # planned for the marginal prior (public)
+    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
+    if plan.backend.kind == "support":
+        return support_marginal_prior(
+            data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size
         )
-    else:
-        release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
-    return release, [event]
+    return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
 
 
 def _paid_synthetic_prior(
-    data: PrivateData,
-    config: PMWConfig,
-    *,
-    ledger: PrivacyLedger,
-    noise: NoiseSource,
-    backend: BackendChoice,
-) -> tuple[Histogram, list[dp_accounting.DpEvent]]:
-    """Charges, then runs AIM or MST at the prior's share of the budget.
+    data: PrivateData, plan: BudgetPlan, *, ledger: PrivacyLedger, noise: NoiseSource
+) -> Histogram:
+    """Charges, then runs AIM or MST at the prior's share of the budget (the event the
+    plan counted: :func:`pmwcm.mechanisms.priors.synthetic.prior_event`).
 
     See :mod:`pmwcm.mechanisms.priors.synthetic` (imported here: it is the optional mbi
     backend, and raises its ImportError before charging anything). On the dense
     backend the prior is the model's full table, on a support ``M`` records
-    sampled from the model (the same release and charge). Returns the prior and
-    the events charged for it.
+    sampled from the model (the same release and charge).
     """
     from pmwcm.mechanisms.priors.synthetic import paid_synthetic_prior
 
+    config = plan.config
     epsilon, delta = config.split.prior_budget(config.epsilon, config.delta)
-    before = len(ledger.entries)
-    on_support = backend.kind == "support"
-    prior = paid_synthetic_prior(
+    on_support = plan.backend.kind == "support"
+    return paid_synthetic_prior(
         data,
         config.prior,
         epsilon=epsilon,
         delta=delta,
         ledger=ledger,
-        support_size=backend.support_size if on_support else None,
+        support_size=plan.backend.support_size if on_support else None,
         rng=post_processing_rng(noise) if on_support else None,
     )
-    return prior, [entry.event for entry in ledger.entries[before:]]
-
-
-def default_threshold(noise_scale: float, config: PMWConfig) -> float:
-    """``b ln(max(e, k / T))`` (module docstring)."""
-    return noise_scale * math.log(max(math.e, config.expected_queries / config.max_updates))
 
 
 def build_engine(
@@ -665,8 +206,14 @@ def build_engine(
     prior: Histogram | None = None,
     ledger: PrivacyLedger | None = None,
     kind: str = "cm",
+    plan: BudgetPlan | None = None,
 ) -> OnlinePMW:
     """An :class:`~pmwcm.engine.online.OnlinePMW` whose total spend is exactly the budget.
+
+    Every number the budget decides comes from one :class:`~pmwcm.engine.plan.BudgetPlan`
+    (:func:`~pmwcm.engine.plan.plan_budget`, made here unless the caller made it
+    already, e.g. to show it first); this function pays the planned prior, builds
+    the sparse vector and hands the engine the planned levels.
 
     Args:
         data: the private data.
@@ -678,6 +225,11 @@ def build_engine(
             ``"mst"``), it is charged to the ledger first and then computed here.
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
+        plan: the plan of ``config`` for this data, ledger and ``kind``, if made already.
+
+    Raises:
+        BudgetRefused: the budget breaks a rule or no noise level fits (nothing read).
+        ValueError: a setting that does not fit, or a ``plan`` made for other inputs.
     """
     accountant = make_accountant(config.accountant)
     if ledger is None:
@@ -687,8 +239,8 @@ def build_engine(
         config.delta,
         accountant.name,
     ):
-        # The calibration below fits the config's budget under the config's accountant;
-        # a ledger enforcing anything else would refuse oracle calls mid-stream.
+        # The plan fits the config's budget under the config's accountant; a ledger
+        # enforcing anything else would refuse oracle calls mid-stream.
         raise ValueError(
             f"The ledger's budget (epsilon={ledger.epsilon}, delta={ledger.delta}, "
             f"{ledger.accountant.name}) must equal the config's (epsilon={config.epsilon}, "
@@ -699,56 +251,53 @@ def build_engine(
             "prior='public' needs the public histogram as build_engine(..., prior=...); "
             "see pmwcm.mechanisms.priors.marginals.public_prior."
         )
-    # The budget rule reads only public values (n, the schema's d, epsilon).
-    config = config.resolved_for(data.n, len(data.domain))
-    backend = config.backend_choice(data.domain, data.n)
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
-    fixed_events = [entry.event for entry in ledger.entries]
+    spent = [entry.event for entry in ledger.entries]
+    if plan is None:
+        plan = plan_budget(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
+                           prior_supplied=prior is not None)  # fmt: skip
+    elif not plan.matches(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
+                          prior_supplied=prior is not None):  # fmt: skip
+        raise ValueError(
+            "The budget plan was made for another config, data, ledger, start or kind."
+        )
+    return _engine_of_plan(data, plan, noise=noise, prior=prior, ledger=ledger)
+
+
+def _engine_of_plan(
+    data: PrivateData,
+    plan: BudgetPlan,
+    *,
+    noise: NoiseSource,
+    prior: Histogram | None,
+    ledger: PrivacyLedger,
+) -> OnlinePMW:
+    """Pays the planned prior (reading the data), then builds the engine on the plan."""
+    config = plan.config
     measurements: tuple[Measurement, ...] = ()
     if prior is None and config.prior == "marginals":
-        release, prior_events = _paid_marginal_prior(
-            data, config, ledger=ledger, noise=noise, backend=backend
-        )
+        release = _paid_marginal_prior(data, plan, ledger=ledger, noise=noise)
         prior, measurements = release.hypothesis, release.measurements
-        fixed_events += prior_events
-    elif prior is None and config.prior == "uniform" and backend.kind == "support":
+    elif prior is None and config.prior == "uniform" and plan.backend.kind == "support":
         rng = post_processing_rng(noise)
-        prior = SupportHistogram.uniform(data.domain, backend.support_size, rng=rng)
+        prior = SupportHistogram.uniform(data.domain, plan.backend.support_size, rng=rng)
     elif prior is None and config.prior in ("aim", "mst"):
-        prior, prior_events = _paid_synthetic_prior(
-            data, config, ledger=ledger, noise=noise, backend=backend
-        )
-        fixed_events += prior_events
-    sv: SparseVector
-    if config.mode == "composition":
-        # Every query to the oracle: the stand-in reads nothing and costs nothing.
-        sv, noise_scale = EveryQueryToOracle(cutoff=config.max_updates), 0.0
+        prior = _paid_synthetic_prior(data, plan, ledger=ledger, noise=noise)
+    if plan.sparse_vector is None:
+        # Composition mode: every query to the oracle; the counter reads nothing.
+        sv: SparseVector = EveryQueryToOracle(cutoff=config.max_updates)
     else:
-        sv, noise_scale = make_sparse_vector(config, accountant=accountant, noise=noise)
-    fixed = dp_accounting.ComposedDpEvent([*fixed_events, sv.privacy_event()])
-    if kind == "cm":
-        event_for: Callable[[float], dp_accounting.DpEvent] = config.oracle.privacy_event
-    elif kind == "linear":
-        event_for = dp_accounting.LaplaceDpEvent
-    else:
-        raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
-    multiplier = calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
-    learning_rate = config.learning_rate
-    if learning_rate is None:
-        learning_rate = math.sqrt(data.domain.log_size / config.max_updates)
-    threshold = config.threshold
-    if threshold is None:
-        threshold = default_threshold(noise_scale, config)
-    settings = config.engine_settings(learning_rate=learning_rate, threshold=threshold)
+        sv = plan.sparse_vector.build(noise)
     return OnlinePMW(
         data,
-        settings=settings,
+        settings=plan.engine_settings(),
         sparse_vector=sv,
         oracle=config.oracle,
-        oracle_noise_level=multiplier,
+        oracle_noise_level=plan.oracle_noise_level,
         ledger=ledger,
         noise=noise,
         prior=prior,
         prior_measurements=measurements,
-        backend=backend,
+        backend=plan.backend,
+        mode=COMPOSITION if plan.mode == "composition" else HYBRID,
     )

@@ -42,6 +42,7 @@ from typing import Literal
 
 import dp_accounting
 
+from pmwcm.engine.modes import THEORY
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import THEORY_HYPOTHESIS_SOLVE, EngineSettings
 from pmwcm.mechanisms.accounting import EpsilonDeltaDpEvent, PLDAccountant, PrivacyLedger
@@ -220,6 +221,7 @@ def build_theory_engine(
         oracle_noise_level=params.oracle_noise_multiplier,
         ledger=ledger,
         noise=noise,
+        mode=THEORY,
     )
 
 

@@ -59,6 +59,11 @@ ENCODINGS = ("auto", "onehot", "ordinal")
 #: smallest numbers makes it underflow to zero (a radius of 5e-324 once reached
 #: the engine and failed there instead of being refused from the spec).
 MIN_RADIUS = 1e-6
+#: The largest radius served, by the command line, the library's engine and the
+#: service alike (``OnlinePMW.ask`` refuses more, before anything is spent): every
+#: noise scale grows in proportion to ``R``, and past it the real-data solve's
+#: objective range leaves float64's resolution for common losses.
+MAX_RADIUS = 100.0
 
 
 class QueryError(InvalidQuery, ValueError):
@@ -211,11 +216,14 @@ class CMQuery:
         Resolves everything the compiled problem does not distinguish: the loss
         parameter's default (``huber`` is ``huber`` with ``loss_param=1.0``),
         ``"auto"`` encodings (one-hot for a non-binary feature; a binary feature
-        is always ``+/-1``, so its encoding entry is dropped), and numbers to
-        floats (``radius=1`` is ``radius=1.0``). Two queries with the same
-        canonical form compile to the same problem, with the same coordinates
-        of ``theta``, so they are the same query for the engine: one key, one
-        oracle draw. Feature and interaction order are kept: they order ``theta``.
+        is always ``+/-1``, so its encoding entry is dropped), numbers to floats
+        (``radius=1`` is ``radius=1.0``), and the order of the coordinates: the
+        features in the domain's attribute order, each interaction's members
+        likewise, and the interactions by their members' positions. Two queries
+        with the same canonical form pose the same problem up to a permutation of
+        ``theta``'s coordinates (:meth:`coordinate_order`), so they are the same
+        query for the engine: one key, one oracle draw, answered in the canonical
+        order and returned in each query's own.
 
         Raises:
             QueryError: an attribute the domain does not have.
@@ -223,14 +231,49 @@ class CMQuery:
         >>> from pmwcm.kernels.domain import Domain
         >>> d = Domain.from_sizes({"a": 2, "c": 3, "y": 2})
         >>> a = CMQuery(loss="huber", target="y", features=("a", "c"), radius=1)
-        >>> b = CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0,
+        >>> b = CMQuery(loss="huber", target="y", features=("c", "a"), loss_param=1.0,
         ...             encodings={"a": "ordinal", "c": "onehot"})
         >>> a.canonical(d) == b.canonical(d)
         True
+        >>> b.coordinate_order(d)  # b's theta: c's three one-hot coordinates, a, intercept
+        (1, 2, 3, 0, 4)
         """
-        return self._memoised(
-            "_canonical", domain, lambda: self._checked_variant(**self._canonical_fields(domain))
-        )
+        return self._memoised("_canonical", domain, lambda: self._build_canonical(domain))
+
+    def _build_canonical(self, domain: Domain) -> CMQuery:
+        """The canonical query, whose own canonical form and key are itself (memo seeded)."""
+        fields = self._fields(domain)
+        variant = self._checked_variant(**fields)
+        key = _KEY_ENCODER.encode(variant._spec(**_key_fields(fields)))
+        mutable = variant._mutable_part()
+        object.__setattr__(variant, "_canonical", (domain, mutable, variant))
+        object.__setattr__(variant, "_canonical_json", (domain, mutable, key))
+        object.__setattr__(variant, "_fields_memo", (domain, mutable, fields))
+        return variant
+
+    def _fields(self, domain: Domain) -> dict[str, Any]:
+        """:meth:`_canonical_fields`, memoised: a query is canonicalised once per domain."""
+        return self._memoised("_fields_memo", domain, lambda: self._canonical_fields(domain))
+
+    def coordinate_order(self, domain: Domain) -> tuple[int, ...] | None:
+        """Where each coordinate of this query's ``theta`` sits in the canonical form's
+        (:meth:`canonical`), or ``None`` when the orders agree.
+
+        A coordinate is named by what it multiplies: a feature's code (one column of
+        its block), a product of its members' codes (an interaction), the intercept;
+        the canonical order lists the same names in another order.
+
+        Raises:
+            QueryError: an attribute the domain does not have.
+        """
+        return self._memoised("_order", domain, lambda: self._coordinate_order(domain))
+
+    def _coordinate_order(self, domain: Domain) -> tuple[int, ...] | None:
+        canonical = self.canonical(domain)
+        if (canonical.features, canonical.interactions) == (self.features, self.interactions):
+            return None
+        position = {name: i for i, name in enumerate(_coordinate_names(canonical, domain))}
+        return tuple(position[name] for name in _coordinate_names(self, domain))
 
     def _memoised(self, name: str, domain: Domain, build: Callable[[], _T]) -> _T:
         """``build()``, memoised on the instance under ``name`` for this ``domain`` and
@@ -249,7 +292,7 @@ class CMQuery:
         return value
 
     def _canonical_fields(self, domain: Domain) -> dict[str, Any]:
-        """The four fields :meth:`canonical` resolves, resolved on ``domain``.
+        """The fields :meth:`canonical` resolves, resolved on ``domain``.
 
         Raises:
             QueryError: an attribute the domain does not have, or an unknown encoding.
@@ -261,7 +304,11 @@ class CMQuery:
                 chosen = self.encodings.get(name, "auto")
                 _check_encoding(name, chosen)  # the dict is the one field that can change
                 encodings[name] = "onehot" if chosen == "auto" else chosen
+        index = {name: i for i, name in enumerate(domain.names)}
+        groups = [tuple(sorted(group, key=index.__getitem__)) for group in self.interactions]
         return {
+            "features": tuple(sorted(self.features, key=index.__getitem__)),
+            "interactions": tuple(sorted(groups, key=lambda g: [index[a] for a in g])),
             "radius": float(self.radius),
             "l2": float(self.l2),
             "loss_param": resolved_loss_param(self.loss, self.loss_param),
@@ -292,7 +339,7 @@ class CMQuery:
         return self._memoised(
             "_canonical_json",
             domain,
-            lambda: _KEY_ENCODER.encode(self._spec(**self._canonical_fields(domain))),
+            lambda: self.canonical(domain).canonical_json(domain),
         )
 
     def check(self, domain: Domain) -> GLMLoss:
@@ -474,6 +521,32 @@ def _layout_entries(
     values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
     widths = tuple(int(width) for _, _, width in blocks)
     return columns.astype(np.int64), values, int(offsets[-1]), widths
+
+
+def _key_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved fields :meth:`CMQuery._spec` takes (the order is the query's own)."""
+    return {k: fields[k] for k in ("radius", "l2", "loss_param", "encodings")}
+
+
+def _coordinate_names(query: CMQuery, domain: Domain) -> list[object]:
+    """A name for each coordinate of ``query``'s ``theta``, independent of the order the
+    query lists its features in (see :meth:`CMQuery.coordinate_order`)."""
+    canonical = query.canonical(domain)
+    width = {
+        name: domain.size_of(name) if canonical.encodings.get(name) == "onehot" else 1
+        for name in query.features
+    }
+    names: list[object] = [
+        ("feature", name, j) for name in query.features for j in range(width[name])
+    ]
+    for group in query.interactions:
+        codes: list[tuple[tuple[str, int], ...]] = [()]
+        for member in group:  # row-major, as the Kronecker product in compile
+            codes = [(*c, (member, j)) for c in codes for j in range(width[member])]
+        names.extend(("interaction", frozenset(c)) for c in codes)
+    if query.intercept:
+        names.append(("intercept",))
+    return names
 
 
 def _check_encoding(name: str, encoding: str) -> None:

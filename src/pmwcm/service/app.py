@@ -659,6 +659,6 @@ def _session_out(
         "created": created,
         **{k: _shown_path(config.get(k), data_dirs) for k in paths},
         **{k: config.get(k) for k in ("connection", "table", "engine")},
-        **{k: config.get(k) for k in ("epsilon", "delta", "parameters")},
+        **{k: config.get(k) for k in ("epsilon", "delta", "parameters", "plan")},
         "drafted_schema_accepted": accepted,
     }

@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
+from pmwcm.mechanisms.accounting.budget_rules import check_total_budget
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.private_data import PrivateData
@@ -155,6 +157,7 @@ def session_config(
     unknown = sorted(set(parameters) - set(PARAMETERS))
     if unknown:
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
+    check_total_budget(epsilon, delta)  # the rules run and the library apply; n at genesis
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
     drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
     _check_backend(pmw, resolved["schema_path"])
@@ -280,8 +283,11 @@ def genesis(
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
     private, pmw, public = _parts(config, connections, creating=True)
+    # The budget plan from public inputs (every rule, with n), before the prior reads the
+    # data: the same function `pmwcm run` and build_engine call.
+    plan = plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)
     start = None if public is None else _public_start(private, pmw, config, public)
-    engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start)
+    engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start, plan=plan)
     sv_state = engine.sparse_vector.export_state()
     debits = [
         DebitRecord(seq=i, label=e.label, event=event_to_dict(e.event), sv_state=sv_state)
@@ -294,6 +300,7 @@ def genesis(
         # The data's own digest (never released): a reopened file or table that holds
         # other records, even as many, is refused (locations.open_private).
         "data_fingerprint": private.fingerprint(),
+        "plan": plan.to_dict(),
     }
     return built, debits, encode_snapshot(engine)
 

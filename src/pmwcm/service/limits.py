@@ -14,11 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from pmwcm.errors import InvalidQuery, Refused
+from pmwcm.kernels.queries import MAX_RADIUS as LIBRARY_MAX_RADIUS
 
 #: The default request body limit (bytes): a larger body is refused with 413 unread.
 MAX_BODY_BYTES = 1_000_000
-#: The largest ``radius`` a query may ask for on this service.
-MAX_RADIUS = 100.0
+#: The largest ``radius`` a query may ask for: the library's cap (the command line and
+#: the engine refuse the same radii).
+MAX_RADIUS = LIBRARY_MAX_RADIUS
 #: The most features a query may name.
 MAX_FEATURES = 8
 #: The most interactions a query may list.

@@ -252,8 +252,10 @@ class SessionCreate(_Request):
         description="PUBLIC records under the same schema to start from, at no privacy "
         "cost (sets prior 'public'); never a file derived from the private data.",
     )
-    epsilon: float = Field(gt=0, le=1e6)
-    delta: float = Field(gt=0, lt=1)
+    # Checked by the library's budget rules (pmwcm.mechanisms.accounting.budget_rules),
+    # which the command line applies too: epsilon in [1e-3, 1e3], delta in [1e-15, 1/n).
+    epsilon: float
+    delta: float
     parameters: SessionParameters = Field(default_factory=SessionParameters)
     accept_drafted_schema: bool = Field(
         default=False,
@@ -298,6 +300,12 @@ class SessionOut(BaseModel):
     epsilon: float
     delta: float
     parameters: dict[str, Any]
+    plan: dict[str, Any] | None = Field(
+        default=None,
+        description="The budget plan the session's engine was built on "
+        "(pmwcm.engine.plan.BudgetPlan: mode, split, T, every calibrated noise level, the "
+        "backend), as `pmwcm run --dry-run` prints it; public.",
+    )
     drafted_schema_accepted: bool = False
 
 

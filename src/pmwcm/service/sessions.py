@@ -299,6 +299,7 @@ class LiveSession:
             SessionUnavailable: the session cannot be loaded.
         """
         from pmwcm.engine.online import EngineHalted
+        from pmwcm.errors import Refused
         from pmwcm.kernels.fixed_budget import SolveRefused
         from pmwcm.kernels.queries import QueryError
         from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
@@ -309,12 +310,11 @@ class LiveSession:
                 if kept is not None:
                     kept = idempotency.check(kept)
                     return Reply(answer=None, status=kept.status, body=kept.body)
-            round_ = engine.cm_round(query)  # public: QueryError / SolveRefused
-            if proceed is not None:
-                proceed()  # the last point at which giving up costs nothing
             mark = state_mark(engine)
             try:
-                answer = engine.run_round(query, round_)
+                # The engine's one door; it calls proceed() once the query is compiled
+                # (public: QueryError / SolveRefused before it), right before the data.
+                answer = engine.ask(query, proceed=proceed)
                 body = render(answer, engine.domain)
                 changed = state_mark(engine) != mark
                 kept_response = None
@@ -331,13 +331,14 @@ class LiveSession:
                     ReleaseRecord(
                         index=answer.index,
                         query_key=query_key(query, engine.domain),
-                        answer=answer_to_dict(answer),
+                        answer=answer_to_dict(engine.recorded(answer)),  # canonical order
                         token_id=token_id,
                     ),
                     encode_snapshot(engine) if changed else None,
                     kept_response,
                 )
-            except (QueryError, SolveRefused, EngineHalted, SparseVectorHalted):
+            except (Abandoned, Refused, QueryError, SolveRefused, EngineHalted,
+                    SparseVectorHalted):  # fmt: skip
                 raise  # raised before the engine changed anything
             except BaseException:
                 self._engine, self._head = None, None  # memory may be ahead of the store

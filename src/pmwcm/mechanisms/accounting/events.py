@@ -15,6 +15,9 @@ import attr
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 
+# The shape check of any budget lives with the rules of a user's total (re-exported).
+from pmwcm.mechanisms.accounting.budget_rules import check_budget as check_budget
+
 
 def check_delta(delta: float, *, name: str = "delta", closed: bool = False) -> float:
     """``delta`` as a float in ``[0, 1)`` (``[0, 1]`` if ``closed``); raises naming it."""
@@ -23,25 +26,6 @@ def check_delta(delta: float, *, name: str = "delta", closed: bool = False) -> f
         interval = "[0, 1]" if closed else "[0, 1)"
         raise ValueError(f"{name} must lie in {interval}, got {name}={delta}.")
     return delta
-
-
-def check_budget(epsilon: float, delta: float) -> tuple[float, float]:
-    """A total budget as floats: ``epsilon`` positive and finite, ``delta`` in ``(0, 1)``.
-
-    The one check of a user's ``(epsilon, delta)``; the message names the bad value.
-
-    >>> check_budget(1, 1e-6)
-    (1.0, 1e-06)
-    """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float):
-        raise ValueError(f"epsilon must be a number, got epsilon={epsilon!r}.")
-    if isinstance(delta, bool) or not isinstance(delta, int | float):
-        raise ValueError(f"delta must be a number, got delta={delta!r}.")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be positive and finite, got epsilon={epsilon}.")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got delta={delta}.")
-    return float(epsilon), float(delta)
 
 
 def check_count(count: int, *, name: str = "count") -> int:

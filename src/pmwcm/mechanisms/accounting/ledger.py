@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 from dp_accounting import dp_event
 from dp_accounting.dp_event import DpEvent
 
 from pmwcm.errors import BudgetExhausted
-from pmwcm.kernels.lru import LRUCache
-from pmwcm.mechanisms.accounting.accountants import (
-    Accountant,
-    DRVAccountant,
-    PLDAccountant,
-    ZCDPAccountant,
-)
+from pmwcm.mechanisms.accounting.accountants import Accountant
+from pmwcm.mechanisms.accounting.budget_rules import zcdp_for
 from pmwcm.mechanisms.accounting.calibration import calibrate_noise_level
 from pmwcm.mechanisms.accounting.events import check_count, check_delta
 
@@ -154,14 +148,8 @@ def calibrate_gaussian_multiplier(
     if used > epsilon:
         raise ValueError(f"fixed alone needs epsilon={used!r} > epsilon={epsilon!r}.")
 
-    key = _calibration_key(accountant, base, count, epsilon, delta, rtol)
-    with _calibration_lock:
-        known = None if key is None else _calibrations.get(key)
-    if known is not None:
-        return known
     # Start from the zCDP estimate of the Gaussian part alone (Bun-Steinke Prop. 1.3).
-    log_inv = -math.log(delta) if delta > 0 else 1e3
-    rho = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+    rho = zcdp_for(epsilon, delta)
     multiplier = calibrate_noise_level(
         dp_event.GaussianDpEvent,
         count=count,
@@ -173,38 +161,4 @@ def calibrate_gaussian_multiplier(
         guess=math.sqrt(count / (2 * rho)),
         name="Gaussian multiplier",
     )
-    if key is not None:
-        with _calibration_lock:
-            _calibrations.put(key, multiplier)
     return multiplier
-
-
-# calibrate_gaussian_multiplier is a deterministic function of public numbers, and
-# one `pmwcm run` asks for the same calibration up to three times (the up-front
-# check, the budget split, the engine), each tens of milliseconds of PLD
-# accounting. Results are remembered per accountant configuration, fixed events,
-# count, budget and tolerance.
-_calibrations: LRUCache[tuple[object, ...], float] = LRUCache(maxsize=64)
-_calibration_lock = threading.Lock()
-_KNOWN_ACCOUNTANTS = (PLDAccountant, ZCDPAccountant, DRVAccountant)
-
-
-def _calibration_key(
-    accountant: Accountant,
-    fixed: DpEvent,
-    count: int,
-    epsilon: float,
-    delta: float,
-    rtol: float,
-) -> tuple[object, ...] | None:
-    """The memo key of a calibration, or ``None`` when it must not be remembered.
-
-    Only the library's own accountants are keyed, by their whole configuration
-    (the PLD accountant's discretisation ``h`` as a float: its ``name`` rounds
-    it); a user's subclass might keep state the key would not see. ``repr`` of
-    a ``dp_event`` writes every field, floats included, exactly.
-    """
-    if type(accountant) not in _KNOWN_ACCOUNTANTS:
-        return None
-    config = accountant.h if isinstance(accountant, PLDAccountant) else None
-    return (type(accountant).__name__, config, repr(fixed), count, epsilon, delta, rtol)

@@ -88,6 +88,7 @@ from pmwcm.mechanisms.accounting import (
     ZCDPAccountant,
     calibrate_parameter,
 )
+from pmwcm.mechanisms.accounting.budget_rules import zcdp_for
 from pmwcm.mechanisms.accounting.events import check_budget
 from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
 from pmwcm.mechanisms.private_data import PrivateData
@@ -151,8 +152,7 @@ def replace_one_rho(epsilon: float, delta: float) -> float:
     def fits(rho: float) -> bool:
         return accountant.epsilon(dp_event.ZCDpEvent(rho), delta=delta) <= epsilon
 
-    log_inv = -math.log(delta)
-    lo = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+    lo = zcdp_for(epsilon, delta)
     while not fits(lo):  # float round-off only: shave ulps off the closed form
         lo *= 1 - 1e-12
     hi = lo * 2

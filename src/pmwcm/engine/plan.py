@@ -1,0 +1,418 @@
+"""The budget plan: every number an engine's budget decides, computed once, before any data.
+
+:func:`plan_budget` reads only public inputs -- the total ``(epsilon, delta)``,
+``n``, the schema (its number of attributes and ``log|X|``), the announced
+``k`` and the settings (:class:`~pmwcm.engine.config.PMWConfig`) -- and
+returns a frozen :class:`BudgetPlan`:
+
+1. the budget rules (:func:`~pmwcm.mechanisms.accounting.budget_rules.check_total_budget`:
+   epsilon in ``[1e-3, 1e3]``, delta in ``[1e-15, 1/n)``);
+2. the mode (hybrid or composition, :func:`~pmwcm.engine.budget_rule.chooses_composition`)
+   and, for the hybrid, the split and ``T`` (:func:`~pmwcm.engine.budget_rule.plan_for_budget`);
+3. the hypothesis backend;
+4. every calibrated noise level: the paid prior's events (the marginal prior's
+   Gaussian multiplier, or AIM/MST's event), the sparse vector's epsilons and
+   query-noise scale ``b``, the oracle calls' level (the smallest for which
+   everything composes to exactly ``(epsilon, delta)``);
+5. the threshold ``b ln(max(e, k/T))`` and the step ``eta S``.
+
+The command line (``pmwcm run --dry-run`` prints it), the service's session
+creation and :func:`~pmwcm.engine.practical.build_engine` all call this one
+function; ``build_engine`` takes a plan made earlier and only draws the noise
+it prescribes. A budget that no noise level fits is refused here, naming the
+field, before the prior reads the data.
+
+Epsilon's way::
+
+    (epsilon, delta), n, schema, k, settings
+        -> check_total_budget                      the rules, once
+        -> mode, split, T                          budget_rule (public)
+        -> prior events, sparse vector, oracle     each level calibrated once
+        -> BudgetPlan (frozen)  -> build_engine -> PrivacyLedger(epsilon, delta)
+                                                   charges exactly the planned events
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import dp_accounting
+
+from pmwcm.engine.budget_rule import chooses_composition, mode_reason, plan_for_budget
+from pmwcm.engine.config import (
+    FIXED_PRIOR_FRACTION,
+    FIXED_SV_FRACTION,
+    INFORMED_UPDATES,
+    PMWConfig,
+)
+from pmwcm.engine.noise_levels import (
+    calibrate_oracle,
+    default_threshold,
+    dwork_roth_epsilon_per_run,
+    make_accountant,
+)
+from pmwcm.engine.settings import EngineSettings
+from pmwcm.kernels.backend import BackendChoice
+from pmwcm.kernels.domain import Domain
+from pmwcm.mechanisms.accounting import Accountant, calibrate_gaussian_multiplier
+from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused, check_total_budget
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
+from pmwcm.mechanisms.priors.marginals import measurement_event
+from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
+
+Kind = Literal["cm", "linear"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparseVectorPlan:
+    """The sparse vector's calibrated parameters; :meth:`build` makes it with its noise.
+
+    Attributes:
+        name: ``"lyu_su_li"`` or ``"dwork_roth"``.
+        cutoff: ``T``.
+        epsilons: Lyu-Su-Li's ``(eps1, eps2)``, or Dwork-Roth's ``(eps',)`` per run.
+        noise_scale: ``b``, the query noise in units of the (unit) sensitivity:
+            Lyu-Su-Li ``2c / eps_2``, Dwork-Roth ``4 / eps'``.
+    """
+
+    name: str
+    cutoff: int
+    epsilons: tuple[float, ...]
+    noise_scale: float
+
+    @classmethod
+    def of(cls, config: PMWConfig, accountant: Accountant) -> SparseVectorPlan:
+        """The sparse vector at ``config``'s share of the budget (``config.split``)."""
+        eps_sv, delta_sv = config.split.sparse_vector_budget(config.epsilon, config.delta)
+        cutoff = config.max_updates
+        if config.sparse_vector == "lyu_su_li":
+            # from_total's split; this noise source is never drawn from (only stored).
+            sv = LyuSuLiSparse.from_total(epsilon=eps_sv, cutoff=cutoff, noise=NumpyNoise(seed=0))
+            pair = (sv.epsilon_threshold, sv.epsilon_queries)
+            return cls(name=config.sparse_vector, cutoff=cutoff, epsilons=pair,
+                       noise_scale=2.0 * cutoff / sv.epsilon_queries)  # fmt: skip
+        per_run = dwork_roth_epsilon_per_run(eps_sv, cutoff, delta=delta_sv, accountant=accountant)
+        return cls(name=config.sparse_vector, cutoff=cutoff, epsilons=(per_run,),
+                   noise_scale=4.0 / per_run)  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters as JSON-ready values."""
+        return {"name": self.name, "epsilons": list(self.epsilons), "noise_scale": self.noise_scale}
+
+    def build(self, noise: NoiseSource) -> SparseVector:
+        """A fresh sparse vector with these parameters, drawing from ``noise``."""
+        if self.name == "lyu_su_li":
+            eps1, eps2 = self.epsilons
+            return LyuSuLiSparse(
+                epsilon_threshold=eps1, epsilon_queries=eps2, cutoff=self.cutoff, noise=noise
+            )
+        return DworkRothSparse(epsilon_per_run=self.epsilons[0], cutoff=self.cutoff, noise=noise)
+
+    def event(self) -> dp_accounting.DpEvent:
+        """Its privacy event (charged whole before its first test)."""
+        return self.build(NumpyNoise(seed=0)).privacy_event()
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetPlan:
+    """Everything the budget decides for one engine (module docstring); public.
+
+    Attributes:
+        requested: the config as given.
+        config: the config resolved for ``n`` and the schema (split, ``T``, mode).
+        n: the number of records (public).
+        attributes: the schema's number of attributes.
+        kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
+        mode: ``"hybrid"`` or ``"composition"``; ``mode_reason`` says why.
+        backend: the hypothesis backend and why.
+        spent: the events a caller's ledger already holds (counted, not charged again).
+        prior_supplied: the caller passes the start (no prior is paid by the engine).
+        prior_multiplier: the paid marginal prior's Gaussian multiplier, if any.
+        prior_events: the events the prior built here will charge.
+        sparse_vector: the sparse vector's parameters (``None`` in composition mode).
+        oracle_noise_level: each oracle call's calibrated noise level.
+        learning_rate: ``eta S``.
+        threshold: in units of each query's sensitivity.
+    """
+
+    requested: PMWConfig
+    config: PMWConfig
+    n: int
+    attributes: int
+    kind: Kind
+    mode: Literal["hybrid", "composition"]
+    mode_reason: str
+    backend: BackendChoice
+    spent: tuple[dp_accounting.DpEvent, ...]
+    prior_supplied: bool
+    prior_multiplier: float | None
+    prior_events: tuple[dp_accounting.DpEvent, ...]
+    sparse_vector: SparseVectorPlan | None
+    oracle_noise_level: float
+    learning_rate: float
+    threshold: float
+
+    @property
+    def epsilon(self) -> float:
+        """The total epsilon."""
+        return self.config.epsilon
+
+    @property
+    def delta(self) -> float:
+        """The total delta."""
+        return self.config.delta
+
+    def engine_settings(self) -> EngineSettings:
+        """The engine's frozen settings under this plan."""
+        return self.config.engine_settings(
+            learning_rate=self.learning_rate, threshold=self.threshold
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready numbers (what ``pmwcm run --dry-run`` prints)."""
+        split = self.config.split
+        sv = self.sparse_vector
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "n": self.n,
+            "attributes": self.attributes,
+            "mode": self.mode,
+            "mode_reason": self.mode_reason,
+            "prior": self.config.prior,
+            "shares": {
+                "prior": split.prior,
+                "sparse_vector": split.sparse_vector,
+                "oracle": split.oracle,
+            },
+            "max_updates": self.config.max_updates,
+            "prior_multiplier": self.prior_multiplier,
+            "sparse_vector": None if sv is None else sv.to_dict(),
+            "oracle_noise_level": self.oracle_noise_level,
+            "threshold": self.threshold,
+            "learning_rate": self.learning_rate,
+            "backend": self.backend.to_dict(),
+        }
+
+    def matches(
+        self,
+        config: PMWConfig,
+        *,
+        n: int,
+        domain: Domain,
+        kind: str,
+        spent: Iterable[Any],
+        prior_supplied: bool,
+    ) -> bool:
+        """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
+        return (
+            self.requested == config
+            and self.prior_supplied == prior_supplied
+            and self.n == n
+            and self.attributes == len(domain)
+            and self.kind == kind
+            and self.spent == tuple(spent)
+        )
+
+
+def plan_budget(
+    config: PMWConfig,
+    *,
+    n: int,
+    domain: Domain,
+    kind: str = "cm",
+    spent: Iterable[dp_accounting.DpEvent] = (),
+    prior_supplied: bool = False,
+) -> BudgetPlan:
+    """The budget plan of ``config`` for ``n`` records on ``domain`` (module docstring).
+
+    Args:
+        config: the settings and total budget.
+        n: the number of records (public).
+        domain: the schema's universe (public).
+        kind: ``"cm"`` or ``"linear"``.
+        spent: events already in the ledger the engine will use (a prior the
+            caller paid, or a rebuilt session's genesis debits).
+        prior_supplied: the caller passes the start, so no prior is paid here.
+
+    Raises:
+        BudgetRefused: a budget rule fails, or no noise level fits (names the field).
+        ValueError: a setting that does not fit the schema (the backend), or ``kind``.
+    """
+    if kind not in ("cm", "linear"):
+        raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
+    epsilon, delta = check_total_budget(config.epsilon, config.delta, n=n)
+    spent = tuple(spent)
+    accountant = make_accountant(config.accountant)
+    composition = chooses_composition(epsilon, delta, n, config.announced_queries, config.mode)
+    try:
+        if composition:
+            resolved, prior = config.composition_config(), _PriorLevels.none()
+        else:
+            resolved, prior = _hybrid(config, n, len(domain), accountant, prior_supplied)
+    except (ValueError, ArithmeticError) as exc:
+        raise _no_level(epsilon, delta, exc) from None
+    backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
+    try:
+        sv = None if composition else SparseVectorPlan.of(resolved, accountant)
+        fixed = [*spent, *prior.events, *([] if sv is None else [sv.event()])]
+        event_for: Callable[[float], dp_accounting.DpEvent] = (
+            resolved.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
+        )
+        level = calibrate_oracle(
+            event_for, resolved, fixed=dp_accounting.ComposedDpEvent(fixed), accountant=accountant
+        )
+    except (ValueError, ArithmeticError) as exc:
+        raise _no_level(epsilon, delta, exc) from None
+    learning_rate = resolved.learning_rate
+    if learning_rate is None:
+        learning_rate = math.sqrt(domain.log_size / resolved.max_updates)
+    threshold = resolved.threshold
+    if threshold is None:
+        threshold = default_threshold(0.0 if sv is None else sv.noise_scale, resolved)
+    return BudgetPlan(
+        requested=config,
+        config=resolved,
+        n=n,
+        attributes=len(domain),
+        kind="cm" if kind == "cm" else "linear",
+        mode="composition" if composition else "hybrid",
+        mode_reason=mode_reason(epsilon, delta, n, config.announced_queries, config.mode),
+        backend=backend,
+        spent=spent,
+        prior_supplied=prior_supplied,
+        prior_multiplier=prior.multiplier,
+        prior_events=prior.events,
+        sparse_vector=sv,
+        oracle_noise_level=level,
+        learning_rate=learning_rate,
+        threshold=threshold,
+    )
+
+
+def _no_level(epsilon: float, delta: float, exc: BaseException) -> BudgetRefused:
+    """The refusal of a budget no noise level fits (names both fields: either can fix it)."""
+    reason = str(exc).rstrip(".")
+    return BudgetRefused(
+        "epsilon",
+        f"no noise level fits epsilon={epsilon:g} with delta={delta:g} ({reason}); raise "
+        "epsilon, or choose delta between 1e-12 and 1/n (1e-6 is usual).",
+    )
+
+
+@dataclass(frozen=True)
+class _PriorLevels:
+    """What the paid prior will charge: its Gaussian multiplier (marginals) and events."""
+
+    multiplier: float | None
+    events: tuple[dp_accounting.DpEvent, ...]
+
+    @classmethod
+    def none(cls) -> _PriorLevels:
+        return cls(None, ())
+
+
+def _prior_levels(config: PMWConfig, accountant: Accountant) -> _PriorLevels:
+    """The paid prior's calibration at its share of the budget (no data read).
+
+    Raises:
+        ValueError: no multiplier fits the share.
+    """
+    eps_p, delta_p = config.split.prior_budget(config.epsilon, config.delta)
+    if config.prior == "marginals":
+        multiplier = calibrate_gaussian_multiplier(
+            fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
+        )
+        return _PriorLevels(multiplier, (measurement_event(multiplier),))
+    if config.prior in ("aim", "mst"):
+        from pmwcm.mechanisms.priors.synthetic import prior_event
+
+        event, _ = prior_event(epsilon=eps_p, delta=delta_p, accountant=accountant)
+        return _PriorLevels(None, (event,))
+    return _PriorLevels.none()
+
+
+def _hybrid(
+    config: PMWConfig, n: int, attributes: int, accountant: Accountant, prior_supplied: bool
+) -> tuple[PMWConfig, _PriorLevels]:
+    """The hybrid's config for ``n`` and ``d`` (:func:`resolve_config`) and the prior's
+    levels at its share (none when the caller supplies the start)."""
+    ruled = _ruled(config, n, attributes)
+    if ruled is None:
+        return config, _PriorLevels.none() if prior_supplied else _prior_levels(config, accountant)
+    try:
+        prior = _prior_levels(ruled, accountant)
+    except ValueError:
+        prior = None
+    if prior is not None and _fits(ruled, prior, accountant):
+        return ruled, _PriorLevels.none() if prior_supplied else prior
+    fixed = replace(config, budget_rule="fixed")
+    return fixed, _PriorLevels.none() if prior_supplied else _prior_levels(fixed, accountant)
+
+
+def _ruled(config: PMWConfig, n: int, attributes: int) -> PMWConfig | None:
+    """The signal rule's shares and ``T`` for the default marginal prior, or ``None`` where
+    the rule does not apply.
+
+    The rule (``budget_rule="signal"``, the default) sets the shares and ``T`` of the
+    default marginal prior when they hold their default values (shares ``0.4`` /
+    ``0.3``, ``T`` = 0 or the 10 it stands for; the values are what is compared, so
+    a config copied with :func:`dataclasses.replace` keeps the rule). Any other
+    prior, ``budget_rule="fixed"``, or shares set otherwise keep the config as given.
+    """
+    if config.budget_rule == "fixed" or config.prior != "marginals":
+        return None
+    if (config.prior_fraction, config.sv_fraction) != (FIXED_PRIOR_FRACTION, FIXED_SV_FRACTION):
+        return None
+    rule = plan_for_budget(config.epsilon, n, attributes)
+    changes: dict[str, Any] = {
+        "prior_fraction": rule.prior_fraction,
+        "sv_fraction": rule.sv_fraction,
+        "budget_rule": "fixed",  # resolved: applying it again changes nothing
+    }
+    if config.max_updates == INFORMED_UPDATES:
+        changes["max_updates"] = rule.max_updates
+    return replace(config, **changes)
+
+
+def _fits(config: PMWConfig, prior: _PriorLevels, accountant: Accountant) -> bool:
+    """Whether the prior's and the sparse vector's events compose to at most
+    ``epsilon (1 - oracle / 2)``, leaving the oracle calls at least half their share.
+
+    At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
+    discretisation can leave a 95% prior no room for the rest; the rule's split
+    is then dropped for the fixed one.
+    """
+    try:
+        sv = SparseVectorPlan.of(config, accountant)
+    except ValueError:
+        return False
+    fixed = dp_accounting.ComposedDpEvent([*prior.events, sv.event()])
+    spent = accountant.epsilon(fixed, delta=config.delta)
+    return spent <= config.epsilon * (1.0 - config.split.oracle / 2.0)
+
+
+def split_fits(config: PMWConfig) -> bool:
+    """Whether ``config``'s paid marginal prior and sparse vector, calibrated to their
+    shares, leave the oracle calls at least half their share (public: the config alone)."""
+    accountant = make_accountant(config.accountant)
+    fixed = replace(config, budget_rule="fixed")
+    try:
+        prior = _prior_levels(replace(fixed, prior="marginals"), accountant)
+    except ValueError:
+        return False
+    return _fits(fixed, prior, accountant)
+
+
+def resolve_config(config: PMWConfig, n: int, attributes: int) -> PMWConfig:
+    """``config`` with the mode and the budget rule applied for ``n`` records on
+    ``attributes`` attributes (:meth:`PMWConfig.resolved_for`; public)."""
+    if chooses_composition(config.epsilon, config.delta, n, config.announced_queries, config.mode):
+        return config.composition_config()
+    ruled = _ruled(config, n, attributes)
+    if ruled is None:
+        return config
+    return ruled if split_fits(ruled) else replace(config, budget_rule="fixed")
