@@ -26,14 +26,17 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pmwcm.engine.build_cost import BuildCost, build_cost, check_build_cost
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.service.connections import Connections
 from pmwcm.service.durable import DurableLedger, encode_snapshot
+from pmwcm.service.limits import BuildLimits
 from pmwcm.service.locations import SessionUnavailable, data_config, digest, open_private
 from pmwcm.service.store import DebitRecord, StoredSnapshot
 
@@ -102,6 +105,7 @@ def session_config(
     table: str | None = None,
     engine: str | None = None,
     connections: Connections | None = None,
+    build_limits: BuildLimits | None = None,
 ) -> dict[str, Any]:
     """The stored configuration: where the data lives (an absolute path and its digest,
     or a connection's name and a table: :func:`~pmwcm.service.locations.data_config`),
@@ -126,10 +130,12 @@ def session_config(
             connection ``connection``, or a Spark table or Parquet path
             (:mod:`pmwcm.service.locations`).
         connections: the operator's named connections (``pmwcm serve --connections``).
+        build_limits: the operator's limits on a build: one whose declared cost, with
+            the largest ``n`` (:func:`check_build_size`), is over them is refused.
 
     Raises:
         ValueError: a file is outside ``data_dirs`` or missing, the schema is invalid or
-            drafted, or the parameters are invalid. A file's refusal
+            drafted, the parameters are invalid, or the build is over ``build_limits``. A file's refusal
             (:class:`FileRefused`) names the field alone, never its path or content.
     """
     files = {"schema_path": schema_path}
@@ -157,7 +163,9 @@ def session_config(
         raise ValueError(f"Unknown parameter(s) {unknown}; allowed: {list(PARAMETERS)}.")
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
     drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
-    _check_backend(pmw, resolved["schema_path"])
+    domain = _check_backend(pmw, resolved["schema_path"])
+    if build_limits is not None:
+        check_build_size(domain, pmw, n=None, limits=build_limits)
     config: dict[str, Any] = dict(located)
     for label, path in resolved.items():
         config[label] = str(path)
@@ -171,7 +179,25 @@ def session_config(
     }
 
 
-def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
+def check_build_size(
+    domain: Domain, pmw: PMWConfig, *, n: int | None, limits: BuildLimits
+) -> BuildCost:
+    """The one check of a build's size: its declared cost
+    (:func:`pmwcm.engine.build_cost.build_cost`, from public inputs only: the schema's
+    domain, the parameters and ``n`` when known) against the operator's limits.
+
+    Returns:
+        The declared cost (the limits the running build is held to).
+
+    Raises:
+        BuildRefused: over a limit; the message names the limit and the parameter.
+    """
+    cost = build_cost(domain, pmw, n=n)
+    check_build_cost(cost, max_memory=limits.max_memory, max_seconds=limits.max_seconds)
+    return cost
+
+
+def _check_backend(pmw: PMWConfig, schema_path: Path) -> Domain:
     """Refuses parameters whose hypothesis backend does not fit the schema's universe
     (a forced dense backend over ``hypothesis_memory``, a budget too small for a
     support), from the schema and parameters alone.
@@ -182,7 +208,9 @@ def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
     from pmwcm.data.schema import Schema
 
     schema = _read("schema_path", lambda: Schema.from_json(schema_path))
-    pmw.backend_choice(_read("schema_path", schema.domain))
+    domain = _read("schema_path", schema.domain)
+    pmw.backend_choice(domain)
+    return domain
 
 
 def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
@@ -202,9 +230,11 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
     return problem is not None
 
 
-def _parts(
-    config: Mapping[str, Any], connections: Connections | None, *, creating: bool
-) -> tuple[PrivateData, PMWConfig, Path | None]:
+#: A session's private data, its parameters and its public-prior file (if any).
+Parts = tuple[PrivateData, PMWConfig, Path | None]
+
+
+def _parts(config: Mapping[str, Any], connections: Connections | None, *, creating: bool) -> Parts:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
 
@@ -279,7 +309,51 @@ def genesis(
     Raises:
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
-    private, pmw, public = _parts(config, connections, creating=True)
+    return genesis_from(open_parts(config, connections), config, noise=noise)
+
+
+def open_parts(config: Mapping[str, Any], connections: Connections | None) -> Parts:
+    """A new session's private data, parameters and public-prior file, opened for its
+    build (:func:`genesis_from`); nothing is read but the data's public ``n``.
+
+    Raises:
+        SessionUnavailable, ValueError: the files or parameters cannot be used.
+    """
+    return _parts(config, connections, creating=True)
+
+
+def preflight(parts: Parts, limits: BuildLimits) -> BuildCost:
+    """The build's declared cost with the data's public ``n`` (:func:`check_build_size`),
+    after the checks the engine makes from public inputs alone when it splits the budget
+    (the sparse vector's share must be a usable budget).
+
+    Raises:
+        ValueError: a parameter that cannot be built, or a build over ``limits``,
+            naming the parameter.
+    """
+    from pmwcm.engine.practical import make_sparse_vector
+    from pmwcm.mechanisms.noise import NumpyNoise
+
+    private, pmw, _ = parts
+    resolved = pmw.resolved_for(private.n, len(private.domain))
+    if resolved.mode != "composition":
+        try:  # this sparse vector only stores its noise source; it is never drawn from
+            make_sparse_vector(
+                resolved, accountant=make_accountant(resolved.accountant), noise=NumpyNoise(seed=0)
+            )
+        except ValueError as err:
+            raise ValueError(
+                f"epsilon: {pmw.epsilon!r} is too small to split between the prior, the "
+                f"sparse vector and the oracle ({err})"
+            ) from None
+    return check_build_size(private.domain, resolved, n=private.n, limits=limits)
+
+
+def genesis_from(
+    parts: Parts, config: dict[str, Any], *, noise: NoiseSource
+) -> tuple[dict[str, Any], list[DebitRecord], StoredSnapshot]:
+    """:func:`genesis` on data already opened (:func:`open_parts`)."""
+    private, pmw, public = parts
     start = None if public is None else _public_start(private, pmw, config, public)
     engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start)
     sv_state = engine.sparse_vector.export_state()

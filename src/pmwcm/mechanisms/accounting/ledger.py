@@ -162,6 +162,8 @@ def calibrate_gaussian_multiplier(
     # Start from the zCDP estimate of the Gaussian part alone (Bun-Steinke Prop. 1.3).
     log_inv = -math.log(delta) if delta > 0 else 1e3
     rho = (math.sqrt(log_inv + epsilon) - math.sqrt(log_inv)) ** 2
+    if not rho > 0:  # epsilon below sqrt(L)'s last bit (5e-324): the guess has no finite value
+        raise ValueError(f"epsilon={epsilon!r} is too small for any Gaussian noise multiplier.")
     multiplier = calibrate_noise_level(
         dp_event.GaussianDpEvent,
         count=count,
