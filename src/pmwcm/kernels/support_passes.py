@@ -27,7 +27,11 @@ up to the order NumPy's ``bincount`` would have used (the same order).
 
 from __future__ import annotations
 
+import functools
+import itertools
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -57,6 +61,7 @@ class CliqueLayout:
     """
 
     def __init__(self, domain: Domain, cliques: Sequence[Sequence[str]]) -> None:
+        self.attributes = len(domain)
         axes = [domain.axes(c) for c in cliques]
         self.shapes = [tuple(domain.shape[a] for a in ax) for ax in axes]
         self.axes = np.array([a for ax in axes for a in ax], dtype=np.int64)
@@ -64,6 +69,25 @@ class CliqueLayout:
         self.starts = np.cumsum([0] + [len(ax) for ax in axes]).astype(np.int64)
         cells = [int(np.prod(shape, dtype=np.int64)) for shape in self.shapes]
         self.offsets = np.cumsum([0, *cells]).astype(np.int64)
+
+    def pairs(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """Each clique as ``(first axis, second axis, second's size)``: its cell code is
+        ``x[first] * size + x[second]``, a one-way clique's second axis being the zero
+        slot ``m`` (the passes take cliques of one or two attributes, as the priors measure).
+
+        Raises:
+            ValueError: a clique of three or more attributes.
+        """
+        if any(len(shape) > 2 for shape in self.shapes):
+            raise ValueError("the support passes take cliques of one or two attributes.")
+        first, second, stride = [], [], []
+        for k in range(len(self.shapes)):
+            axes = self.axes[self.starts[k] : self.starts[k + 1]]
+            sizes = self.sizes[self.starts[k] : self.starts[k + 1]]
+            first.append(int(axes[0]))
+            second.append(int(axes[1]) if len(axes) == 2 else self.attributes)
+            stride.append(int(sizes[1]) if len(axes) == 2 else 1)
+        return tuple(np.array(v, dtype=np.int64) for v in (first, second, stride))  # type: ignore[return-value]
 
     @property
     def cells(self) -> int:
@@ -94,25 +118,24 @@ def _marginals(
     columns: Columns,
     log_w: FloatArray,
     shift: float,
-    axes: NDArray[np.int64],
-    sizes: NDArray[np.int64],
-    starts: NDArray[np.int64],
+    first: NDArray[np.int64],
+    second: NDArray[np.int64],
+    stride: NDArray[np.int64],
     offsets: NDArray[np.int64],
     out: FloatArray,
+    begin: int,
+    end: int,
 ) -> float:
     total = 0.0
-    cliques = starts.size - 1
-    record = np.empty(columns.shape[0], dtype=np.int64)
-    for i in range(log_w.size):
+    m = columns.shape[0]
+    record = np.zeros(m + 1, dtype=np.int64)  # slot m stays 0: a one-way clique's partner
+    for i in range(begin, end):
         p = np.exp(log_w[i] - shift)
         total += p
-        for a in range(columns.shape[0]):
+        for a in range(m):
             record[a] = columns[a, i]
-        for k in range(cliques):
-            code = 0
-            for j in range(starts[k], starts[k + 1]):
-                code = code * sizes[j] + record[axes[j]]
-            out[offsets[k] + code] += p
+        for k in range(first.size):
+            out[offsets[k] + record[first[k]] * stride[k] + record[second[k]]] += p
     return total
 
 
@@ -122,29 +145,55 @@ def _step(
     log_w: FloatArray,
     residuals: FloatArray,
     step: float,
-    axes: NDArray[np.int64],
-    sizes: NDArray[np.int64],
-    starts: NDArray[np.int64],
+    shift: float,
+    first: NDArray[np.int64],
+    second: NDArray[np.int64],
+    stride: NDArray[np.int64],
     offsets: NDArray[np.int64],
     out: FloatArray,
-) -> float:
+    tables: FloatArray,
+    begin: int,
+    end: int,
+) -> tuple[float, float]:
     top = -np.inf
-    cliques = starts.size - 1
-    record = np.empty(columns.shape[0], dtype=np.int64)
-    for i in range(log_w.size):
-        g = 0.0
-        for a in range(columns.shape[0]):
+    total = 0.0
+    m = columns.shape[0]
+    record = np.zeros(m + 1, dtype=np.int64)
+    cells = np.empty(first.size, dtype=np.int64)
+    for i in range(begin, end):
+        for a in range(m):
             record[a] = columns[a, i]
-        for k in range(cliques):
-            code = 0
-            for j in range(starts[k], starts[k + 1]):
-                code = code * sizes[j] + record[axes[j]]
-            g += residuals[offsets[k] + code]
+        g = 0.0
+        for k in range(first.size):
+            cells[k] = offsets[k] + record[first[k]] * stride[k] + record[second[k]]
+            g += residuals[cells[k]]
         value = log_w[i] - step * g
         out[i] = value
         if value > top:
             top = value
-    return top
+        p = np.exp(value - shift)
+        total += p
+        for k in range(first.size):
+            tables[cells[k]] += p
+    return top, total
+
+
+#: Records per chunk below which a pass runs as one chunk.
+CHUNK_MIN_RECORDS = 2**16
+#: Chunks a larger pass is cut into (fixed, so that its sums do not depend on the machine).
+PASS_CHUNKS = 4
+
+
+def _chunks(size: int) -> list[tuple[int, int]]:
+    count = 1 if size < CHUNK_MIN_RECORDS else PASS_CHUNKS
+    edges = [size * c // count for c in range(count + 1)]
+    return list(itertools.pairwise(edges))
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """Threads for the chunks (the kernels release the GIL)."""
+    return ThreadPoolExecutor(max_workers=min(PASS_CHUNKS, os.cpu_count() or 1))
 
 
 def clique_marginals(
@@ -152,13 +201,23 @@ def clique_marginals(
 ) -> tuple[FloatArray, float]:
     """Every clique's table of ``exp(w - shift)`` (flat, :class:`CliqueLayout`) and their total.
 
-    With ``w`` normalised and ``shift = 0`` these are the marginals themselves.
+    With ``w`` normalised and ``shift = 0`` these are the marginals themselves. A large
+    support is cut into :data:`PASS_CHUNKS` chunks, each summed into its own tables on
+    its own thread, then added in chunk order.
     """
-    out = np.zeros(layout.cells)
-    total = _marginals(
-        columns, log_w, shift, layout.axes, layout.sizes, layout.starts, layout.offsets, out
-    )
-    return out, float(total)
+    pair = layout.pairs()
+
+    def run(chunk: tuple[int, int]) -> tuple[FloatArray, float]:
+        out = np.zeros(layout.cells)
+        total = _marginals(columns, log_w, shift, *pair, layout.offsets, out, *chunk)
+        return out, float(total)
+
+    parts = list(_pool().map(run, _chunks(log_w.size)))
+    out, total = parts[0]
+    for more, subtotal in parts[1:]:
+        out += more
+        total += subtotal
+    return out, total
 
 
 def descent_step(
@@ -167,22 +226,32 @@ def descent_step(
     residuals: FloatArray,
     layout: CliqueLayout,
     step: float,
-) -> tuple[FloatArray, float]:
-    """``w - step * g`` (unnormalised, a new array) with ``g_i = sum_k r_k(x_{i,C_k})``
-    for the flat residual tables ``residuals``, and its maximum."""
+    *,
+    shift: float,
+) -> tuple[FloatArray, float, FloatArray, float]:
+    """One pass: ``w' = w - step * g`` (a new array) with ``g_i = sum_k r_k(x_{i,C_k})``
+    for the flat residual tables ``residuals``, its maximum, and every clique's table of
+    ``exp(w' - shift)`` with their total (:func:`clique_marginals` of ``w'``, in the same
+    pass). ``shift`` must bound ``w'`` from above (no ``exp`` overflows); a bound far
+    above the maximum underflows the tables, which the caller sees from the maximum."""
     out = np.empty_like(log_w)
-    top = _step(
-        columns,
-        log_w,
-        residuals,
-        float(step),
-        layout.axes,
-        layout.sizes,
-        layout.starts,
-        layout.offsets,
-        out,
-    )
-    return out, float(top)
+    pair = layout.pairs()
+
+    def run(chunk: tuple[int, int]) -> tuple[float, FloatArray, float]:
+        tables = np.zeros(layout.cells)
+        top, total = _step(
+            columns, log_w, residuals, float(step), float(shift), *pair, layout.offsets,
+            out, tables, *chunk,
+        )  # fmt: skip
+        return float(top), tables, float(total)
+
+    parts = list(_pool().map(run, _chunks(log_w.size)))
+    top, tables, total = parts[0]
+    for more_top, more, subtotal in parts[1:]:
+        top = max(top, more_top)
+        tables += more
+        total += subtotal
+    return out, top, tables, total
 
 
 @njit(cache=True, nogil=True)
@@ -202,9 +271,7 @@ def _draw(parents: Columns, cdf: FloatArray, uniforms: FloatArray, out: Columns)
         out[i] = low
 
 
-def draw_children(
-    parents: Columns, cdf: FloatArray, uniforms: FloatArray, out: Columns
-) -> None:
+def draw_children(parents: Columns, cdf: FloatArray, uniforms: FloatArray, out: Columns) -> None:
     """``out[i]``: the first value ``v`` with ``cdf[parents[i], v] >= uniforms[i]``
     (the last value if none): inverse-CDF draws from the rows of ``cdf``, in place."""
     _draw(parents, np.ascontiguousarray(cdf, dtype=np.float64), uniforms, out)

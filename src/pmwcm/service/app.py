@@ -46,6 +46,18 @@ slow session. A request whose work has not started within the deadline
 costs nothing. Once the data is read, the work always runs to its commit, so
 the answer is durable and a retry gets it from the log.
 
+**Session builds** (:mod:`pmwcm.service.build_jobs`). Creating a session runs its
+build (the paid prior's measurement and fit) in its own process: ``POST /v1/sessions``
+answers 202 with the build's status as soon as the build has started (its data opened,
+its declared memory and time within the server's limits), or a 422 naming the field
+and the limit, with nothing charged, if it cannot start. ``GET
+/v1/sessions/{name}/build`` tells ``building``, ``ready``, ``failed`` (a public reason)
+or ``cancelled``; ``DELETE`` on it stops the build's process. The session, the prior's
+debit and its hypothesis are committed together when the build ends: a build that
+never ends charges nothing. ``?wait=SECONDS`` on the creation waits for the build
+(201 and the session if it is ready by then); a request on a session still being
+built waits for it up to the request deadline.
+
 **Idempotent retries.** A query sent with an ``Idempotency-Key`` header (1-255
 visible ASCII characters) has its response kept in the store, committed with
 its answer; a retry with the same key, from the same token, gets the original

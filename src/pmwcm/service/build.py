@@ -135,8 +135,9 @@ def session_config(
 
     Raises:
         ValueError: a file is outside ``data_dirs`` or missing, the schema is invalid or
-            drafted, the parameters are invalid, or the build is over ``build_limits``. A file's refusal
-            (:class:`FileRefused`) names the field alone, never its path or content.
+            drafted, the parameters are invalid, or the build is over ``build_limits``.
+            A file's refusal (:class:`FileRefused`) names the field alone, never its path
+            or content.
     """
     files = {"schema_path": schema_path}
     if public_data_path is not None:

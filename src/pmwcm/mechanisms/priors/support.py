@@ -55,7 +55,6 @@ from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
-from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.support import SupportHistogram, smallest_code_dtype
 from pmwcm.kernels.support_passes import (
     CliqueLayout,
@@ -247,7 +246,10 @@ DRAW_CHUNK = 2**20
 
 
 def _draw_column(
-    parents: NDArray[np.integer], cdf: FloatArray, out: NDArray[np.integer], rng: np.random.Generator
+    parents: NDArray[np.integer],
+    cdf: FloatArray,
+    out: NDArray[np.integer],
+    rng: np.random.Generator,
 ) -> None:
     """Inverse-CDF draws of one column from the rows of ``cdf`` its parents pick, in
     chunks of :data:`DRAW_CHUNK` uniforms (the generator's stream is the same as one
@@ -258,13 +260,21 @@ def _draw_column(
 
 
 class _Fitted:
-    """A fit's state: normalised log-weights and (once computed) their flat clique tables."""
+    """A fit's state: normalised log-weights, their maximum and (once computed) their
+    flat clique tables."""
 
-    __slots__ = ("log_w", "tables")
+    __slots__ = ("log_w", "tables", "top")
 
-    def __init__(self, log_w: FloatArray, tables: FloatArray | None) -> None:
+    def __init__(self, log_w: FloatArray, tables: FloatArray | None, top: float) -> None:
         self.log_w = log_w
         self.tables = tables
+        self.top = top
+
+
+#: How far (in log space) below its bound the trial's maximum may fall before the
+#: one-pass step's tables are recomputed about the maximum itself (``exp(-650)`` is
+#: still a normal float: the tables keep their precision above it).
+_SHIFT_SLACK = 650.0
 
 
 class _UniformStart:
@@ -293,21 +303,19 @@ def fit_support(
     """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights
     (``continuation`` as there: at most ``continuation * iterations`` iterations in all).
 
-    The records stay; only their weights move. Each iteration is two streaming
-    passes over the column-major codes (:mod:`pmwcm.kernels.support_passes`):
-    one computes ``w' = w - s g`` with ``g_i = sum_k r_k(x_{i, C_k})``, the next
-    every clique's marginal of ``w'`` and its normaliser together. Memory: the
-    code columns and two weight vectors (``w`` and the trial ``w'``), whatever ``K``.
+    The records stay; only their weights move. Each iteration is one streaming
+    pass over the column-major codes (:mod:`pmwcm.kernels.support_passes`): per
+    record, ``w'_i = w_i - s g_i`` with ``g_i = sum_k r_k(x_{i, C_k})``, and
+    ``exp(w'_i - shift)`` added to every clique's table, where ``shift`` is an
+    upper bound on ``w'`` known before the pass (``max w - s sum_k min r_k``);
+    the tables and ``w'`` are then normalised by their total. Should the bound be
+    loose by more than :data:`_SHIFT_SLACK`, the tables are summed again about
+    the maximum. Memory: the code columns and two weight vectors (``w`` and the
+    trial ``w'``), whatever ``K``.
     """
     domain = start.domain
     columns = columns_of(start.records)
     layout = CliqueLayout(domain, [m.clique for m in measurements])
-
-    def normalised(log_w: FloatArray, top: float) -> _Fitted:
-        flat, total = clique_marginals(columns, log_w, layout, shift=top)
-        log_w -= top + math.log(total)  # in place: the trial is this pass's own array
-        flat /= total
-        return _Fitted(log_w, flat)
 
     def marginals(state: _Fitted) -> list[FloatArray]:
         if state.tables is None:
@@ -315,11 +323,21 @@ def fit_support(
         return layout.split(state.tables)
 
     def moved(state: _Fitted, res: list[FloatArray], s: float) -> _Fitted:
-        trial, top = descent_step(columns, state.log_w, layout.join(res), layout, s)
-        return normalised(trial, top)
+        # g_i >= sum_k min r_k, so w'_i <= max w - s sum_k min r_k: a shift no exp passes.
+        shift = state.top - s * sum(float(r.min()) for r in res)
+        trial, top, flat, total = descent_step(
+            columns, state.log_w, layout.join(res), layout, s, shift=shift
+        )
+        if top < shift - _SHIFT_SLACK:  # the bound was loose: sum again about the maximum
+            shift = top
+            flat, total = clique_marginals(columns, trial, layout, shift=shift)
+        trial -= shift + math.log(total)  # in place: the trial is this pass's own array
+        flat /= total
+        return _Fitted(trial, flat, top - shift - math.log(total))
 
+    log_w = start.log_weights
     fitted = entropic_descent(
-        _Fitted(start.log_weights, None),
+        _Fitted(log_w, None, float(log_w.max())),
         measurements,
         marginals=marginals,
         moved=moved,
