@@ -468,7 +468,8 @@ def _created(base: str, token: str, body: dict[str, Any]) -> int:
     import httpx
 
     auth = {"Authorization": f"Bearer {token}"}
-    return httpx.post(f"{base}/v1/sessions", json=body, headers=auth, timeout=60).status_code
+    url = f"{base}/v1/sessions?wait={BUILD_WAIT}"  # 201 once built
+    return httpx.post(url, json=body, headers=auth, timeout=BUILD_WAIT + 60).status_code
 
 
 def test_serve_takes_data_directories_and_a_body_limit(tmp_path: Path) -> None:
