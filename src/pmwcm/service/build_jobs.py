@@ -121,7 +121,9 @@ def _context() -> Any:
 class _Job:
     """One build: its worker, its pipe and its status, advanced by its monitor thread."""
 
-    def __init__(self, name: str, worker: _Worker, pipe: Connection, commit: Callable) -> None:
+    def __init__(
+        self, name: str, worker: _Worker, pipe: Connection, commit: Callable[..., None]
+    ) -> None:
         self.status = BuildStatus(name=name, state="building", started=time.time())
         self.worker = worker
         self.pipe = pipe
@@ -171,8 +173,12 @@ class _Job:
                     self.refusal = message[1]
                     self._end("failed", message[1])
                 elif kind == "built":
-                    self._commit(message[1], message[2], message[3])
-                    self._end("ready", None)
+                    try:
+                        self._commit(message[1], message[2], message[3])
+                    except StoreError as err:  # e.g. another process took the name meanwhile
+                        self._end("failed", f"The built session could not be stored: {err}")
+                    else:
+                        self._end("ready", None)
                 else:
                     self._end("failed", message[1])
                 return
