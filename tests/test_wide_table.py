@@ -134,7 +134,7 @@ def test_a_service_session_on_the_wide_table(tmp_path: Path) -> None:
         "epsilon": 1.0, "delta": 1e-6, "parameters": {"support_size": 2000},
     }  # fmt: skip
     with TestClient(create_app(store, data_dirs=[DATA.parent])) as client:
-        created = client.post("/v1/sessions", json=body, headers=auth)
+        created = client.post("/v1/sessions", json=body, headers=auth, params={"wait": 300})
         assert created.status_code == 201, created.text
         assert created.json()["parameters"]["backend"] == "auto"
         token = client.post("/v1/sessions/loans/tokens", json={}, headers=auth).json()["token"]

@@ -25,10 +25,14 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r".*install `httpx2` instead", category=UserWarning)
     from fastapi.testclient import TestClient
 
+#: How long a test waits for a session's build (``POST /v1/sessions?wait=``).
+BUILD_WAIT = 300
+
 ATTRIBUTES = {"a": ["no", "yes"], "b": ["no", "yes"], "c": ["lo", "mid", "hi"], "y": ["no", "yes"]}
 
 
 __all__ = [
+    "BUILD_WAIT",
     "Service",
     "TestClient",
     "curator_token",
@@ -56,7 +60,8 @@ class Service:
         return {"Authorization": f"Bearer {token or self.curator}"}
 
     def create(self, name: str = "s", *, epsilon: float = 1.0, **parameters: Any) -> Any:
-        """Creates a session (uniform prior unless told otherwise); returns the response."""
+        """Creates a session (uniform prior unless told otherwise) and waits for its build
+        (``?wait=``: 201 once it is ready); returns the response."""
         body = {
             "name": name,
             "data_path": str(self.data),
@@ -65,7 +70,9 @@ class Service:
             "delta": 1e-6,
             "parameters": {"prior": "uniform", "max_updates": 5} | parameters,
         }
-        return self.client.post("/v1/sessions", json=body, headers=self.auth())
+        return self.client.post(
+            "/v1/sessions", json=body, headers=self.auth(), params={"wait": BUILD_WAIT}
+        )
 
     def analyst(self, session: str = "s") -> str:
         """A new analyst token for ``session``."""

@@ -9,7 +9,7 @@ import pytest
 
 from pmwcm.service.client import BudgetExhausted, Client, ServiceError
 from pmwcm.service.models import QuerySpec, SessionParameters
-from service.svc_support import Service
+from service.svc_support import BUILD_WAIT, Service
 
 ANALYST_KEYS = {
     "index",
@@ -122,7 +122,9 @@ def test_public_prior_session_spends_nothing_at_creation(service: Service) -> No
         "epsilon": 1.0,
         "delta": 1e-6,
     }
-    created = service.client.post("/v1/sessions", json=body, headers=service.auth())
+    created = service.client.post(
+        "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+    )
     assert created.status_code == 201, created.text
     out = created.json()
     assert out["public_data_path"] == service.data.name  # relative to its data directory

@@ -10,6 +10,7 @@ names the bad value and creates nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
 from pmwcm.service.client import Client, ServiceError
 from pmwcm.service.connections import Connections
-from service.svc_support import TestClient, curator_token, pmwcm_serve, write_tiny
+from service.svc_support import BUILD_WAIT, TestClient, curator_token, pmwcm_serve, write_tiny
 
 QUERIES = [
     {"loss": "logistic", "target": "y", "features": ["a"]},
@@ -63,12 +64,14 @@ class Server:
     def app(self) -> Any:
         return create_app(
             SQLiteStore(self.state),
-            noise_factory=lambda: NumpyNoise(seed=7),
+            noise_factory=functools.partial(NumpyNoise, seed=7),
             data_dirs=[self.data_dir],
             connections=self.connections,
         )
 
     def call(self, client: TestClient, method: str, path: str, token: str, **kw: Any) -> Any:
+        if (method, path) == ("POST", "/v1/sessions"):  # a creation waits for its build
+            kw.setdefault("params", {"wait": BUILD_WAIT})
         response = client.request(method, path, headers={"Authorization": f"Bearer {token}"}, **kw)
         self.texts.append(response.text)
         return response

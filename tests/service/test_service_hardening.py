@@ -25,7 +25,14 @@ from pmwcm.service.limits import (
     MAX_NAME_CHARS,
     MAX_RADIUS,
 )
-from service.svc_support import Service, TestClient, curator_token, pmwcm_serve, write_tiny
+from service.svc_support import (
+    BUILD_WAIT,
+    Service,
+    TestClient,
+    curator_token,
+    pmwcm_serve,
+    write_tiny,
+)
 
 BAD_NUMBERS = ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" + "0" * 400]
 
@@ -236,7 +243,7 @@ def test_the_body_limit_is_configurable(tmp_path: Path, tiny: tuple[Path, Path])
         service = Service(client, curator, tiny[0], tiny[1], tmp_path / "state")
         body = json.dumps(_session_body(service) | {"name": "x" * 10})
         assert len(body) < 600
-        assert _post_raw(service, "/v1/sessions", body).status_code == 201
+        assert _post_raw(service, f"/v1/sessions?wait={BUILD_WAIT}", body).status_code == 201
         long = json.dumps({"label": "L" * 700})
         _short_4xx(_post_raw(service, "/v1/sessions/" + "x" * 10 + "/tokens", long), status=413)
         chunks = (b"{" + b" " * 200 for _ in range(5))  # no Content-Length: counted as read
@@ -356,7 +363,9 @@ def test_a_session_at_the_largest_accepted_epsilon_is_created_in_bounded_memory(
 
 def _create_files(service: Service, **paths: str) -> Any:
     body = _session_body(service, **paths)
-    return service.client.post("/v1/sessions", json=body, headers=service.auth())
+    return service.client.post(
+        "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+    )
 
 
 def test_files_outside_the_data_directories_are_refused_without_content_or_path(
@@ -458,7 +467,8 @@ def _created(base: str, token: str, body: dict[str, Any]) -> int:
     import httpx
 
     auth = {"Authorization": f"Bearer {token}"}
-    return httpx.post(f"{base}/v1/sessions", json=body, headers=auth, timeout=60).status_code
+    url = f"{base}/v1/sessions?wait={BUILD_WAIT}"  # 201 once built
+    return httpx.post(url, json=body, headers=auth, timeout=BUILD_WAIT + 60).status_code
 
 
 def test_serve_takes_data_directories_and_a_body_limit(tmp_path: Path) -> None:

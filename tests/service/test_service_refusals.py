@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from pmwcm.cli import app
 from pmwcm.errors import InvalidQuery
 from pmwcm.kernels.queries import CMQuery
-from service.svc_support import Service, TestClient
+from service.svc_support import BUILD_WAIT, Service, TestClient
 
 ADULT = resources.files("pmwcm.data.bundled").joinpath("files")
 #: Squared loss at radius 1e8: its objective varies by ~2e16 over the ball.
@@ -103,7 +103,9 @@ def test_a_refusal_is_the_same_on_neighbouring_datasets(service: Service, tmp_pa
                 "delta": 1e-6,
                 "parameters": {"prior": "uniform", "max_updates": 5},
             }
-            created = service.client.post("/v1/sessions", json=body, headers=service.auth())
+            created = service.client.post(
+                "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+            )
             assert created.status_code == 201, created.text
             response = service.ask(service.analyst(name), name, **FAR)
             outcomes.append((response.status_code, response.json()))
@@ -161,7 +163,9 @@ def test_a_drafted_schema_is_refused_unless_accepted(service: Service) -> None:
     assert "drafted from the data" in message and '"accept_drafted_schema": true' in message
     assert service.client.get("/v1/sessions", headers=service.auth()).json() == []
     body["accept_drafted_schema"] = True
-    created = service.client.post("/v1/sessions", json=body, headers=service.auth())
+    created = service.client.post(
+        "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+    )
     assert created.status_code == 201, created.text
     assert created.json()["drafted_schema_accepted"] is True
     assert service.create("plain").json()["drafted_schema_accepted"] is False

@@ -66,6 +66,14 @@ _DEADLINE_HELP = (
     "Seconds a query may wait for its session before it is refused (503, Retry-After) "
     "with nothing spent."
 )
+_BUILD_MEMORY_HELP = (
+    "The most memory (bytes) a session build may declare; a larger one is refused (422) "
+    "before it starts, and a running build past twice its declared memory is stopped."
+)
+_BUILD_SECONDS_HELP = (
+    "The longest time (seconds) a session build may declare; a longer one is refused (422) "
+    "before it starts, and a running build past its declared time is stopped."
+)
 #: The top-level modules the ``service`` extra brings.
 SERVICE_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "httpx", "pydantic", "psycopg"})
 
@@ -239,6 +247,13 @@ def serve_command(
     request_deadline: Annotated[
         float, typer.Option("--request-deadline", metavar="SECONDS", help=_DEADLINE_HELP)
     ] = 30.0,
+    build_memory: Annotated[
+        int | None, typer.Option("--build-memory", metavar="BYTES", help=_BUILD_MEMORY_HELP)
+    ] = None,
+    build_seconds: Annotated[
+        float | None,
+        typer.Option("--build-seconds", metavar="SECONDS", help=_BUILD_SECONDS_HELP),
+    ] = None,
     connections_file: Annotated[
         Path | None,
         typer.Option(
@@ -279,7 +294,12 @@ def serve_command(
             create_app,
         )
         from pmwcm.service.build import SessionUnavailable, session_config
-        from pmwcm.service.limits import MAX_BODY_BYTES
+        from pmwcm.service.limits import (
+            MAX_BODY_BYTES,
+            MAX_BUILD_MEMORY,
+            MAX_BUILD_SECONDS,
+            BuildLimits,
+        )
         from pmwcm.service.models import SessionCreate
     except ModuleNotFoundError as err:
         raise missing_service_extra(err, "serve") from None
@@ -310,6 +330,14 @@ def serve_command(
         raise _fail(f"--workers must be positive, got {workers}.")
     if not (math.isfinite(request_deadline) and request_deadline > 0):
         raise _fail(f"--request-deadline must be a positive number, got {request_deadline}.")
+    seconds = MAX_BUILD_SECONDS if build_seconds is None else build_seconds
+    if not math.isfinite(seconds):
+        raise _fail(f"--build-seconds must be a positive number, got {seconds}.")
+    try:
+        memory = MAX_BUILD_MEMORY if build_memory is None else build_memory
+        build_limits = BuildLimits(max_memory=memory, max_seconds=seconds)
+    except ValueError:
+        raise _fail("--build-memory and --build-seconds must be positive.") from None
     if (state is None) == (store_url is None):
         raise _fail("give exactly one of --state DIR and --store postgresql://...")
     connections = _connections(connections_file, spark=spark)
@@ -333,6 +361,7 @@ def serve_command(
         workers=workers,
         request_deadline=request_deadline,
         connections=connections,
+        build_limits=build_limits,
     )
     try:
         if located:

@@ -255,6 +255,15 @@ def plan_for_budget(epsilon: float, n: int, attributes: int) -> SignalSplit:
             signal=signal,
         )
     low, high = ANCHORS[0], ANCHORS[1]
+    # Flat below the first anchor, decided before any logarithm: a signal that rounds to
+    # zero (epsilon = 5e-324) has no log, and needs none.
+    if signal <= low.signal:
+        return SignalSplit(
+            prior_fraction=low.prior_fraction,
+            sv_fraction=round((1.0 - low.prior_fraction) / 2.0, 6),
+            max_updates=low.max_updates,
+            signal=signal,
+        )
     for left, right in itertools.pairwise(ANCHORS):
         if signal < right.signal:
             low, high = left, right

@@ -30,11 +30,9 @@ def encode_histogram(hypothesis: Histogram) -> bytes:
     """``hypothesis`` as bytes (``.npy`` for dense, ``.npz`` for a support)."""
     buffer = io.BytesIO()
     if isinstance(hypothesis, SupportHistogram):
-        np.savez(
-            buffer,
-            records=np.ascontiguousarray(hypothesis.records),
-            log_weights=hypothesis.log_weights,
-        )
+        # Records in their own layout (column-major from the support prior's proposal):
+        # .npy stores either order, and writing a copy would cost the build M m bytes more.
+        np.savez(buffer, records=hypothesis.records, log_weights=hypothesis.log_weights)
     else:
         values = np.ascontiguousarray(hypothesis.to_array(), dtype=np.float64)
         np.save(buffer, values, allow_pickle=False)

@@ -46,6 +46,18 @@ slow session. A request whose work has not started within the deadline
 costs nothing. Once the data is read, the work always runs to its commit, so
 the answer is durable and a retry gets it from the log.
 
+**Session builds** (:mod:`pmwcm.service.build_jobs`). Creating a session runs its
+build (the paid prior's measurement and fit) in its own process: ``POST /v1/sessions``
+answers 202 with the build's status as soon as the build has started (its data opened,
+its declared memory and time within the server's limits), or a 422 naming the field
+and the limit, with nothing charged, if it cannot start. ``GET
+/v1/sessions/{name}/build`` tells ``building``, ``ready``, ``failed`` (a public reason)
+or ``cancelled``; ``DELETE`` on it stops the build's process. The session, the prior's
+debit and its hypothesis are committed together when the build ends: a build that
+never ends charges nothing. ``?wait=SECONDS`` on the creation waits for the build
+(201 and the session if it is ready by then); a request on a session still being
+built waits for it up to the request deadline.
+
 **Idempotent retries.** A query sent with an ``Idempotency-Key`` header (1-255
 visible ASCII characters) has its response kept in the store, committed with
 its answer; a retry with the same key, from the same token, gets the original
@@ -87,6 +99,7 @@ from fastapi import (
     Header,
     HTTPException,
     Path,
+    Query,
     Request,
     Response,
 )
@@ -104,9 +117,10 @@ from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.service import models as m
 from pmwcm.service.auth import Principal, authenticate, new_token, verify
 from pmwcm.service.build import session_config
+from pmwcm.service.build_jobs import BuildRunner, BuildStatus
 from pmwcm.service.connections import Connections
 from pmwcm.service.guard import BodyGuard, clean_errors, invalid_body, safe
-from pmwcm.service.limits import MAX_BODY_BYTES, QUERY_LIMITS, check_query
+from pmwcm.service.limits import MAX_BODY_BYTES, QUERY_LIMITS, BuildLimits, check_query
 from pmwcm.service.sessions import (
     Abandoned,
     Idempotency,
@@ -151,6 +165,12 @@ IdempotencyKey = Annotated[
     ),
 ]
 SessionName = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+#: How long session creation waits for its build to start (open the data, check its
+#: declared cost) before it answers 202 anyway (the first build also starts the
+#: build processes' server, a few seconds).
+PREFLIGHT_WAIT_SECONDS = 120.0
+#: The longest ``?wait=`` a creation may ask for.
+MAX_CREATE_WAIT_SECONDS = 600.0
 
 
 def _fail(status: int, detail: str) -> HTTPException:
@@ -254,6 +274,11 @@ def _store(request: Request) -> StateStore:
     return store
 
 
+def _builds(request: Request) -> BuildRunner:
+    builds: BuildRunner = request.app.state.builds
+    return builds
+
+
 def _sessions(request: Request) -> SessionManager:
     sessions: SessionManager = request.app.state.sessions
     return sessions
@@ -271,6 +296,14 @@ def _live(
 ) -> LiveSession:
     """The session ``name`` if ``who`` may use it (403 if not, 404 if there is none)."""
     _authorize(name, who, analyst_only=analyst_only)
+    try:
+        return _sessions(request).get(name)
+    except SessionNotFound:
+        pass
+    # A session still being built is waited for, up to the request deadline.
+    status = _builds(request).wait(name, _runner(request).deadline)
+    if status is not None and status.state == "building":
+        raise StoreBusy(f"Session {name!r} is still being built; retry later.")
     try:
         return _sessions(request).get(name)
     except SessionNotFound:
@@ -408,17 +441,38 @@ async def ask(
 
 @curator_routes.post(
     "/v1/sessions",
-    status_code=201,
-    response_model=m.SessionOut,
+    status_code=202,
+    response_model=m.BuildOut,
     responses={
         **_ERRORS,
+        201: {"model": m.SessionOut, "description": "Built within the ?wait= seconds."},
         409: {"model": m.ErrorOut, "description": "The name is taken."},
         **_TOO_LARGE,
     },
     tags=["curator"],
 )
-def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
-    """Creates a release session over a dataset and schema on the server (curator)."""
+def create_session(
+    request: Request,
+    body: m.SessionCreate,
+    _: Curator,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=MAX_CREATE_WAIT_SECONDS,
+            description="Seconds to wait for the build to end (default 0: answer 202 once "
+            "it has started); a build that ends ready within them answers 201 and the session.",
+        ),
+    ] = 0.0,
+) -> Any:
+    """Starts building a release session over a dataset and schema on the server (curator).
+
+    Answers 202 with the build's status (``Location``: the status to poll) once the
+    build has started: the data opened and its declared cost within the server's
+    limits. A build that cannot start (bad files or parameters, over a limit) is a
+    422 naming the field, with nothing charged and no session created.
+    """
+    builds = _builds(request)
     try:
         config = session_config(
             data_path=body.data_path,
@@ -433,13 +487,70 @@ def create_session(request: Request, body: m.SessionCreate, _: Curator) -> Any:
             table=body.table,
             engine=body.engine,
             connections=_sessions(request).connections,
+            build_limits=builds.limits,
         )
-        record = _sessions(request).create(body.name, config)
+        status = builds.start(body.name, config, wait=PREFLIGHT_WAIT_SECONDS)
     except StoreError as err:
         raise _fail(409, str(err)) from None
     except (ValueError, SessionUnavailable) as err:
         return _invalid(str(err))
-    return _session_out(record.name, record.created, record.config, request.app.state.data_dirs)
+    if wait > 0:
+        status = builds.wait(body.name, wait) or status
+        if status.state == "ready":
+            record = _store(request).get_session(body.name)
+            if record is not None:
+                dirs = request.app.state.data_dirs
+                content = _session_out(record.name, record.created, record.config, dirs)
+                return JSONResponse(status_code=201, content=content)
+    location = {"Location": f"/v1/sessions/{body.name}/build"}
+    return JSONResponse(status_code=202, content=_build_out(request, status), headers=location)
+
+
+@curator_routes.get(
+    "/v1/sessions/{name}/build",
+    response_model=m.BuildOut,
+    responses={**_ERRORS, 404: {"model": m.ErrorOut, "description": "No such build."}},
+    tags=["curator"],
+)
+def build_status(request: Request, name: SessionName, _: Curator) -> Any:
+    """The session's build: building, ready, failed (with a public reason) or cancelled."""
+    status = _builds(request).status(name)
+    if status is None:
+        raise _fail(404, f"No session or build named {name!r}.")
+    return _build_out(request, status)
+
+
+@curator_routes.delete(
+    "/v1/sessions/{name}/build",
+    response_model=m.BuildOut,
+    responses={
+        **_ERRORS,
+        404: {"model": m.ErrorOut, "description": "No such build."},
+        409: {"model": m.ErrorOut, "description": "The build already ended ready."},
+    },
+    tags=["curator"],
+)
+def cancel_build(request: Request, name: SessionName, _: Curator) -> Any:
+    """Cancels the session's build (curator): its process is stopped and its memory freed;
+    nothing is charged and no session is created. A build that ended is left as it is
+    (a ready session is a 409)."""
+    status = _builds(request).cancel(name)
+    if status is None:
+        raise _fail(404, f"No session or build named {name!r}.")
+    if status.state == "ready":
+        raise _fail(409, f"Session {name!r} is built; a built session is not cancelled.")
+    return _build_out(request, status)
+
+
+def _build_out(request: Request, status: BuildStatus) -> dict[str, Any]:
+    out: dict[str, Any] = {k: getattr(status, k) for k in m.BuildOut.model_fields if k != "session"}
+    out["session"] = None
+    if status.state == "ready":
+        record = _store(request).get_session(status.name)
+        if record is not None:
+            dirs = request.app.state.data_dirs
+            out["session"] = _session_out(record.name, record.created, record.config, dirs)
+    return out
 
 
 @curator_routes.get(
@@ -549,6 +660,7 @@ def create_app(
     workers: int = DEFAULT_WORKERS,
     request_deadline: float = DEFAULT_DEADLINE_SECONDS,
     connections: Connections | None = None,
+    build_limits: BuildLimits | None = None,
 ) -> FastAPI:
     """The service's ASGI app over ``store`` (see the module docstring).
 
@@ -564,9 +676,11 @@ def create_app(
         request_deadline: seconds a request may wait for its session before a 503.
         connections: the named PostgreSQL connections sessions may read
             (:mod:`pmwcm.service.connections`; none by default).
+        build_limits: the limits on one session build (:mod:`pmwcm.service.build_jobs`).
 
     Raises:
-        ValueError: a data directory that is not a directory, or a non-positive limit.
+        ValueError: a data directory that is not a directory, a non-positive limit, or
+            a ``noise_factory`` that cannot be sent to a build process.
     """
     runner = SessionRunner(workers=workers, deadline=request_deadline)
     if not (isinstance(max_body_bytes, int) and max_body_bytes >= 1):
@@ -579,10 +693,14 @@ def create_app(
         if path not in dirs:
             dirs.append(path)
     sessions = SessionManager(store, noise_factory=noise_factory, connections=connections)
+    builds = BuildRunner(
+        store, noise_factory=noise_factory, connections=connections, limits=build_limits
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await anyio.to_thread.run_sync(builds.close)
         if close_store:
             store.close()
 
@@ -594,6 +712,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.sessions = sessions
+    app.state.builds = builds
     app.state.store = store
     app.state.data_dirs = tuple(dirs)
     app.state.max_body_bytes = max_body_bytes

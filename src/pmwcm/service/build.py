@@ -26,9 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pmwcm.engine.build_cost import BuildCost, build_cost, check_build_cost
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.mechanisms.accounting.budget_rules import check_total_budget
 from pmwcm.mechanisms.accounting.codec import event_from_dict, event_to_dict
@@ -36,6 +38,7 @@ from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.service.connections import Connections
 from pmwcm.service.durable import DurableLedger, encode_snapshot
+from pmwcm.service.limits import BuildLimits
 from pmwcm.service.locations import SessionUnavailable, data_config, digest, open_private
 from pmwcm.service.store import DebitRecord, StoredSnapshot
 
@@ -104,6 +107,7 @@ def session_config(
     table: str | None = None,
     engine: str | None = None,
     connections: Connections | None = None,
+    build_limits: BuildLimits | None = None,
 ) -> dict[str, Any]:
     """The stored configuration: where the data lives (an absolute path and its digest,
     or a connection's name and a table: :func:`~pmwcm.service.locations.data_config`),
@@ -128,11 +132,14 @@ def session_config(
             connection ``connection``, or a Spark table or Parquet path
             (:mod:`pmwcm.service.locations`).
         connections: the operator's named connections (``pmwcm serve --connections``).
+        build_limits: the operator's limits on a build: one whose declared cost, with
+            the largest ``n`` (:func:`check_build_size`), is over them is refused.
 
     Raises:
         ValueError: a file is outside ``data_dirs`` or missing, the schema is invalid or
-            drafted, or the parameters are invalid. A file's refusal
-            (:class:`FileRefused`) names the field alone, never its path or content.
+            drafted, the parameters are invalid, or the build is over ``build_limits``.
+            A file's refusal (:class:`FileRefused`) names the field alone, never its path
+            or content.
     """
     files = {"schema_path": schema_path}
     if public_data_path is not None:
@@ -160,7 +167,9 @@ def session_config(
     check_total_budget(epsilon, delta)  # the rules run and the library apply; n at genesis
     pmw = PMWConfig(epsilon=epsilon, delta=delta, **parameters)  # validates them
     drafted = _drafted_schema(resolved["schema_path"], accept_drafted_schema, accept_hint)
-    _check_backend(pmw, resolved["schema_path"])
+    domain = _check_backend(pmw, resolved["schema_path"])
+    if build_limits is not None:
+        check_build_size(domain, pmw, n=None, limits=build_limits)
     config: dict[str, Any] = dict(located)
     for label, path in resolved.items():
         config[label] = str(path)
@@ -174,7 +183,25 @@ def session_config(
     }
 
 
-def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
+def check_build_size(
+    domain: Domain, pmw: PMWConfig, *, n: int | None, limits: BuildLimits
+) -> BuildCost:
+    """The one check of a build's size: its declared cost
+    (:func:`pmwcm.engine.build_cost.build_cost`, from public inputs only: the schema's
+    domain, the parameters and ``n`` when known) against the operator's limits.
+
+    Returns:
+        The declared cost (the limits the running build is held to).
+
+    Raises:
+        BuildRefused: over a limit; the message names the limit and the parameter.
+    """
+    cost = build_cost(domain, pmw, n=n)
+    check_build_cost(cost, max_memory=limits.max_memory, max_seconds=limits.max_seconds)
+    return cost
+
+
+def _check_backend(pmw: PMWConfig, schema_path: Path) -> Domain:
     """Refuses parameters whose hypothesis backend does not fit the schema's universe
     (a forced dense backend over ``hypothesis_memory``, a budget too small for a
     support), from the schema and parameters alone.
@@ -185,7 +212,9 @@ def _check_backend(pmw: PMWConfig, schema_path: Path) -> None:
     from pmwcm.data.schema import Schema
 
     schema = _read("schema_path", lambda: Schema.from_json(schema_path))
-    pmw.backend_choice(_read("schema_path", schema.domain))
+    domain = _read("schema_path", schema.domain)
+    pmw.backend_choice(domain)
+    return domain
 
 
 def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
@@ -205,9 +234,11 @@ def _drafted_schema(path: Path, accept: bool, hint: str) -> bool:
     return problem is not None
 
 
-def _parts(
-    config: Mapping[str, Any], connections: Connections | None, *, creating: bool
-) -> tuple[PrivateData, PMWConfig, Path | None]:
+#: A session's private data, its parameters and its public-prior file (if any).
+Parts = tuple[PrivateData, PMWConfig, Path | None]
+
+
+def _parts(config: Mapping[str, Any], connections: Connections | None, *, creating: bool) -> Parts:
     """The private data, the parameters and the public-prior file (all checked unchanged)."""
     from pmwcm.data.schema import Schema
 
@@ -282,7 +313,39 @@ def genesis(
     Raises:
         SessionUnavailable, ValueError: the files or parameters cannot be used.
     """
-    private, pmw, public = _parts(config, connections, creating=True)
+    return genesis_from(open_parts(config, connections), config, noise=noise)
+
+
+def open_parts(config: Mapping[str, Any], connections: Connections | None) -> Parts:
+    """A new session's private data, parameters and public-prior file, opened for its
+    build (:func:`genesis_from`); nothing is read but the data's public ``n``.
+
+    Raises:
+        SessionUnavailable, ValueError: the files or parameters cannot be used.
+    """
+    return _parts(config, connections, creating=True)
+
+
+def preflight(parts: Parts, limits: BuildLimits) -> BuildCost:
+    """The build's declared cost with the data's public ``n`` (:func:`check_build_size`),
+    after the budget plan (:func:`~pmwcm.engine.plan.plan_budget`: every budget rule,
+    the split, every noise level) that the build will then use, from public inputs.
+
+    Raises:
+        ValueError: a parameter that cannot be built, a budget rule that fails, or a
+            build over ``limits``, naming the parameter.
+    """
+    private, pmw, public = parts
+    plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)
+    resolved = pmw.resolved_for(private.n, len(private.domain))
+    return check_build_size(private.domain, resolved, n=private.n, limits=limits)
+
+
+def genesis_from(
+    parts: Parts, config: dict[str, Any], *, noise: NoiseSource
+) -> tuple[dict[str, Any], list[DebitRecord], StoredSnapshot]:
+    """:func:`genesis` on data already opened (:func:`open_parts`)."""
+    private, pmw, public = parts
     # The budget plan from public inputs (every rule, with n), before the prior reads the
     # data: the same function `pmwcm run` and build_engine call.
     plan = plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)

@@ -21,6 +21,7 @@ Typical analyst loop (each query may depend on the answers before it)::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -31,6 +32,11 @@ import httpx
 from pmwcm import errors
 
 __all__ = ["BudgetExhausted", "Client", "Released", "ServiceError"]
+
+#: The longest ``?wait=`` the server takes (:data:`pmwcm.service.app.MAX_CREATE_WAIT_SECONDS`).
+_LONGEST_WAIT = 600.0
+#: Seconds between two looks at a build still under way.
+_POLL_SECONDS = 1.0
 
 
 class ServiceError(Exception):
@@ -127,10 +133,15 @@ class Client:
             self._http.close()
 
     def _call(
-        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, float] | None = None,
     ) -> Any:
         sent = self._headers if headers is None else {**self._headers, **headers}
-        response = self._http.request(method, path, json=body, headers=sent)
+        response = self._http.request(method, path, json=body, headers=sent, params=params)
         if response.status_code >= 400:
             kind = BudgetExhausted if response.status_code == 409 and "/queries" in path else None
             raise (kind or ServiceError)(response.status_code, _detail(response))
@@ -185,10 +196,21 @@ class Client:
         connection: str | None = None,
         table: str | None = None,
         engine: str | None = None,
+        wait: float = 3600.0,
     ) -> dict[str, Any]:
         """Creates a session (curator) over a file on the server (``data_path``), a
         PostgreSQL table through the operator's named ``connection`` and ``table``, or
-        Spark (``engine="spark"`` with ``data_path`` or ``table``)."""
+        Spark (``engine="spark"`` with ``data_path`` or ``table``), and waits for its
+        build (polling :meth:`build`, at most ``wait`` seconds).
+
+        Returns:
+            The session (as the server describes it) once built.
+
+        Raises:
+            ServiceError: refused (422, naming the field), or the build failed, was
+                cancelled (409, with its reason) or is still building after ``wait``
+                seconds (504; :meth:`build` goes on telling its state).
+        """
         location = {"data_path": data_path, "connection": connection, "table": table,
                     "engine": engine}  # fmt: skip
         body = {
@@ -199,7 +221,28 @@ class Client:
             "delta": delta,
             "parameters": dict(parameters or {}),
         }
-        return dict(self._call("POST", "/v1/sessions", body))
+        deadline = time.monotonic() + wait
+        first = min(wait, _LONGEST_WAIT)
+        out = dict(self._call("POST", "/v1/sessions", body, params={"wait": first}))
+        if "state" not in out:  # 201: built within the first wait
+            return out
+        while out["state"] == "building" and time.monotonic() < deadline:
+            time.sleep(_POLL_SECONDS)
+            out = self.build(name)
+        if out["state"] == "ready":
+            return dict(out["session"])
+        if out["state"] == "building":
+            raise ServiceError(504, f"Session {name!r} is still being built after {wait:g} s.")
+        raise ServiceError(409, f"Session {name!r} was not built ({out['state']}): {out['reason']}")
+
+    def build(self, session: str) -> dict[str, Any]:
+        """The session's build (curator): ``state`` is ``building``, ``ready``, ``failed``
+        (with its ``reason``) or ``cancelled``."""
+        return dict(self._call("GET", f"/v1/sessions/{session}/build"))
+
+    def cancel_build(self, session: str) -> dict[str, Any]:
+        """Cancels the session's build (curator); returns its status once it has stopped."""
+        return dict(self._call("DELETE", f"/v1/sessions/{session}/build"))
 
     def sessions(self) -> list[dict[str, Any]]:
         """All sessions (curator)."""

@@ -11,6 +11,7 @@ float64's resolution).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pmwcm.errors import InvalidQuery, Refused
@@ -33,6 +34,30 @@ MAX_MESSAGE_CHARS = 500
 MAX_LOC_CHARS = 64
 #: The longest loss or encoding name (the catalogue's are far shorter).
 MAX_KEYWORD_CHARS = 32
+
+#: The default limit on a session build's declared memory (bytes above the build
+#: process's own before it opens the data): 6 GiB, above the 4 GiB hypothesis cap plus
+#: its released tables, so that by default only the time limit binds.
+MAX_BUILD_MEMORY = 6 * 2**30
+#: The default limit on a session build's declared time (seconds).
+MAX_BUILD_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildLimits:
+    """The operator's limits on one session build (``pmwcm serve``): a build whose
+    declared cost (:func:`pmwcm.engine.build_cost.build_cost`) is over either is refused
+    before it starts, and a running build is stopped when it passes them."""
+
+    max_memory: int = MAX_BUILD_MEMORY
+    max_seconds: float = MAX_BUILD_SECONDS
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.max_memory, int) and self.max_memory > 0):
+            raise ValueError(f"max_memory must be a positive integer, got {self.max_memory!r}.")
+        if not (isinstance(self.max_seconds, int | float) and self.max_seconds > 0):
+            raise ValueError(f"max_seconds must be positive, got {self.max_seconds!r}.")
+
 
 QUERY_LIMITS = (
     f"Limits on this service: radius at most {MAX_RADIUS:g}, at most {MAX_FEATURES} features "

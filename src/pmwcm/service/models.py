@@ -309,6 +309,28 @@ class SessionOut(BaseModel):
     drafted_schema_accepted: bool = False
 
 
+class BuildOut(BaseModel):
+    """A session's build (curator): ``building``, ``ready``, ``failed`` (with a public
+    ``reason``) or ``cancelled``.
+
+    Creating a session answers 202 with this at once; poll
+    ``GET /v1/sessions/{name}/build`` until ``state`` is not ``building``; ``DELETE``
+    on it cancels the build (its process is stopped and its memory freed). A build
+    that has not ended has charged nothing and created no session. ``memory_bytes``
+    and ``seconds`` are the build's declared memory and time limit (public: from the
+    schema, the parameters and ``n``); ``session`` is the session once ``ready``.
+    """
+
+    name: str
+    state: Literal["building", "ready", "failed", "cancelled"]
+    reason: str | None = None
+    started: float
+    finished: float | None = None
+    memory_bytes: int | None = None
+    seconds: float | None = None
+    session: SessionOut | None = None
+
+
 class StatusOut(BaseModel):
     """A session's budget and progress (curator and the session's analysts).
 

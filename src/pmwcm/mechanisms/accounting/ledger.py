@@ -150,6 +150,8 @@ def calibrate_gaussian_multiplier(
 
     # Start from the zCDP estimate of the Gaussian part alone (Bun-Steinke Prop. 1.3).
     rho = zcdp_for(epsilon, delta)
+    if not rho > 0:  # epsilon below sqrt(L)'s last bit (5e-324): the guess has no finite value
+        raise ValueError(f"epsilon={epsilon!r} is too small for any Gaussian noise multiplier.")
     multiplier = calibrate_noise_level(
         dp_event.GaussianDpEvent,
         count=count,

@@ -37,7 +37,8 @@ private records would publish which cells hold a record, and
 ``tests/test_audit_support_prior.py`` audits exactly that broken variant.
 
 **Cost.** The proposal is ``O(M m)`` for ``m`` attributes; each fit iteration
-``O(K M)`` (one bincount and one gather per measured clique), with the number
+``O(K M)`` in two streaming passes over the column-major codes
+(:mod:`pmwcm.kernels.support_passes`), with the number
 of iterations from a public work budget (:func:`support_iterations`).
 """
 
@@ -51,13 +52,20 @@ from numpy.typing import NDArray
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from pmwcm.kernels.backend import BackendChoice
-from pmwcm.kernels.clique_table import FloatArray, cell_codes
+from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
-from pmwcm.kernels.logspace import logsumexp
-from pmwcm.kernels.support import SupportHistogram
+from pmwcm.kernels.support import SupportHistogram, smallest_code_dtype
+from pmwcm.kernels.support_passes import (
+    CliqueLayout,
+    clique_marginals,
+    columns_of,
+    descent_step,
+    draw_children,
+)
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
+    CONTINUATION,
     Measurement,
     PriorRelease,
     entropic_descent,
@@ -75,6 +83,7 @@ __all__ = [
     "post_processing_rng",
     "public_start",
     "public_support_prior",
+    "support_fit_budget",
     "support_iterations",
     "support_marginal_prior",
     "tree_proposal",
@@ -89,8 +98,6 @@ UNIFORM_MIXING = 0.01
 #: where the relative-improvement rule stops it) halved the mean excess risk of
 #: 500 random logistic queries (4.5e-4 to 2.1e-4, eps = 1, seed 0), 8 s to 17 s.
 FIT_WORK = 2e10
-#: Bytes of clique codes the fit keeps between passes (the rest are recomputed).
-CODE_CACHE_BYTES = 512 * 2**20
 
 
 def post_processing_rng(noise: NoiseSource) -> np.random.Generator:
@@ -184,11 +191,6 @@ def _tree_edges(
     return edges
 
 
-def _draw(cdf_rows: FloatArray, uniforms: FloatArray) -> NDArray[np.int64]:
-    """Inverse-CDF draws: row ``r`` of ``cdf_rows`` for each uniform."""
-    return np.minimum((cdf_rows < uniforms[:, None]).sum(axis=1), cdf_rows.shape[1] - 1)
-
-
 def _conditionals(table: FloatArray, sigma: float, child: FloatArray) -> FloatArray:
     """``P(child | parent)`` from a released pair table (rows: parent values).
 
@@ -209,98 +211,162 @@ def tree_proposal(
     *,
     size: int,
     rng: np.random.Generator,
-) -> NDArray[np.int64]:
+) -> NDArray[np.integer]:
     """``size`` records drawn from the Chow-Liu tree model of the released tables.
 
     Roots are drawn from their one-way estimates; each child given its parent
-    from the released pair table's row (:func:`_conditionals`).
+    from the released pair table's row (:func:`_conditionals`). The records come
+    back column-major (shape ``(size, m)``, Fortran order) in the domain's smallest
+    code type, drawn :data:`DRAW_CHUNK` at a time: the proposal's memory is the
+    records' own, ``size * m`` bytes for byte codes.
     """
     if size < 1:
         raise ValueError(f"size must be positive, got size={size}.")
     one_way = one_way_estimates(domain, measurements)
     pairs = _pair_tables(domain, measurements)
-    records = np.zeros((size, len(domain)), dtype=np.int64)
+    columns = np.zeros((len(domain), size), dtype=smallest_code_dtype(domain))
     edges = _tree_edges(len(domain), one_way, pairs)
     children = {child for _, child in edges}
+    roots = np.zeros(1, dtype=columns.dtype)  # every root's draws read parent code 0
     for axis in range(len(domain)):
         if axis not in children:
-            cdf = np.cumsum(one_way[axis])
-            records[:, axis] = _draw(np.broadcast_to(cdf, (size, cdf.size)), rng.random(size))
+            cdf = np.cumsum(one_way[axis])[None, :]
+            _draw_column(np.broadcast_to(roots, (size,)), cdf, columns[axis], rng)
     for parent, child in edges:
         table, sigma = pairs[(parent, child)] if parent < child else pairs[(child, parent)]
         if parent > child:
             table = table.T
         cdf = np.cumsum(_conditionals(table, sigma, one_way[child]), axis=1)
-        records[:, child] = _draw(cdf[records[:, parent]], rng.random(size))
-    return records
+        _draw_column(columns[parent], cdf, columns[child], rng)
+    return columns.T
+
+
+#: Records drawn per batch of uniforms (8 bytes each) in :func:`tree_proposal`.
+DRAW_CHUNK = 2**20
+
+
+def _draw_column(
+    parents: NDArray[np.integer],
+    cdf: FloatArray,
+    out: NDArray[np.integer],
+    rng: np.random.Generator,
+) -> None:
+    """Inverse-CDF draws of one column from the rows of ``cdf`` its parents pick, in
+    chunks of :data:`DRAW_CHUNK` uniforms (the generator's stream is the same as one
+    ``rng.random(size)``)."""
+    for begin in range(0, out.size, DRAW_CHUNK):
+        end = min(out.size, begin + DRAW_CHUNK)
+        draw_children(parents[begin:end], cdf, rng.random(end - begin), out[begin:end])
+
+
+class _Fitted:
+    """A fit's state: normalised log-weights, their maximum and (once computed) their
+    flat clique tables."""
+
+    __slots__ = ("log_w", "tables", "top")
+
+    def __init__(self, log_w: FloatArray, tables: FloatArray | None, top: float) -> None:
+        self.log_w = log_w
+        self.tables = tables
+        self.top = top
+
+
+#: How far (in log space) below its bound the trial's maximum may fall before the
+#: one-pass step's tables are recomputed about the maximum itself (``exp(-650)`` is
+#: still a normal float: the tables keep their precision above it).
+_SHIFT_SLACK = 650.0
+
+
+class _UniformStart:
+    """Records with equal weights: what :func:`fit_support` reads of its start, without a
+    :class:`SupportHistogram`'s probabilities (``8 M`` bytes the fit does not need)."""
+
+    def __init__(self, domain: Domain, records: NDArray[np.integer]) -> None:
+        self.domain = domain
+        self.records = records
+        self.size = int(records.shape[0])
+
+    @property
+    def log_weights(self) -> FloatArray:
+        return np.full(self.size, -math.log(self.size))
 
 
 def fit_support(
-    start: SupportHistogram,
+    start: SupportHistogram | _UniformStart,
     measurements: Sequence[Measurement],
     *,
     iterations: int,
     step: float = 1.0,
     rtol: float = 1e-5,
+    continuation: int | None = None,
 ) -> SupportHistogram:
-    """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights.
+    """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights
+    (``continuation`` as there: at most ``continuation * iterations`` iterations in all).
 
-    The records stay; only their weights move. Each iteration is one weighted
-    bincount and one gather per measurement, ``O(K M)``.
+    The records stay; only their weights move. Each iteration is one streaming
+    pass over the column-major codes (:mod:`pmwcm.kernels.support_passes`): per
+    record, ``w'_i = w_i - s g_i`` with ``g_i = sum_k r_k(x_{i, C_k})``, and
+    ``exp(w'_i - shift)`` added to every clique's table, where ``shift`` is an
+    upper bound on ``w'`` known before the pass (``max w - s sum_k min r_k``);
+    the tables and ``w'`` are then normalised by their total. Should the bound be
+    loose by more than :data:`_SHIFT_SLACK`, the tables are summed again about
+    the maximum. Memory: the code columns and two weight vectors (``w`` and the
+    trial ``w'``), whatever ``K``.
     """
     domain = start.domain
-    records = start.records
+    columns = columns_of(start.records)
+    layout = CliqueLayout(domain, [m.clique for m in measurements])
 
-    def clique_codes(m: Measurement) -> NDArray[np.integer]:
-        # In the codes' own smallest dtype: a quarter of int64's memory traffic.
-        dtype = np.min_scalar_type(max(np.size(m.values) - 1, 0))
-        return cell_codes(records, domain.axes(m.clique), np.shape(m.values), dtype)
+    def marginals(state: _Fitted) -> list[FloatArray]:
+        if state.tables is None:
+            state.tables = clique_marginals(columns, state.log_w, layout)[0]
+        return layout.split(state.tables)
 
-    # Codes are kept while they fit CODE_CACHE_BYTES (smallest dtype: uint16 for most
-    # pairs), and recomputed on every pass beyond: K M codes of a wide table would
-    # not fit (1,431 pairs at M = 10^6 are 2.9 GB even as uint16).
-    cached: list[NDArray[np.integer] | None] = []
-    used = 0
-    for m in measurements:
-        itemsize = np.min_scalar_type(max(np.size(m.values) - 1, 0)).itemsize
-        if used + itemsize * start.size <= CODE_CACHE_BYTES:
-            cached.append(clique_codes(m))
-            used += itemsize * start.size
-        else:
-            cached.append(None)
+    def moved(state: _Fitted, res: list[FloatArray], s: float) -> _Fitted:
+        # g_i >= sum_k min r_k, so w'_i <= max w - s sum_k min r_k: a shift no exp passes.
+        shift = state.top - s * sum(float(r.min()) for r in res)
+        trial, top, flat, total = descent_step(
+            columns, state.log_w, layout.join(res), layout, s, shift=shift
+        )
+        if top < shift - _SHIFT_SLACK:  # the bound was loose: sum again about the maximum
+            shift = top
+            flat, total = clique_marginals(columns, trial, layout, shift=shift)
+        trial -= shift + math.log(total)  # in place: the trial is this pass's own array
+        flat /= total
+        return _Fitted(trial, flat, top - shift - math.log(total))
 
-    def codes_of(k: int) -> NDArray[np.integer]:
-        hit = cached[k]
-        return hit if hit is not None else clique_codes(measurements[k])
-
-    shapes = [np.shape(m.values) for m in measurements]
-
-    def marginals(log_w: FloatArray) -> list[FloatArray]:
-        p = np.exp(log_w)
-        return [
-            np.asarray(
-                np.bincount(codes_of(k), weights=p, minlength=math.prod(shape)), dtype=np.float64
-            ).reshape(shape)
-            for k, shape in enumerate(shapes)
-        ]
-
-    def moved(log_w: FloatArray, res: list[FloatArray], s: float) -> FloatArray:
-        g = np.zeros(start.size)
-        for k, r in enumerate(res):
-            g += r.reshape(-1)[codes_of(k)]
-        out = log_w - s * g
-        return out - logsumexp(out)
-
+    log_w = start.log_weights
     fitted = entropic_descent(
-        start.log_weights,
+        _Fitted(log_w, None, float(log_w.max())),
         measurements,
         marginals=marginals,
         moved=moved,
         iterations=iterations,
         step=step,
         rtol=rtol,
+        continuation=continuation,
     )
-    return SupportHistogram(domain, records, fitted)
+    return SupportHistogram(domain, start.records, fitted.log_w)
+
+
+#: The most record-clique visits (``iterations * K * M``) a support fit may take in all,
+#: its continuation past the budget (:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`)
+#: included: what makes a build's time known before it starts (:mod:`pmwcm.engine.build_cost`).
+FIT_WORK_CAP = 3 * FIT_WORK
+
+
+def support_fit_budget(size: int, cliques: int) -> tuple[int, int]:
+    """The fit's ``(iterations, continuation)`` for ``size`` records and ``cliques``
+    measured cliques (public): :func:`support_iterations`, and as many times that
+    as keep the whole fit within :data:`FIT_WORK_CAP` visits (at least 1, at most
+    :data:`~pmwcm.mechanisms.priors.marginals.CONTINUATION`).
+
+    >>> support_fit_budget(2**18, 91), support_fit_budget(8_659_208, 91)
+    ((300, 8), (30, 2))
+    """
+    iterations = support_iterations(size, cliques)
+    fits = int(FIT_WORK_CAP // (iterations * cliques * size))
+    return iterations, max(1, min(CONTINUATION, fits))
 
 
 def support_iterations(size: int, cliques: int) -> int:
@@ -330,9 +396,13 @@ def support_marginal_prior(
     measured = measure_marginals(data, chosen, noise_multiplier=noise_multiplier, noise=noise)
     rng = post_processing_rng(noise)
     records = tree_proposal(data.domain, measured, size=size, rng=rng)
-    if iterations is None:
-        iterations = support_iterations(size, len(chosen))
-    fitted = fit_support(SupportHistogram(data.domain, records), measured, iterations=iterations)
+    budget, continuation = support_fit_budget(size, len(chosen))
+    fitted = fit_support(
+        _UniformStart(data.domain, records),
+        measured,
+        iterations=budget if iterations is None else iterations,
+        continuation=continuation,
+    )
     return PriorRelease(fitted, tuple(measured))
 
 

@@ -1,0 +1,95 @@
+"""The streaming support passes against NumPy's bincount and gather, and a build's declared
+cost (what the service checks before a build starts)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from pmwcm.engine.build_cost import BuildRefused, build_cost, check_build_cost
+from pmwcm.engine.practical import PMWConfig
+from pmwcm.kernels.backend import support_bytes
+from pmwcm.kernels.clique_table import cell_codes
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.support_passes import (
+    CHUNK_MIN_RECORDS,
+    CliqueLayout,
+    clique_marginals,
+    columns_of,
+    descent_step,
+)
+from pmwcm.mechanisms.priors.support import FIT_WORK_CAP, support_fit_budget
+
+DOMAIN = Domain.from_sizes({"a": 3, "b": 7, "c": 2, "d": 11})
+CLIQUES = [("a",), *itertools.combinations(DOMAIN.names, 2)]
+
+
+@pytest.mark.parametrize("size", [1000, CHUNK_MIN_RECORDS + 17])  # one chunk, and several
+def test_the_passes_equal_bincount_and_gather(size: int) -> None:
+    rng = np.random.default_rng(size)
+    records = np.stack([rng.integers(0, s, size) for s in DOMAIN.sizes], axis=1)
+    log_w = rng.normal(size=size)
+    layout = CliqueLayout(DOMAIN, CLIQUES)
+    columns = columns_of(records.astype(np.uint8))
+    shift = float(log_w.max())
+    flat, total = clique_marginals(columns, log_w, layout, shift=shift)
+    p = np.exp(log_w - shift)
+    codes = [
+        cell_codes(records, DOMAIN.axes(c), shape)
+        for c, shape in zip(CLIQUES, layout.shapes, strict=True)
+    ]
+    for table, code, shape in zip(layout.split(flat), codes, layout.shapes, strict=True):
+        expected = np.bincount(code, weights=p, minlength=int(np.prod(shape))).reshape(shape)
+        np.testing.assert_allclose(table, expected, rtol=1e-12)
+    assert total == pytest.approx(float(p.sum()), rel=1e-12)
+    residuals = [rng.normal(size=shape) for shape in layout.shapes]
+    step = 0.7
+    upper = shift - step * sum(float(r.min()) for r in residuals)
+    moved, top, tables, moved_total = descent_step(
+        columns, log_w, layout.join(residuals), layout, step, shift=upper
+    )
+    gradient = sum(r.reshape(-1)[code] for r, code in zip(residuals, codes, strict=True))
+    np.testing.assert_allclose(moved, log_w - step * gradient, rtol=1e-12, atol=1e-12)
+    assert top == float(moved.max()) and top <= upper
+    again, again_total = clique_marginals(columns, moved, layout, shift=upper)
+    np.testing.assert_allclose(tables, again, rtol=1e-12)
+    assert moved_total == pytest.approx(again_total, rel=1e-12)
+
+
+def test_a_clique_of_three_is_refused_by_the_passes() -> None:
+    with pytest.raises(ValueError, match="one or two attributes"):
+        CliqueLayout(DOMAIN, [("a", "b", "c")]).pairs()
+
+
+def test_the_fit_budget_caps_the_whole_fit() -> None:
+    for size, cliques in [(2**14, 91), (2**18, 91), (2**23, 91), (10**6, 1431)]:
+        iterations, continuation = support_fit_budget(size, cliques)
+        assert 30 <= iterations <= 300 and continuation >= 1
+        assert iterations * continuation * cliques * size <= max(
+            FIT_WORK_CAP, iterations * cliques * size
+        )
+
+
+WIDE = Domain.from_sizes({f"x{i}": 100 for i in range(14)})
+
+
+def test_the_declared_cost_reads_the_configuration_and_grows_with_the_support() -> None:
+    small = build_cost(WIDE, PMWConfig(epsilon=1.0, delta=1e-6, support_size=2**16), n=10**5)
+    large = build_cost(WIDE, PMWConfig(epsilon=1.0, delta=1e-6, support_size=2**22), n=10**5)
+    tables = 24 * 100 * 100 * 91  # the released pair tables, three floats per cell
+    assert small.memory_bytes == support_bytes(WIDE, 2**16) + tables
+    assert large.memory_bytes == support_bytes(WIDE, 2**22) + tables
+    assert small.seconds > 0 and large.field == "support_size"
+    uniform = build_cost(WIDE, PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform"), n=10**5)
+    assert uniform.seconds < small.seconds and uniform.memory_bytes < small.memory_bytes
+
+
+def test_a_cost_over_a_limit_is_refused_naming_the_field_and_the_limit() -> None:
+    cost = build_cost(WIDE, PMWConfig(epsilon=1.0, delta=1e-6, support_size=2**22))
+    check_build_cost(cost, max_memory=cost.memory_bytes, max_seconds=cost.seconds)
+    with pytest.raises(BuildRefused, match=r"^support_size: .*memory limit of 1 MiB"):
+        check_build_cost(cost, max_memory=2**20, max_seconds=cost.seconds)
+    with pytest.raises(BuildRefused, match=r"^support_size: .*time limit of 10 s"):
+        check_build_cost(cost, max_memory=cost.memory_bytes, max_seconds=10.0)
