@@ -22,7 +22,7 @@ from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
-from service.svc_support import Service
+from service.svc_support import BUILD_WAIT, Service
 
 runner = CliRunner()
 
@@ -73,7 +73,9 @@ def _cli(service: Service, tmp: Path, epsilon: float, delta: float) -> tuple[int
 def _service(service: Service, epsilon: float, delta: float) -> Any:
     body = {"name": "s", "data_path": str(service.data), "schema_path": str(service.schema),
             "epsilon": epsilon, "delta": delta, "parameters": PARAMETERS}  # fmt: skip
-    return service.client.post("/v1/sessions", json=body, headers=service.auth())
+    return service.client.post(
+        "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+    )
 
 
 @pytest.mark.parametrize(("epsilon", "delta", "field"), CASES)

@@ -18,7 +18,7 @@ import pytest
 from pmwcm.service import SQLiteStore, bootstrap_curator, create_app
 from pmwcm.service.console import CONTENT_SECURITY_POLICY
 from pmwcm.service.console_audit import parse_report
-from service.svc_support import Service, TestClient
+from service.svc_support import BUILD_WAIT, Service, TestClient
 
 REPORT = Path(__file__).parents[1] / "data" / "audit-report.md"
 
@@ -66,7 +66,10 @@ def test_the_plan_is_the_one_the_session_gets_and_creates_nothing(service: Servi
     assert (plan["n"], plan["attributes"], plan["prior"]) == (300, 4, "marginals")
     assert sum(plan["shares"].values()) == pytest.approx(1.0)
     assert service.client.get("/v1/sessions", headers=service.auth()).json() == []
-    assert service.client.post("/v1/sessions", json=body, headers=service.auth()).status_code == 201
+    created = service.client.post(
+        "/v1/sessions", json=body, headers=service.auth(), params={"wait": BUILD_WAIT}
+    )
+    assert created.status_code == 201
     status = service.client.get("/v1/sessions/p", headers=service.auth()).json()
     assert status["max_updates"] == plan["max_updates"]
     ledger = service.client.get("/v1/sessions/p/ledger", headers=service.auth()).json()
