@@ -142,6 +142,7 @@ class PlanOut(BaseModel):
     backend: dict[str, Any]
     after_halt: str
     parameters: dict[str, Any]
+    plan: dict[str, Any]
 
 
 class RefusalOut(BaseModel):
@@ -279,15 +280,22 @@ def plan(request: Request, body: m.SessionCreate, _: Curator) -> Any:
 
 
 def _plan_of(config: dict[str, Any], connections: Any) -> dict[str, Any]:
-    """The plan of a session configuration (:class:`PlanOut`); reads only ``n`` of the data."""
+    """The plan of a session configuration (:class:`PlanOut`): the one budget plan
+    (:func:`~pmwcm.engine.plan.plan_budget`) the build would use, so a body this page
+    shows a plan for is one creation accepts; reads only ``n`` of the data."""
     from pmwcm.data.schema import Schema
-    from pmwcm.engine.budget_rule import mode_reason
+    from pmwcm.engine.plan import plan_budget
     from pmwcm.engine.practical import PMWConfig
 
     schema = Schema.from_json(Path(config["schema_path"]))
-    n = open_private(config, schema, connections=connections, creating=True).n
+    private = open_private(config, schema, connections=connections, creating=True)
+    n = private.n
+    private.close()
     asked = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **config["parameters"])
-    pmw = asked.resolved_for(n, len(schema.attributes))
+    budget = plan_budget(
+        asked, n=n, domain=schema.domain(), prior_supplied="public_data_path" in config
+    )
+    pmw = budget.config
     split = pmw.split
     parts = ("prior", "sparse_vector", "oracle")
     return {
@@ -301,10 +309,11 @@ def _plan_of(config: dict[str, Any], connections: Any) -> dict[str, Any]:
         "shares": dict(zip(parts, (split.prior, split.sparse_vector, split.oracle), strict=True)),
         "epsilons": dict(zip(parts, split.epsilons(pmw.epsilon), strict=True)),
         "max_updates": pmw.max_updates,
-        "mode": mode_reason(pmw.epsilon, pmw.delta, n, asked.announced_queries, asked.mode),
-        "backend": pmw.backend_choice(schema.domain(), n).to_dict(),
+        "mode": budget.mode_reason,
+        "backend": budget.backend.to_dict(),
         "after_halt": pmw.after_halt,
         "parameters": config["parameters"],
+        "plan": budget.to_dict(),
     }
 
 
