@@ -85,6 +85,13 @@ import dp_accounting
 
 from pmwcm.engine.budget_rule import chooses_composition, plan_for_budget, updates_for_budget
 from pmwcm.engine.composition_mode import EveryQueryToOracle
+from pmwcm.engine.measured_update import (
+    UPDATE_KINDS,
+    MeasuredUpdate,
+    UpdateKind,
+    calibrate_update_noise,
+    measured_updates,
+)
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.settings import (
     AFTER_HALT,
@@ -226,6 +233,12 @@ class PMWConfig:
             ``announced_queries``). Composition mode: no paid prior, no sparse vector,
             ``T = k`` oracle calls at the whole budget
             (:mod:`pmwcm.engine.composition_mode`).
+        update: what a flagged query buys (issue 35; :mod:`pmwcm.engine.measured_update`):
+            ``"oracle"`` (default: the paper's oracle answer and tilt), ``"measure"``
+            (the clique's marginal measured with the Gaussian mechanism, the
+            hypothesis refitted to every measurement, its answer released) or
+            ``"both"``. The ``T`` updates' measurements (and oracle calls) share
+            one calibrated noise multiplier; composition mode is always ``"oracle"``.
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
     :data:`PriorName`, :data:`AccountantName` and
@@ -260,8 +273,11 @@ class PMWConfig:
     support_size: int = 0
     announced_queries: int | None = None
     mode: ModeName = "auto"
+    update: UpdateKind = "oracle"
 
     def __post_init__(self) -> None:
+        if self.update not in UPDATE_KINDS:
+            raise ValueError(f"update must be one of {UPDATE_KINDS}, got update={self.update!r}.")
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
         if self.mode not in MODES:
@@ -368,6 +384,7 @@ class PMWConfig:
             step_rule="fixed",
             refit_iterations=0,
             budget_rule="fixed",
+            update="oracle",
         )
 
     def _hybrid_for(self, n: int, attributes: int) -> PMWConfig:
@@ -397,6 +414,8 @@ class PMWConfig:
         }
         if self.max_updates == INFORMED_UPDATES:
             changes["max_updates"] = plan.max_updates
+            if self.update != "oracle":  # issue 35: paced measurements need a few updates
+                changes["max_updates"] = measured_updates(plan.max_updates)
         ruled = replace(self, **changes)  # type: ignore[arg-type]
         # At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
         # discretisation can leave a 95% prior no room for the rest: keep the
@@ -732,7 +751,27 @@ def build_engine(
         event_for = dp_accounting.LaplaceDpEvent
     else:
         raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
-    multiplier = calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
+    measured: MeasuredUpdate | None = None
+    if config.update != "oracle" and kind == "cm" and config.mode != "composition":
+        # Issue 35's hook: the T updates' measurements (and, for "both", oracle calls)
+        # share one multiplier calibrated to the rest of the budget.
+        multiplier = calibrate_update_noise(
+            config.update,  # type: ignore[arg-type]
+            config.oracle,
+            updates=config.max_updates,
+            fixed=fixed,
+            epsilon=config.epsilon,
+            delta=config.delta,
+            accountant=accountant,
+        )
+        measured = MeasuredUpdate(
+            kind=config.update,  # type: ignore[arg-type]
+            noise_multiplier=multiplier,
+            refit_iterations=config.refit_iterations,
+            pace_queries=config.expected_queries,
+        )
+    else:
+        multiplier = calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
     learning_rate = config.learning_rate
     if learning_rate is None:
         learning_rate = math.sqrt(data.domain.log_size / config.max_updates)
@@ -751,4 +790,5 @@ def build_engine(
         prior=prior,
         prior_measurements=measurements,
         backend=backend,
+        measured_update=measured,
     )
