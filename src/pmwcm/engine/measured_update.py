@@ -14,11 +14,12 @@ hypothesis to every measurement made so far, as MWEM (Hardt, Ligett, McSherry
    (:mod:`pmwcm.mechanisms.marginal_measurement`);
 2. project the hypothesis onto ``y`` along the clique
    (:func:`project_onto`): ``Dhat'(x) = Dhat(x) t(x_C) / Dhat_C(x_C)`` with ``t``
-   the Euclidean projection of ``y`` onto the simplex, floored at ``sigma / 10``
-   and renormalised (one iterative-proportional-fitting step: ``Dhat'`` is the
-   distribution closest to ``Dhat`` in KL with clique marginal ``t``; the floor
-   keeps every cell reachable by later updates and moves ``t`` by at most
-   ``|C| sigma / 10`` in L1, a tenth of the noise's own);
+   the Euclidean projection onto the simplex of ``y`` shrunk towards
+   ``Dhat_C`` (:func:`shrunk_measurement`, positive-part James-Stein), a cell the
+   projection zeroes keeping half its hypothesis mass, renormalised (one
+   iterative-proportional-fitting step: ``Dhat'`` is the distribution closest to
+   ``Dhat`` in KL with clique marginal ``t``; the kept half leaves every cell
+   reachable by later updates);
 3. refit onto every released measurement (the prior's marginals and every
    earlier update's) with the prior's entropic fit
    (:func:`~pmwcm.mechanisms.priors.refit.refit_to_measurements`).
@@ -57,12 +58,14 @@ not measured: its update is the oracle's, at the same multiplier.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import dp_accounting
 import numpy as np
+from scipy import stats
 
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.domain import Domain
@@ -95,8 +98,10 @@ __all__ = [
 
 UpdateKind = Literal["oracle", "measure", "both"]
 UPDATE_KINDS: tuple[UpdateKind, ...] = get_args(UpdateKind)
-#: The floor of the projection's target, in units of the measurement's ``sigma``.
-TARGET_FLOOR = 0.1
+#: The quantile of the noise's chi-square beyond which a measurement moves the hypothesis.
+NOISE_QUANTILE = 0.95
+#: The share of its hypothesis mass a cell keeps where the projected target is zero.
+ZERO_CELL_KEEP = 0.5
 #: The failure probability of a measured answer's certificate.
 CERTIFICATE_BETA = 0.05
 
@@ -118,37 +123,43 @@ def simplex_projection(values: FloatArray) -> FloatArray:
 
 
 def shrunk_measurement(current: FloatArray, measurement: Measurement) -> FloatArray:
-    """``y`` shrunk towards the hypothesis's own marginal ``h`` (positive-part James-Stein):
-    ``h + w (y - h)``, ``w = max(0, 1 - (m - 2) sigma^2 / ||y - h||^2)`` over the ``m``
-    cells. With ``y ~ N(D_C, sigma^2 I)`` and ``h`` fixed before ``y`` is drawn, it has
-    lower expected squared error than ``y`` itself for ``m >= 3`` (James, Stein 1961):
-    a measurement as noisy as the hypothesis's error barely moves it, one far outside
+    """``y`` shrunk towards the hypothesis's own marginal ``h``: ``h + w (y - h)`` with
+
+        w = max(0, 1 - q_m m sigma^2 / ||y - h||^2),   q_m = chi2_{m, 0.95} / m
+
+    over the ``m`` cells: positive-part James-Stein (James, Stein 1961) with a 95%
+    margin, the rule the calibrated step uses for an oracle answer
+    (:mod:`pmwcm.engine.step_size`, ``q_d``). With ``y ~ N(D_C, sigma^2 I)`` and ``h``
+    fixed before ``y`` is drawn, ``||y - h||^2 / sigma^2`` is a chi-square with ``m``
+    degrees of freedom when ``h = D_C``: a measurement no farther from ``h`` than its
+    noise alone would put it 95% of the time leaves ``h`` as it is, one far outside
     its noise replaces it. Public values only.
 
-    >>> m = Measurement(clique=("a",), values=np.array([0.5, 0.5, 0.0, 0.0]), sigma=1.0)
-    >>> shrunk_measurement(np.full(4, 0.25), m).tolist()  # noise swamps the difference
+    >>> m = Measurement(clique=("a",), values=np.array([0.5, 0.5, 0.0, 0.0]), sigma=0.3)
+    >>> shrunk_measurement(np.full(4, 0.25), m).tolist()  # within the noise: no move
     [0.25, 0.25, 0.25, 0.25]
     """
     h = np.asarray(current, dtype=np.float64)
     gap = np.asarray(measurement.values, dtype=np.float64) - h
     energy = float((gap * gap).sum())
+    if energy == 0.0:
+        return h
     cells = gap.size
-    if cells < 3 or energy == 0.0:
-        return np.asarray(measurement.values, dtype=np.float64)
-    weight = max(0.0, 1.0 - (cells - 2) * measurement.sigma**2 / energy)
+    margin = float(stats.chi2.ppf(NOISE_QUANTILE, cells))  # q_m m
+    weight = max(0.0, 1.0 - margin * measurement.sigma**2 / energy)
     return h + weight * gap
 
 
 def project_onto(hypothesis: Histogram, measurement: Measurement) -> Histogram:
     """``hypothesis`` reweighted on the measurement's clique so that its marginal there is
-    the floored simplex projection of ``y`` (module docstring, step 2). A new histogram;
+    the simplex projection of the shrunk ``y`` (module docstring, step 2). A new histogram;
     ``hypothesis`` is unchanged. Reads only the released ``y``, its ``sigma`` and the
     hypothesis."""
     projected = hypothesis.copy()
     table = projected.clique_table(measurement.clique)
     current = table.table()
     target = simplex_projection(shrunk_measurement(current, measurement))
-    target = np.maximum(target, TARGET_FLOOR * measurement.sigma)
+    target = np.where(target > 0, target, ZERO_CELL_KEEP * current)
     target = target / target.sum()
     # A cell the hypothesis gives no mass keeps none (its factor multiplies zero).
     with np.errstate(divide="ignore"):
@@ -200,6 +211,9 @@ def calibrate_update_noise(
     )
 
 
+#: The paced updates are spread over this share of the expected stream (the last
+#: ones fall due before its end, where a repeat would otherwise skip them).
+PACE_END = 0.95
 #: The fewest updates a measured engine plans (the budget rule's ``T`` where larger).
 MIN_MEASURED_UPDATES = 10
 
@@ -251,26 +265,33 @@ class MeasuredUpdate:
     def due(self, *, answered: int, updates: int, cutoff: int) -> bool:
         """Whether the next fresh query gets an update without the sparse vector's test.
 
-        The pacing schedule (issue 35, "no unspent budget"): over ``pace_queries``
-        expected queries ``k`` the ``T - reserve`` paced updates fall due evenly, the
-        ``i``-th at the ``ceil(i k / (T - reserve))``-th fresh query, whenever the
-        updates made so far (paced or flagged) lag behind it; the last ``reserve``
-        are left to the sparse vector, so that a stream that runs to ``k`` spends its
-        budget and still has a check left near its end. Reads only released counts
-        (answers given, updates made) and public settings: post-processing of the
-        sparse vector's outputs, so skipping its test costs nothing.
+        The pacing schedule (issue 35, "no unspent budget"): the ``T - reserve``
+        paced updates fall due evenly over the first ``k' = ceil(0.95 k)`` answers
+        of the ``k = pace_queries`` expected (repeats count: ``answered`` is every
+        answer given so far), the ``i``-th at the first fresh query from answer
+        ``ceil(i k' / (T - reserve))`` on, whenever the updates made so far (paced
+        or flagged) lag behind it; the last ``reserve`` are left to the sparse
+        vector, so that a stream that runs to ``k`` spends its budget and still has
+        a check left at its end. Reads only released counts (answers given,
+        updates made) and public settings: post-processing of the sparse vector's
+        outputs, so skipping its test costs nothing.
 
         >>> pace = MeasuredUpdate(kind="measure", noise_multiplier=1.0, pace_queries=100)
-        >>> [j for j in range(100) if pace.due(answered=j, updates=j // 25, cutoff=5)]
-        [24, 49, 74, 99]
+        >>> made = []
+        >>> for j in range(100):
+        ...     if pace.due(answered=j, updates=len(made), cutoff=5):
+        ...         made.append(j)
+        >>> made
+        [23, 47, 71, 94]
         """
         if self.pace_queries is None or self.kind == "oracle":
             return False
         paced = cutoff - self.reserve
         if paced < 1 or updates >= paced:
             return False
-        # Due at fresh query j (0-based) once floor((j + 1) paced / k) exceeds the count.
-        return (answered + 1) * paced // self.pace_queries > updates
+        # Due at answer j (0-based) once floor((j + 1) paced / k') exceeds the count.
+        horizon = max(1, math.ceil(PACE_END * self.pace_queries))
+        return (answered + 1) * paced // horizon > updates
 
     def measures(self, domain: Domain, clique: tuple[str, ...]) -> bool:
         """Whether a flagged query on ``clique`` is measured (public: kind and schema)."""
@@ -289,7 +310,9 @@ class MeasuredUpdate:
         self, table: FloatArray, clique: tuple[str, ...], *, n: int, noise: NoiseSource
     ) -> Measurement:
         """The clique's noisy marginal (already paid for; see :meth:`event`)."""
-        return measure_table(table, clique, n=n, noise_multiplier=self.noise_multiplier, noise=noise)
+        return measure_table(
+            table, clique, n=n, noise_multiplier=self.noise_multiplier, noise=noise
+        )
 
     def absorb(
         self, hypothesis: Histogram, measurement: Measurement, every: Sequence[Measurement]

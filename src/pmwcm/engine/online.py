@@ -612,15 +612,15 @@ class OnlinePMW:
         # Issue 35's pacing: an update due by the public schedule skips the sparse
         # vector's test (it reads only the released count of answers and updates).
         due = self.measured_update is not None and self.measured_update.due(
-            answered=len(self.released), updates=len(self.updates), cutoff=self.settings.max_updates
+            answered=len(self.answers), updates=len(self.updates), cutoff=self.settings.max_updates
         )
         if not due and not self.sparse_vector.above(error / sensitivity, threshold=threshold):
             return self._release(key, hyp_answer, "hypothesis")
         # Issue 35's hook: the flagged clique's marginal, measured (and paid) first.
         measurement = self._measurement(round_, data_marginal)
-        if measurement is not None and self.measured_update is not None:
-            if not self.measured_update.calls_oracle:
-                return self._measured_release(query, round_, key, measurement)
+        measured_only = self.measured_update is not None and not self.measured_update.calls_oracle
+        if measurement is not None and measured_only:
+            return self._measured_release(query, round_, key, measurement)
         private = self.private_answer(round_, data_marginal)
         self._update(query, round_, hyp_marginal, hyp_answer, private, measurement=measurement)
         return self._release(key, private, "oracle")

@@ -756,7 +756,7 @@ def build_engine(
         # Issue 35's hook: the T updates' measurements (and, for "both", oracle calls)
         # share one multiplier calibrated to the rest of the budget.
         multiplier = calibrate_update_noise(
-            config.update,  # type: ignore[arg-type]
+            config.update,
             config.oracle,
             updates=config.max_updates,
             fixed=fixed,
@@ -765,7 +765,7 @@ def build_engine(
             accountant=accountant,
         )
         measured = MeasuredUpdate(
-            kind=config.update,  # type: ignore[arg-type]
+            kind=config.update,
             noise_multiplier=multiplier,
             refit_iterations=config.refit_iterations,
             pace_queries=config.expected_queries,
