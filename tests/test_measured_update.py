@@ -71,10 +71,9 @@ def test_simplex_projection_is_on_the_simplex_and_idempotent(seed: int) -> None:
 def _measured_engine(records: np.ndarray, update: str, seed: int, k: int = 1000):  # type: ignore[no-untyped-def]
     data = PrivateData.from_records(DOMAIN, records)
     config = PMWConfig(
-        epsilon=1.0, delta=1e-6, update=update, announced_queries=k, mode="hybrid",  # type: ignore[arg-type]
-        after_halt="synthetic",
-    )  # fmt: skip
-    return build_engine(data, config, noise=NumpyNoise(seed=seed))
+        epsilon=1.0, delta=1e-6, announced_queries=k, mode="hybrid", after_halt="synthetic"
+    )
+    return build_engine(data, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
 
 
 def test_the_engine_reads_the_data_only_through_the_noisy_measurement(seed: int) -> None:
@@ -156,9 +155,11 @@ def test_the_certificate_bounds_the_excess_risk_it_certifies(seed: int) -> None:
     assert gaussian_l1_bound(1.0, 8, beta=0.05) > 8 * np.sqrt(2 / np.pi)
 
 
-def test_update_setting_is_checked() -> None:
+def test_update_setting_is_checked_before_anything_is_spent() -> None:
+    data = PrivateData.from_records(DOMAIN, _records(0, n=100))
+    config = PMWConfig(epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="update must be one of"):
-        PMWConfig(epsilon=1.0, delta=1e-6, update="sometimes")  # type: ignore[arg-type]
+        build_engine(data, config, noise=NumpyNoise(seed=0), update="sometimes")  # type: ignore[arg-type]
 
 
 def test_a_snapshot_carries_the_measurements_and_the_restored_engine_goes_on(seed: int) -> None:

@@ -74,11 +74,10 @@ def run_stream(
         ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
     )
     config = PMWConfig(
-        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=k,
-        mode="hybrid", update=update,  # type: ignore[arg-type]
-    )  # fmt: skip
+        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=k, mode="hybrid"
+    )
     start = time.perf_counter()
-    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed))
+    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
     prior = engine.hypothesis
     errors, sources = [], []
     for q in queries:
@@ -144,7 +143,7 @@ noise `NumpyNoise(seed = s)`, s = 0, 1, 2; bundled Adult (binary schema, all
 group shares the same paid prior (drawn first from the same seed). `prior only`:
 the frozen prior answers every query (no check, no update); `oracle`: today's
 default (the paper's oracle update, calibrated tilt, refit); `measure`: the
-measured-marginal update (`PMWConfig(update="measure")`, docs/design.md section
+measured-marginal update (`build_engine(..., update="measure")`, docs/design.md section
 11), paced; `both`: oracle answer and measurement at every update. Mean: the
 mean over seeds of each stream's mean excess risk; max: the largest over seeds;
 same-query gain: the stream's distinct queries answered by the frozen prior over

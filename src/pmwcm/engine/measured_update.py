@@ -29,7 +29,7 @@ Steps 2-3 read only released values (``y``, the earlier measurements, their
 engine keeps the measurements with the prior's in its state, so snapshots and
 the refit after every later update carry them.
 
-**Which update** (``PMWConfig.update``, :data:`UpdateKind`):
+**Which update** (``build_engine(..., update=...)``, :data:`UpdateKind`):
 
 * ``"oracle"`` (the paper's; theory mode always): the oracle's ``theta~`` is
   released and the hypothesis tilted towards it. Certificate: the oracle's.

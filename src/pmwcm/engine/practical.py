@@ -233,12 +233,6 @@ class PMWConfig:
             ``announced_queries``). Composition mode: no paid prior, no sparse vector,
             ``T = k`` oracle calls at the whole budget
             (:mod:`pmwcm.engine.composition_mode`).
-        update: what a flagged query buys (issue 35; :mod:`pmwcm.engine.measured_update`):
-            ``"oracle"`` (default: the paper's oracle answer and tilt), ``"measure"``
-            (the clique's marginal measured with the Gaussian mechanism, the
-            hypothesis refitted to every measurement, its answer released) or
-            ``"both"``. The ``T`` updates' measurements (and oracle calls) share
-            one calibrated noise multiplier; composition mode is always ``"oracle"``.
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
     :data:`PriorName`, :data:`AccountantName` and
@@ -273,11 +267,8 @@ class PMWConfig:
     support_size: int = 0
     announced_queries: int | None = None
     mode: ModeName = "auto"
-    update: UpdateKind = "oracle"
 
     def __post_init__(self) -> None:
-        if self.update not in UPDATE_KINDS:
-            raise ValueError(f"update must be one of {UPDATE_KINDS}, got update={self.update!r}.")
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
         if self.mode not in MODES:
@@ -384,7 +375,6 @@ class PMWConfig:
             step_rule="fixed",
             refit_iterations=0,
             budget_rule="fixed",
-            update="oracle",
         )
 
     def _hybrid_for(self, n: int, attributes: int) -> PMWConfig:
@@ -414,8 +404,6 @@ class PMWConfig:
         }
         if self.max_updates == INFORMED_UPDATES:
             changes["max_updates"] = plan.max_updates
-            if self.update != "oracle":  # issue 35: paced measurements need a few updates
-                changes["max_updates"] = measured_updates(plan.max_updates)
         ruled = replace(self, **changes)  # type: ignore[arg-type]
         # At the edge of the accepted budgets (epsilon ~ 1e-3) the accountant's
         # discretisation can leave a 95% prior no room for the rest: keep the
@@ -684,6 +672,7 @@ def build_engine(
     prior: Histogram | None = None,
     ledger: PrivacyLedger | None = None,
     kind: str = "cm",
+    update: UpdateKind = "oracle",
 ) -> OnlinePMW:
     """An :class:`~pmwcm.engine.online.OnlinePMW` whose total spend is exactly the budget.
 
@@ -697,7 +686,20 @@ def build_engine(
             ``"mst"``), it is charged to the ledger first and then computed here.
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
+        update: what a flagged CM query buys (issue 35;
+            :mod:`pmwcm.engine.measured_update`): ``"oracle"`` (default: the paper's
+            oracle answer and tilt), ``"measure"`` (the clique's marginal measured
+            with the Gaussian mechanism, the hypothesis refitted to every
+            measurement, its answer released; updates paced over the expected
+            stream) or ``"both"``. A measured engine plans at least
+            :data:`~pmwcm.engine.measured_update.MIN_MEASURED_UPDATES` updates, whose
+            measurements (and oracle calls) share one calibrated noise multiplier.
+            Composition mode and linear queries keep ``"oracle"``. (A keyword of the
+            builder, not yet a :class:`PMWConfig` field: the service mirrors every
+            field, so the field waits for the service's session parameters.)
     """
+    if update not in UPDATE_KINDS:
+        raise ValueError(f"update must be one of {UPDATE_KINDS}, got update={update!r}.")
     accountant = make_accountant(config.accountant)
     if ledger is None:
         ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta, accountant=accountant)
@@ -720,6 +722,9 @@ def build_engine(
         )
     # The budget rule reads only public values (n, the schema's d, epsilon).
     config = config.resolved_for(data.n, len(data.domain))
+    measuring = update != "oracle" and kind == "cm" and config.mode != "composition"
+    if measuring:  # issue 35's hook: paced measurements need a few updates (public)
+        config = replace(config, max_updates=measured_updates(config.max_updates))
     backend = config.backend_choice(data.domain, data.n)
     # Whatever the caller's ledger already holds (e.g. a prior it paid for) counts.
     fixed_events = [entry.event for entry in ledger.entries]
@@ -752,11 +757,11 @@ def build_engine(
     else:
         raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
     measured: MeasuredUpdate | None = None
-    if config.update != "oracle" and kind == "cm" and config.mode != "composition":
+    if measuring:
         # Issue 35's hook: the T updates' measurements (and, for "both", oracle calls)
         # share one multiplier calibrated to the rest of the budget.
         multiplier = calibrate_update_noise(
-            config.update,
+            update,
             config.oracle,
             updates=config.max_updates,
             fixed=fixed,
@@ -765,7 +770,7 @@ def build_engine(
             accountant=accountant,
         )
         measured = MeasuredUpdate(
-            kind=config.update,
+            kind=update,
             noise_multiplier=multiplier,
             refit_iterations=config.refit_iterations,
             pace_queries=config.expected_queries,
