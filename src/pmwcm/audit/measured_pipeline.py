@@ -14,8 +14,9 @@ refit. It starts from the paper's uniform hypothesis (``prior="uniform"``):
 the paid prior has its own audits (:mod:`pmwcm.audit.prior`, and the default
 pipeline's), and its noise would otherwise blur what the measurements release
 (with the paid prior a noise-free measurement moved the released values by
-``O(1/n)`` against the prior's noise, and 100 trials did not see it). The claim is the config's ``(epsilon, delta)``: the
-prior, the sparse vector and the ``T`` measurements compose to it under PLD
+``O(1/n)`` against the prior's noise, and 100 trials did not see it). The
+claim is the config's ``(epsilon, delta)``: the sparse vector and the ``T``
+measurements compose to it under PLD
 (:func:`~pmwcm.engine.measured_update.calibrate_update_noise`).
 
 **Negative control** (:data:`BROKEN_MEASURED`): the measurement released
