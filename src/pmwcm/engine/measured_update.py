@@ -241,13 +241,16 @@ class MeasuredUpdate:
         kind: ``"oracle"``, ``"measure"`` or ``"both"``.
         noise_multiplier: ``m`` of each clique measurement (``sigma = m sqrt(2) / n``).
         refit_iterations: the refit's steps onto every measurement after each one.
+        pace_queries: the expected stream's length ``k`` for the pacing
+            (:meth:`due`); ``None``: no pacing, the sparse vector alone decides.
+        reserve: the updates the pacing leaves to the sparse vector until the end.
     """
 
     kind: UpdateKind
     noise_multiplier: float
     refit_iterations: int = 3
     pace_queries: int | None = None
-    reserve: int = 1
+    reserve: int = 2
 
     def __post_init__(self) -> None:
         if self.kind not in UPDATE_KINDS:
@@ -265,14 +268,22 @@ class MeasuredUpdate:
     def due(self, *, answered: int, updates: int, cutoff: int) -> bool:
         """Whether the next fresh query gets an update without the sparse vector's test.
 
-        The pacing schedule (issue 35, "no unspent budget"): the ``T - reserve``
-        paced updates fall due evenly over the first ``k' = ceil(0.95 k)`` answers
-        of the ``k = pace_queries`` expected (repeats count: ``answered`` is every
-        answer given so far), the ``i``-th at the first fresh query from answer
-        ``ceil(i k' / (T - reserve))`` on, whenever the updates made so far (paced
-        or flagged) lag behind it; the last ``reserve`` are left to the sparse
-        vector, so that a stream that runs to ``k`` spends its budget and still has
-        a check left at its end. Reads only released counts (answers given,
+        The pacing schedule (issue 35, "no unspent budget"), over the
+        ``k = pace_queries`` expected answers (repeats count: ``answered`` is every
+        answer given so far):
+
+        * the ``T - reserve`` paced updates fall due evenly over the first
+          ``k' = ceil(0.95 k)`` answers, the ``i``-th at the first fresh query from
+          answer ``ceil(i k' / (T - reserve))`` on, whenever the updates made so far
+          (paced or flagged) lag behind it;
+        * the ``reserve`` left are the sparse vector's, so that an error it flags
+          late in the stream still has an update behind it;
+        * what is left at the end is spent there: from answer ``k - r`` on, with
+          ``r`` updates left, every fresh query gets one.
+
+        So a stream that runs to ``k`` spends its budget, and the engine halts
+        before its end only if the sparse vector flags more than ``reserve``
+        queries beyond the schedule. Reads only released counts (answers given,
         updates made) and public settings: post-processing of the sparse vector's
         outputs, so skipping its test costs nothing.
 
@@ -282,10 +293,12 @@ class MeasuredUpdate:
         ...     if pace.due(answered=j, updates=len(made), cutoff=5):
         ...         made.append(j)
         >>> made
-        [23, 47, 71, 94]
+        [31, 63, 94, 98, 99]
         """
-        if self.pace_queries is None or self.kind == "oracle":
+        if self.pace_queries is None or self.kind == "oracle" or updates >= cutoff:
             return False
+        if answered >= self.pace_queries - (cutoff - updates):
+            return True  # the end of the expected stream: spend what is left
         paced = cutoff - self.reserve
         if paced < 1 or updates >= paced:
             return False
