@@ -622,7 +622,7 @@ class OnlinePMW:
         if measurement is not None and measured_only:
             return self._measured_release(query, round_, key, measurement)
         private = self.private_answer(round_, data_marginal)
-        self._update(query, round_, hyp_marginal, hyp_answer, private, measurement=measurement)
+        self._update(query, round_, hyp_marginal, hyp_answer, private, measurement)
         return self._release(key, private, "oracle")
 
     def _measurement(self, round_: QueryRound, data_marginal: Any) -> Measurement | None:
@@ -721,7 +721,6 @@ class OnlinePMW:
         marginal: Any,
         answer: Any,
         private: Any,
-        *,
         measurement: Measurement | None = None,
     ) -> None:
         """Applies the update and its sweeps to a copy, then commits both at once.
