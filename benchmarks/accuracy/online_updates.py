@@ -154,38 +154,44 @@ epsilon over the budget.
 
 
 SECTION_READING = """
-**Reading** (the run of 2026-11-28; k = 10,000 on full Adult only).
-The paced updates (`measure`, `both`) spend (almost) all their budget, and
-`measure` moves the hypothesis most on the queries the stream asks: same-query gain
-0.99-1.50x (1.37x at k = 10,000, issue 35's target 1.3x; per seed 1.36x,
-1.51x, 1.25x) against 1.01-1.02x for today's oracle update. Its mean excess
-risk is below the oracle engine's in 4 of 5 cells (1.13x lower on full Adult
-at eps = 1, k = 2,000; 1.05x at k = 10,000; 1.04x at eps = 4; 1.18x on the
-8,000-row table at eps = 4) and level in the fifth (8,000 rows, eps = 1,
-0.5% above: the budget rule leaves the updates 2.5% of epsilon there, and the
-shrinkage keeps nearly every measurement out); its max is lower in 4 of 5
-cells and 1.4x higher on full Adult at eps = 4 (one seed's 2.6e-4 against
-1.8e-4). Pacing spends 97-100% of epsilon on every stream (99.1-99.8% on
-average) against 79-99% today, and leaves at most 2.75% of a stream
-unchecked (0-0.9% on average), against 53% for today's engine at n = 8,000,
-eps = 1, where the rule's `T = 1` halts it after one update. `both` splits
-each update's budget between an oracle call and a measurement and is behind
-`measure` on the mean in 3 of 4 cells; at n = 8,000, eps = 1 its noisy oracle
-answers raise the max to 3.3x the oracle engine's.
+**Reading** (the run of 2026-11-28; k = 10,000 on full Adult only; a measured
+engine plans `T = 20` updates, chosen on tuning streams, see below). The paced
+`measure` update spends 98.7-100% of epsilon on every stream (the oracle
+update: 75-100%) and leaves at most 2.5% of a stream unchecked (0-0.8% on
+average), against 53% for today's engine at n = 8,000, eps = 1, where the
+budget rule's `T = 1` halts it after one update. It moves the hypothesis on
+the queries the stream asks: same-query gain 1.24-1.44x in 4 of 5 cells
+(1.39x at k = 10,000, issue 35's target 1.3x; per seed 1.31x, 1.43x, 1.44x)
+and 0.94x at 8,000 rows, eps = 1, against 1.01-1.02x for the oracle update.
+Its mean excess risk is below the oracle engine's in 4 of 5 cells (1.13x
+lower on full Adult at eps = 1, k = 2,000; 1.11x at k = 10,000; 1.06x at
+eps = 4; 1.15x on the 8,000-row table at eps = 4) and 6% above it at 8,000
+rows, eps = 1, where the budget rule leaves the updates 2.5% of epsilon; its
+max is lower in 3 cells and level in 2 (within 2%). `both` splits each
+update's budget between an oracle call and a measurement: behind `measure` in
+every cell, and its noisy oracle answers raise the max up to 10x the oracle
+engine's (8,000 rows, eps = 1).
 
-**What the updates cannot buy here.** On tuning streams that no row above
-uses (stream seeds 2007-2008, noise seeds 7-8, full Adult and an 8,000-row
-subsample drawn with seed 36, eps = 1, k = 2,000, `T = 10`, before the
-pacing's end rule), giving the prior 95% of the budget (sparse vector 2.5%)
-instead of the rule's 40% at n = 48,842 lowers the mean 2.8x with the oracle
-update (1.29e-5 against 3.6e-5; max 4.5e-4 against 5.1e-4) and 2.3x with
-`measure` (1.51e-5 against 3.44e-5). With that split the oracle engine is
-ahead of `measure` (1.29e-5 against 1.51e-5): the measurements are then as
-noisy as the hypothesis's own error on their cliques and the shrinkage keeps
-them out. At 8,000 rows `measure` keeps the max at 2.5e-3 where the oracle
-engine reaches 6.8e-3. So at these n the budget rule's prior share, not the
-update, is the larger lever; the rule (`pmwcm.engine.budget_rule`) is not
-changed here.
+**`T`.** 20 beat 10 and 40 on the mean in each of three tuning cells (stream
+seeds 2007-2008, noise seeds 7-8, full Adult at eps = 1 and an 8,000-row
+subsample drawn with seed 36 at eps = 1 and 4; `measured_updates`). On the
+benchmark streams it is not uniformly better: with `T = 10`
+(`results/online_updates_T10.jsonl`, the same streams) `measure` scored mean
+3.35e-5 / 5.57e-6 / 3.53e-5 / 2.02e-4 / 7.47e-5 in the five cells above,
+against 3.35e-5 / 5.48e-6 / 3.34e-5 / 2.14e-4 / 7.69e-5 with 20, and `both`
+was far better at 10 (its oracle calls are then half as many).
+
+**What the updates cannot buy here.** On the tuning streams at `T = 10`,
+giving the prior 95% of the budget (sparse vector 2.5%) instead of the rule's
+40% at n = 48,842 lowers the mean 2.8x with the oracle update (1.29e-5
+against 3.6e-5; max 4.5e-4 against 5.1e-4) and 2.3x with `measure` (1.51e-5
+against 3.44e-5, before the pacing's end rule). With that split the oracle
+engine is ahead of `measure` (1.29e-5 against 1.51e-5): the measurements are
+then as noisy as the hypothesis's own error on their cliques and the
+shrinkage keeps them out. At 8,000 rows `measure` keeps the max at 2.5e-3
+where the oracle engine reaches 6.8e-3. So at these n the budget rule's prior
+share, not the update, is the larger lever; the rule
+(`pmwcm.engine.budget_rule`) is not changed here.
 """
 
 
