@@ -205,6 +205,12 @@ def main() -> None:
         from issue15 import section as issue15_section
 
         parts += [issue15_section(), ""]
+    if (Path(__file__).parent / "results" / "online_updates.jsonl").exists():
+        # Issue 35's ablation, from its own results file (online_updates.py).
+        sys.path.insert(0, str(Path(__file__).parent))
+        from online_updates import section as issue35_section
+
+        parts += [issue35_section(), ""]
     parts += ["## Targets\n", "\n".join(verdicts(rows)), ""]
     parts += [
         "## Workload A: random logistic queries, eps = 1\n",

@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 from pmwcm.engine.data_side import DataSide
+from pmwcm.engine.measured_update import MeasuredUpdate, project_onto
 from pmwcm.engine.modes import HYBRID, Mode
-from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound
+from pmwcm.engine.rounds import CMRound, LinearRound, QueryRound, as_table
 from pmwcm.engine.settings import EngineSettings, StepRule
 from pmwcm.engine.state import SYNTHETIC_ANSWER_WARNING as SYNTHETIC_ANSWER_WARNING
 from pmwcm.engine.state import Answer as Answer  # the engine's values, re-exported
@@ -100,6 +101,10 @@ class OnlinePMW:
         backend: the hypothesis backend chosen and why (public; reported, not used).
         mode: how a round decides between hypothesis and oracle
             (:mod:`pmwcm.engine.modes`; default the paper's loop, :data:`HYBRID`).
+        measured_update: issue 35's measured-marginal update
+            (:mod:`pmwcm.engine.measured_update`); ``None`` (default) for the
+            paper's oracle update alone. Its measurements join
+            ``prior_measurements`` (and so the state and the refit).
     """
 
     def __init__(
@@ -116,6 +121,7 @@ class OnlinePMW:
         prior_measurements: Iterable[Measurement] = (),
         backend: BackendChoice | None = None,
         mode: Mode = HYBRID,
+        measured_update: MeasuredUpdate | None = None,
     ) -> None:
         if sparse_vector.cutoff != settings.max_updates:
             raise ValueError(
@@ -158,6 +164,8 @@ class OnlinePMW:
         self.backend = backend
         #: the strategy that decides each round (hybrid, theory or composition).
         self.mode = mode
+        #: issue 35's measured update, or None for the oracle's alone (public settings).
+        self.measured_update = measured_update
         #: the real-data side of rounds: worker threads, the only reader of ``data``.
         self._data_side = DataSide(data)
         #: compiled CM rounds by :func:`query_key` (public inputs only), so that a
@@ -217,6 +225,7 @@ class OnlinePMW:
         state: EngineState,
         backend: BackendChoice | None = None,
         mode: Mode = HYBRID,
+        measured_update: MeasuredUpdate | None = None,
     ) -> OnlinePMW:
         """An engine continuing from ``state``, built from its public ingredients.
 
@@ -237,6 +246,8 @@ class OnlinePMW:
                 were committed after the state was saved).
             state: what :meth:`state` returned.
             backend, mode: as for :class:`OnlinePMW`.
+            measured_update: as for :class:`OnlinePMW` (the state's measurements
+                are in ``state.prior_measurements``).
 
         Raises:
             ValueError: the state does not fit these ingredients.
@@ -256,6 +267,7 @@ class OnlinePMW:
             prior_measurements=state.prior_measurements,
             backend=backend,
             mode=mode,
+            measured_update=measured_update,
         )
         engine._load(state)
         return engine
@@ -274,6 +286,7 @@ class OnlinePMW:
             state=state,
             backend=self.backend,
             mode=self.mode,
+            measured_update=self.measured_update,
         )
 
     def _load(self, state: EngineState) -> None:
@@ -538,6 +551,12 @@ class OnlinePMW:
         if not self.sv_paid:
             self.ledger.spend(self.sparse_vector.privacy_event(), label="sparse vector")
             self.sv_paid = True
+        # Issue 35's pacing: an update due by the public schedule skips the sparse
+        # vector's test (it reads only the released count of answers and updates).
+        if self.measured_update is not None and self.measured_update.due(
+            answered=len(self.answers), updates=len(self.updates), cutoff=self.settings.max_updates
+        ):
+            return True
         sensitivity = round_.sensitivity(self.data.n)
         threshold = self._threshold_units(sensitivity)
         return self.sparse_vector.above(error / sensitivity, threshold=threshold)
@@ -554,10 +573,46 @@ class OnlinePMW:
         hypothesis: tuple[Any, Any],
         data_table: Any,
     ) -> Answer:
-        """A paid oracle answer, the update it defines, and its release (source ``oracle``)."""
+        """A paid oracle answer, the update it defines, and its release (source ``oracle``).
+
+        With issue 35's measured update the flagged clique's marginal is measured (and
+        paid) first; ``update="measure"`` then releases the hypothesis's answer after
+        it absorbs the measurement, with no oracle call (:meth:`_measured_release`).
+        """
+        measurement = self._measurement(round_, data_table)
+        measured_only = self.measured_update is not None and not self.measured_update.calls_oracle
+        if measurement is not None and measured_only:
+            return self._measured_release(query, round_, key, measurement)
         private = self.private_answer(round_, data_table)
-        self._update(query, round_, hypothesis[0], hypothesis[1], private)
+        self._update(query, round_, hypothesis[0], hypothesis[1], private, measurement)
         return self._release(key, private, "oracle")
+
+    def _measurement(self, round_: QueryRound, data_marginal: Any) -> Measurement | None:
+        """The flagged clique's noisy marginal, charged to the ledger before any noise
+        is drawn, when the measured update asks for it (a public decision: the
+        setting and the clique's shape); ``None`` otherwise."""
+        update = self.measured_update
+        if update is None or not update.measures(self.domain, round_.clique):
+            return None
+        self.ledger.spend(update.event(), label=f"clique measurement {len(self.updates) + 1}")
+        table = as_table(data_marginal).table()
+        return update.measure(table, round_.clique, n=self.data.n, noise=self.noise)
+
+    def _measured_release(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str, measurement: Measurement
+    ) -> Answer:
+        """``update="measure"``: the hypothesis absorbs the measurement and its answer
+        is released (source ``"oracle"``: a private release paid in this round; its
+        certificate is :meth:`~pmwcm.engine.measured_update.MeasuredUpdate.certificate`).
+        Post-processing of the measurement; committed at once."""
+        assert self.measured_update is not None
+        every = (*self.prior_measurements, measurement)
+        updated = self.measured_update.absorb(self.hypothesis, measurement, every)
+        answer = round_.hypothesis_answer(updated.clique_table(round_.clique))
+        self.hypothesis = updated
+        self.prior_measurements = every
+        self.updates.append(UpdateRecord(query=query, round=round_, private=answer))
+        return self._release(key, answer, "oracle")
 
     def release(self, key: str, value: Any, source: Source) -> Answer:
         """Records and releases ``value`` under ``key``."""
@@ -630,8 +685,14 @@ class OnlinePMW:
         marginal: Any,
         answer: Any,
         private: Any,
+        measurement: Measurement | None = None,
     ) -> None:
         """Applies the update and its sweeps to a copy, then commits both at once.
+
+        With a ``measurement`` (``update="both"``, issue 35) the copy is first
+        projected onto it (:func:`~pmwcm.engine.measured_update.project_onto`), the
+        tilt then starts from the projected hypothesis, and the measurement joins
+        the refit's and is kept with the prior's.
 
         The hypothesis is replaced, never changed in place: states taken earlier
         (:meth:`state`) share the old one and must keep seeing it.
@@ -647,6 +708,12 @@ class OnlinePMW:
         """
         record = UpdateRecord(query=query, round=round_, private=private)
         updated = self.hypothesis.copy()
+        measurements = self.prior_measurements
+        if measurement is not None:  # issue 35: the measured clique first, then the tilt
+            updated = project_onto(updated, measurement)
+            marginal = updated.clique_table(round_.clique)
+            answer = round_.hypothesis_answer(marginal)
+            measurements = (*measurements, measurement)
         rule = self.settings.step_rule
         context = self._step_context()
         factor = step_factor(rule, round_, marginal, answer, private, context=context)
@@ -658,9 +725,10 @@ class OnlinePMW:
             for past in history:
                 _replay(updated, past, rule, context)
         updated = refit_to_measurements(
-            updated, self.prior_measurements, iterations=self.settings.refit_iterations
+            updated, measurements, iterations=self.settings.refit_iterations
         )
         self.hypothesis = updated
+        self.prior_measurements = measurements
         self.updates.append(record)
 
     def _step_context(self) -> PublicContext:

@@ -48,6 +48,13 @@ from pmwcm.engine.config import (
     INFORMED_UPDATES,
     PMWConfig,
 )
+from pmwcm.engine.measured_update import (
+    UPDATE_KINDS,
+    MeasuredUpdate,
+    UpdateKind,
+    calibrate_update_noise,
+    measured_updates,
+)
 from pmwcm.engine.noise_levels import (
     calibrate_oracle,
     default_threshold,
@@ -154,6 +161,7 @@ class BudgetPlan:
     oracle_noise_level: float
     learning_rate: float
     threshold: float
+    update: UpdateKind = "oracle"
 
     @property
     def epsilon(self) -> float:
@@ -164,6 +172,18 @@ class BudgetPlan:
     def delta(self) -> float:
         """The total delta."""
         return self.config.delta
+
+    def measured_update(self) -> MeasuredUpdate | None:
+        """Issue 35's measured update under this plan (its kind, the one calibrated
+        multiplier, the pacing over the expected stream), or ``None`` for the oracle's."""
+        if self.update == "oracle" or self.kind != "cm" or self.mode == "composition":
+            return None
+        return MeasuredUpdate(
+            kind=self.update,
+            noise_multiplier=self.oracle_noise_level,
+            refit_iterations=self.config.refit_iterations,
+            pace_queries=self.config.expected_queries,
+        )
 
     def engine_settings(self) -> EngineSettings:
         """The engine's frozen settings under this plan."""
@@ -194,6 +214,7 @@ class BudgetPlan:
             "oracle_noise_level": self.oracle_noise_level,
             "threshold": self.threshold,
             "learning_rate": self.learning_rate,
+            "update": self.update,
             "backend": self.backend.to_dict(),
         }
 
@@ -206,6 +227,7 @@ class BudgetPlan:
         kind: str,
         spent: Iterable[Any],
         prior_supplied: bool,
+        update: str = "oracle",
     ) -> bool:
         """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
         return (
@@ -215,6 +237,7 @@ class BudgetPlan:
             and self.attributes == len(domain)
             and self.kind == kind
             and self.spent == tuple(spent)
+            and self.update == update
         )
 
 
@@ -226,6 +249,7 @@ def plan_budget(
     kind: str = "cm",
     spent: Iterable[dp_accounting.DpEvent] = (),
     prior_supplied: bool = False,
+    update: UpdateKind = "oracle",
 ) -> BudgetPlan:
     """The budget plan of ``config`` for ``n`` records on ``domain`` (module docstring).
 
@@ -244,6 +268,8 @@ def plan_budget(
     """
     if kind not in ("cm", "linear"):
         raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
+    if update not in UPDATE_KINDS:
+        raise ValueError(f"update must be one of {UPDATE_KINDS}, got update={update!r}.")
     epsilon, delta = check_total_budget(config.epsilon, config.delta, n=n)
     spent = tuple(spent)
     accountant = make_accountant(config.accountant)
@@ -255,6 +281,9 @@ def plan_budget(
             resolved, prior = _hybrid(config, n, len(domain), accountant, prior_supplied)
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
+    measuring = update != "oracle" and kind == "cm" and not composition
+    if measuring:  # issue 35: paced measurements need a few updates (public)
+        resolved = replace(resolved, max_updates=measured_updates(resolved.max_updates))
     backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
     try:
         sv = None if composition else SparseVectorPlan.of(resolved, accountant)
@@ -262,9 +291,23 @@ def plan_budget(
         event_for: Callable[[float], dp_accounting.DpEvent] = (
             resolved.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
         )
-        level = calibrate_oracle(
-            event_for, resolved, fixed=dp_accounting.ComposedDpEvent(fixed), accountant=accountant
-        )
+        if measuring:  # the T measurements (and, for "both", oracle calls): one multiplier
+            level = calibrate_update_noise(
+                update,
+                resolved.oracle,
+                updates=resolved.max_updates,
+                fixed=dp_accounting.ComposedDpEvent(fixed),
+                epsilon=epsilon,
+                delta=delta,
+                accountant=accountant,
+            )
+        else:
+            level = calibrate_oracle(
+                event_for,
+                resolved,
+                fixed=dp_accounting.ComposedDpEvent(fixed),
+                accountant=accountant,
+            )
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
     learning_rate = resolved.learning_rate
@@ -290,6 +333,7 @@ def plan_budget(
         oracle_noise_level=level,
         learning_rate=learning_rate,
         threshold=threshold,
+        update=update if measuring else "oracle",
     )
 
 

@@ -96,6 +96,7 @@ from pmwcm.engine.config import (
     PriorName,
     SparseVectorName,
 )
+from pmwcm.engine.measured_update import UpdateKind
 from pmwcm.engine.modes import COMPOSITION, HYBRID
 from pmwcm.engine.noise_levels import (
     calibrate_oracle,
@@ -207,6 +208,7 @@ def build_engine(
     ledger: PrivacyLedger | None = None,
     kind: str = "cm",
     plan: BudgetPlan | None = None,
+    update: UpdateKind = "oracle",
 ) -> OnlinePMW:
     """An :class:`~pmwcm.engine.online.OnlinePMW` whose total spend is exactly the budget.
 
@@ -226,6 +228,17 @@ def build_engine(
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
         plan: the plan of ``config`` for this data, ledger and ``kind``, if made already.
+        update: what a flagged CM query buys (issue 35;
+            :mod:`pmwcm.engine.measured_update`): ``"oracle"`` (default: the paper's
+            oracle answer and tilt), ``"measure"`` (the clique's marginal measured
+            with the Gaussian mechanism, the hypothesis refitted to every
+            measurement, its answer released; updates paced over the expected
+            stream) or ``"both"``. The plan then holds at least
+            :data:`~pmwcm.engine.measured_update.MIN_MEASURED_UPDATES` updates, whose
+            measurements (and oracle calls) share one calibrated noise multiplier.
+            Composition mode and linear queries keep ``"oracle"``. (A keyword of the
+            builder, not yet a :class:`PMWConfig` field: the service mirrors every
+            field, so the field waits for the service's session parameters.)
 
     Raises:
         BudgetRefused: the budget breaks a rule or no noise level fits (nothing read).
@@ -255,9 +268,9 @@ def build_engine(
     spent = [entry.event for entry in ledger.entries]
     if plan is None:
         plan = plan_budget(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
-                           prior_supplied=prior is not None)  # fmt: skip
+                           prior_supplied=prior is not None, update=update)  # fmt: skip
     elif not plan.matches(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
-                          prior_supplied=prior is not None):  # fmt: skip
+                          prior_supplied=prior is not None, update=update):  # fmt: skip
         raise ValueError(
             "The budget plan was made for another config, data, ledger, start or kind."
         )
@@ -300,4 +313,5 @@ def _engine_of_plan(
         prior_measurements=measurements,
         backend=plan.backend,
         mode=COMPOSITION if plan.mode == "composition" else HYBRID,
+        measured_update=plan.measured_update(),
     )

@@ -1,0 +1,232 @@
+"""Issue 35's ablation: what each kind of update buys, on the same streams.
+
+For each table, epsilon and seed, one announced stream of ``k`` random logistic
+queries (seeded ``1000 + s`` as in ``run.py``) is answered by four engines that
+share the same paid prior (the prior is drawn first from ``NumpyNoise(seed)``,
+so it is the same release in every row):
+
+* ``prior only``: the frozen prior answers every query (no check, no update);
+* ``oracle``: today's engine (the paper's oracle update, calibrated tilt, refit);
+* ``measure``: the measured-marginal update with pacing
+  (:mod:`pmwcm.engine.measured_update`);
+* ``both``: oracle answer and measurement at every update.
+
+Printed per row (means over seeds, the max over seeds for ``max``): the mean and
+max excess risk of the released answers; the same-query update gain (the
+stream's distinct queries answered by the frozen prior over the same queries
+answered by the final hypothesis, ratio of means); the fraction of unchecked
+(``"synthetic"``) answers; the share of epsilon spent; the updates made. Tables:
+bundled Adult (binary schema, all 48,842 records) and a 8,000-row subsample
+(seeded). Excess risk is on the table the engine read (``run.Evaluator``)::
+
+    nice -n 5 .venv/bin/python benchmarks/accuracy/online_updates.py --seeds 3 --k 2000 --eps 1
+
+One JSON line per stream goes to ``results/online_updates.jsonl``; ``--report``
+prints the table from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pmwcm.data.bundled import load_adult
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.private_data import PrivateData
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run import DELTA, Evaluator
+
+RESULTS = Path(__file__).parent / "results" / "online_updates.jsonl"
+VARIANTS = ("oracle", "measure", "both")
+SUBSAMPLE = 8_000
+
+
+def table(name: str) -> Evaluator:
+    """Bundled Adult (binary) whole, or a seeded subsample of :data:`SUBSAMPLE` rows."""
+    data = load_adult()
+    records = np.asarray(data.records)
+    if name == "adult-8000":
+        order = np.random.default_rng(35).permutation(len(records))
+        records = records[order[:SUBSAMPLE]]
+    private = PrivateData.from_records(data.domain, records)
+    return Evaluator(private, private)
+
+
+def _answer_error(engine: object, hypothesis: object, ev: Evaluator, query: object) -> float:
+    round_ = engine.cm_round(query)  # type: ignore[attr-defined]
+    answer = round_.hypothesis_answer(hypothesis.clique_table(round_.clique))  # type: ignore[attr-defined]
+    return ev.excess_risk(query, answer)  # type: ignore[arg-type]
+
+
+def run_stream(
+    ev: Evaluator, *, update: str, epsilon: float, seed: int, k: int
+) -> dict[str, object]:
+    """One announced stream answered with ``update``; the row's numbers."""
+    queries = random_queries(
+        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
+    )
+    config = PMWConfig(
+        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=k, mode="hybrid"
+    )
+    start = time.perf_counter()
+    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
+    prior = engine.hypothesis
+    errors, sources = [], []
+    for q in queries:
+        answer = engine.answer(q)
+        errors.append(ev.excess_risk(q, np.asarray(answer.value)))
+        sources.append(answer.source)
+    seconds = time.perf_counter() - start
+    distinct = list({json.dumps(q.to_dict(), sort_keys=True): q for q in queries}.values())
+    on_prior = [_answer_error(engine, prior, ev, q) for q in distinct]
+    on_final = [_answer_error(engine, engine.hypothesis, ev, q) for q in distinct]
+    return {
+        "table": "", "update": update, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
+        "mean": float(np.mean(errors)), "max": float(np.max(errors)),
+        "prior_mean": float(np.mean(on_prior)), "prior_max": float(np.max(on_prior)),
+        "final_mean": float(np.mean(on_final)),
+        "gain": float(np.mean(on_prior) / max(np.mean(on_final), 1e-300)),
+        "unchecked": sources.count("synthetic") / len(sources),
+        "spent": engine.ledger.spent_epsilon() / epsilon,
+        "updates": len(engine.updates), "T": engine.settings.max_updates, "seconds": seconds,
+    }  # fmt: skip
+
+
+def report(path: Path = RESULTS) -> str:
+    """The ablation table (means over seeds; ``max`` is the largest over seeds)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    groups: dict[tuple[str, int, float], dict[str, list[dict[str, float]]]] = {}
+    for row in rows:
+        groups.setdefault((row["table"], row["k"], row["epsilon"]), {}).setdefault(
+            row["update"], []
+        ).append(row)
+    header = ("table", "k", "eps", "update", "seeds", "mean excess risk", "max", "same-query gain",
+              "unchecked", "eps spent", "updates (T)")  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for (name, k, eps), by_update in sorted(groups.items()):
+        first = next(iter(by_update.values()))
+        prior_mean = np.mean([r["prior_mean"] for r in first])
+        prior_max = max(r["prior_max"] for r in first)
+        lines.append(
+            f"| {name} | {k:,} | {eps:g} | prior only | {len(first)} | {prior_mean:.3g} "
+            f"| {prior_max:.3g} | 1 | all (no check) | - | 0 |"
+        )
+        for update in VARIANTS:
+            rs = by_update.get(update, [])
+            if not rs:
+                continue
+            mean = np.mean([r["mean"] for r in rs])
+            lines.append(
+                f"| {name} | {k:,} | {eps:g} | {update} | {len(rs)} | {mean:.3g} "
+                f"| {max(r['max'] for r in rs):.3g} | {np.mean([r['gain'] for r in rs]):.2f}x "
+                f"| {100 * np.mean([r['unchecked'] for r in rs]):.1f}% "
+                f"| {100 * np.mean([r['spent'] for r in rs]):.1f}% "
+                f"| {np.mean([r['updates'] for r in rs]):.1f} ({rs[0]['T']}) |"
+            )
+    return "\n".join(lines)
+
+
+SECTION_HEAD = """## Issue 35: updates that buy accuracy (measured-marginal update, pacing)
+
+`benchmarks/accuracy/online_updates.py` (the command is in its docstring):
+announced streams of random logistic queries (seeded 1000 + s), delta = 1e-6,
+noise `NumpyNoise(seed = s)`, s = 0, 1, 2; bundled Adult (binary schema, all
+48,842 records) and an 8,000-row subsample (seeded). Every engine in a row
+group shares the same paid prior (drawn first from the same seed). `prior only`:
+the frozen prior answers every query (no check, no update); `oracle`: today's
+default (the paper's oracle update, calibrated tilt, refit); `measure`: the
+measured-marginal update (`build_engine(..., update="measure")`, docs/design.md section
+11), paced; `both`: oracle answer and measurement at every update. Mean: the
+mean over seeds of each stream's mean excess risk; max: the largest over seeds;
+same-query gain: the stream's distinct queries answered by the frozen prior over
+the same queries answered by the final hypothesis (ratio of means, averaged over
+seeds); unchecked: `synthetic` answers (after the halt); eps spent: the ledger's
+epsilon over the budget.
+"""
+
+
+SECTION_READING = """
+**Reading** (the run of 2026-11-28; k = 10,000 on full Adult only; a measured
+engine plans `T = 20` updates, chosen on tuning streams, see below). The paced
+`measure` update spends 98.7-100% of epsilon on every stream (the oracle
+update: 75-100%) and leaves at most 2.5% of a stream unchecked (0-0.8% on
+average), against 53% for today's engine at n = 8,000, eps = 1, where the
+budget rule's `T = 1` halts it after one update. It moves the hypothesis on
+the queries the stream asks: same-query gain 1.24-1.44x in 4 of 5 cells
+(1.39x at k = 10,000, issue 35's target 1.3x; per seed 1.31x, 1.43x, 1.44x)
+and 0.94x at 8,000 rows, eps = 1, against 1.01-1.02x for the oracle update.
+Its mean excess risk is below the oracle engine's in 4 of 5 cells (1.13x
+lower on full Adult at eps = 1, k = 2,000; 1.11x at k = 10,000; 1.06x at
+eps = 4; 1.15x on the 8,000-row table at eps = 4) and 6% above it at 8,000
+rows, eps = 1, where the budget rule leaves the updates 2.5% of epsilon; its
+max is lower in 3 cells and level in 2 (within 2%). `both` splits each
+update's budget between an oracle call and a measurement: behind `measure` in
+every cell, and its noisy oracle answers raise the max up to 10x the oracle
+engine's (8,000 rows, eps = 1).
+
+**`T`.** 20 beat 10 and 40 on the mean in each of three tuning cells (stream
+seeds 2007-2008, noise seeds 7-8, full Adult at eps = 1 and an 8,000-row
+subsample drawn with seed 36 at eps = 1 and 4; `measured_updates`). On the
+benchmark streams it is not uniformly better: with `T = 10`
+(`results/online_updates_T10.jsonl`, the same streams) `measure` scored mean
+3.35e-5 / 5.57e-6 / 3.53e-5 / 2.02e-4 / 7.47e-5 in the five cells above,
+against 3.35e-5 / 5.48e-6 / 3.34e-5 / 2.14e-4 / 7.69e-5 with 20, and `both`
+was far better at 10 (its oracle calls are then half as many).
+
+**What the updates cannot buy here.** On the tuning streams at `T = 10`,
+giving the prior 95% of the budget (sparse vector 2.5%) instead of the rule's
+40% at n = 48,842 lowers the mean 2.8x with the oracle update (1.29e-5
+against 3.6e-5; max 4.5e-4 against 5.1e-4) and 2.3x with `measure` (1.51e-5
+against 3.44e-5, before the pacing's end rule). With that split the oracle
+engine is ahead of `measure` (1.29e-5 against 1.51e-5): the measurements are
+then as noisy as the hypothesis's own error on their cliques and the
+shrinkage keeps them out. At 8,000 rows `measure` keeps the max at 2.5e-3
+where the oracle engine reaches 6.8e-3. So at these n the budget rule's prior
+share, not the update, is the larger lever; the rule
+(`pmwcm.engine.budget_rule`) is not changed here.
+"""
+
+
+def section(path: Path = RESULTS) -> str:
+    """The docs/results.md section of this benchmark (head, table, reading)."""
+    return SECTION_HEAD + "\n" + report(path) + "\n" + SECTION_READING
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", nargs="+", default=["adult", "adult-8000"])
+    parser.add_argument("--eps", nargs="+", type=float, default=[1.0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--k", type=int, default=2000)
+    parser.add_argument("--updates", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--report", action="store_true")
+    args = parser.parse_args()
+    if args.report:
+        print(report())
+        return
+    RESULTS.parent.mkdir(exist_ok=True)
+    for name in args.tables:
+        ev = table(name)
+        for eps in args.eps:
+            for seed in range(args.seeds):
+                for update in args.updates:
+                    row = run_stream(ev, update=update, epsilon=eps, seed=seed, k=args.k)
+                    row["table"] = name
+                    with RESULTS.open("a") as out:
+                        out.write(json.dumps(row) + "\n")
+                    print(json.dumps({k: row[k] for k in ("table", "update", "epsilon", "seed",
+                          "mean", "max", "gain", "unchecked", "spent", "updates", "seconds")}),
+                          flush=True)  # fmt: skip
+    print(report())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""The measured-marginal update (issue 35): it moves the hypothesis towards the
+measurement, reads the data only through it, and its accounting is exact composition."""
+
+from __future__ import annotations
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from pmwcm.engine.measured_update import (
+    MeasuredUpdate,
+    project_onto,
+    shrunk_measurement,
+    simplex_projection,
+)
+from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.snapshot import restore, snapshot
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.workload import random_queries
+from pmwcm.mechanisms.marginal_measurement import (
+    clique_sigma,
+    excess_risk_certificate,
+    gaussian_l1_bound,
+    measure_table,
+)
+from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors.marginals import Measurement
+from pmwcm.mechanisms.private_data import PrivateData
+
+DOMAIN = Domain.from_sizes({f"x{j}": 2 for j in range(6)})
+
+
+def _records(seed: int, n: int = 3_000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2, size=(n, 6))
+    x[:, 5] = (x[:, 0] ^ x[:, 1] ^ x[:, 2]) | (rng.random(n) < 0.05)  # a 3-way structure
+    return x
+
+
+def test_projection_moves_the_clique_marginal_onto_a_precise_measurement(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    hypothesis = DenseHistogram.uniform(DOMAIN)
+    clique = ("x0", "x1", "x5")
+    truth = rng.dirichlet(np.ones(8)).reshape(2, 2, 2)
+    measurement = Measurement(clique=clique, values=truth, sigma=1e-6)
+    before = np.abs(hypothesis.clique_table(clique).table() - truth).sum()
+    after = np.abs(project_onto(hypothesis, measurement).clique_table(clique).table() - truth).sum()
+    assert after < 1e-4 < before
+    # The absorbing refit onto every measurement keeps it there (it is the only one).
+    update = MeasuredUpdate(kind="measure", noise_multiplier=1.0)
+    absorbed = update.absorb(hypothesis, measurement, [measurement])
+    assert np.abs(absorbed.clique_table(clique).table() - truth).sum() < 1e-4
+
+
+def test_a_measurement_within_its_noise_barely_moves_the_hypothesis() -> None:
+    current = np.full(8, 1 / 8)
+    noisy = Measurement(clique=("a",), values=current + np.array([1, -1] * 4) * 1e-3, sigma=1.0)
+    assert np.allclose(shrunk_measurement(current, noisy), current)
+    far = Measurement(clique=("a",), values=np.eye(8)[0], sigma=1e-3)
+    assert np.allclose(shrunk_measurement(current, far), far.values, atol=1e-4)
+
+
+def test_simplex_projection_is_on_the_simplex_and_idempotent(seed: int) -> None:
+    values = np.random.default_rng(seed).normal(0.1, 0.3, size=(4, 3))
+    projected = simplex_projection(values)
+    assert projected.min() >= 0 and projected.sum() == pytest.approx(1.0)
+    assert np.allclose(simplex_projection(projected), projected)
+
+
+def _measured_engine(records: np.ndarray, update: str, seed: int, k: int = 1000):  # type: ignore[no-untyped-def]
+    data = PrivateData.from_records(DOMAIN, records)
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=k, mode="hybrid", after_halt="synthetic"
+    )
+    return build_engine(data, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
+
+
+def test_the_engine_reads_the_data_only_through_the_noisy_measurement(seed: int) -> None:
+    engine = _measured_engine(_records(seed), "measure", seed)
+    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    measured = 0
+    for query in queries:
+        before, measurements = engine.hypothesis, engine.prior_measurements
+        answer = engine.answer(query)
+        if answer.source == "oracle" and not answer.repeated:
+            measured += 1
+            measurement = engine.prior_measurements[-1]
+            kept = engine.prior_measurements[:-1]
+            assert len(kept) == len(measurements)
+            assert all(a is b for a, b in zip(kept, measurements, strict=True))
+            # The new hypothesis is a function of the old one and the released values.
+            expected = engine.measured_update.absorb(before, measurement, engine.prior_measurements)
+            assert np.array_equal(expected.to_array(), engine.hypothesis.to_array())
+            assert measurement.sigma == clique_sigma(
+                engine.measured_update.noise_multiplier, engine.data.n
+            )
+    # Each fresh measured release is one update, and the pacing made some. (Since round 3
+    # [a, b] and [b, a] are one query, so most of this stream is repeats, which are
+    # answered without a round: fewer than T - 1 paced updates fall on new queries.)
+    assert 1 <= measured == len(engine.updates) <= engine.settings.max_updates
+
+
+def _exact_epsilon(events: list[dp_accounting.DpEvent], delta: float) -> float:
+    """dp_accounting's own PLD of the events: the Gaussians merged exactly (their
+    composition is the Gaussian of ``mu^2 = sum 1 / m^2``), a pure event as its
+    privacy-parameters PLD."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    gaussians = [e.noise_multiplier for e in events if isinstance(e, dp_accounting.GaussianDpEvent)]
+    pure = [e for e in events if not isinstance(e, dp_accounting.GaussianDpEvent)]
+    total = pld_lib.from_gaussian_mechanism(
+        1.0 / np.sqrt(sum(1.0 / m**2 for m in gaussians)), value_discretization_interval=1e-4
+    )
+    for event in pure:
+        params = common.DifferentialPrivacyParameters(event.epsilon, event.delta)
+        total = total.compose(
+            pld_lib.from_privacy_parameters(params, value_discretization_interval=1e-4)
+        )
+    return float(total.get_epsilon_for_delta(delta))
+
+
+@pytest.mark.parametrize("update", ["measure", "both"])
+def test_the_ledger_is_exact_composition_of_its_events(update: str, seed: int) -> None:
+    engine = _measured_engine(_records(seed), update, seed)
+    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    for query in queries:
+        engine.answer(query)
+    events = [entry.event for entry in engine.ledger.entries]
+    labels = [entry.label for entry in engine.ledger.entries]
+    assert sum(label.startswith("clique measurement") for label in labels) == len(engine.updates)
+    assert sum(label.startswith("oracle call") for label in labels) == (
+        len(engine.updates) if update == "both" else 0
+    )
+    exact = _exact_epsilon(events, 1e-6)
+    # The ledger's PLD is an upper bound within its discretisation (h = 1e-3).
+    assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= exact * (1 + 5e-3) + 1e-6
+    # Paced to the announced stream: (nearly) the whole budget is spent, never more.
+    assert 0.95 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9
+
+
+def test_the_certificate_bounds_the_excess_risk_it_certifies(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    noise = NumpyNoise(seed=seed)
+    misses = 0
+    for _ in range(200):
+        truth = rng.dirichlet(np.ones(8))
+        measurement = measure_table(truth, ("a",), n=500, noise_multiplier=1.0, noise=noise)
+        fitted = simplex_projection(measurement.values)
+        bound = excess_risk_certificate(
+            scale=1.0, measurement=measurement, fitted=fitted, beta=0.05
+        )
+        misses += np.abs(fitted - truth).sum() > bound  # S ||D_C - P_C||_1 <= bound
+    # P(miss) <= 0.05 per draw; 200 draws: P(misses > 25) < 1e-6 (binomial tail).
+    assert misses <= 25
+    assert gaussian_l1_bound(1.0, 8, beta=0.05) > 8 * np.sqrt(2 / np.pi)
+
+
+def test_update_setting_is_checked_before_anything_is_spent() -> None:
+    data = PrivateData.from_records(DOMAIN, _records(0, n=100))
+    config = PMWConfig(epsilon=1.0, delta=1e-6)
+    with pytest.raises(ValueError, match="update must be one of"):
+        build_engine(data, config, noise=NumpyNoise(seed=0), update="sometimes")  # type: ignore[arg-type]
+
+
+def test_a_snapshot_carries_the_measurements_and_the_restored_engine_goes_on(seed: int) -> None:
+    records = _records(seed)
+    engine = _measured_engine(records, "measure", seed)
+    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    for query in queries[:500]:
+        engine.answer(query)
+    made = len(engine.updates)
+    assert made >= 4
+    restored = restore(_measured_engine(records, "measure", seed), snapshot(engine))
+    assert restored.measured_update == engine.measured_update
+    assert len(restored.prior_measurements) == len(engine.prior_measurements)
+    for mine, theirs in zip(restored.prior_measurements, engine.prior_measurements, strict=True):
+        assert mine.clique == theirs.clique and mine.sigma == theirs.sigma
+        assert np.array_equal(mine.values, theirs.values)
+    assert np.array_equal(restored.hypothesis.to_array(), engine.hypothesis.to_array())
+    for query in queries[500:]:
+        restored.answer(query)
+    assert len(restored.updates) > made
+    assert restored.ledger.entries[-1].label.startswith("clique measurement")
