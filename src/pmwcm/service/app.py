@@ -274,6 +274,32 @@ def _store(request: Request) -> StateStore:
     return store
 
 
+def config_of_request(
+    request: Request, body: m.SessionCreate, *, build_limits: BuildLimits | None = None
+) -> dict[str, Any]:
+    """The stored configuration of a session creation body, with the server's data
+    directories and connections (creation and the console's plan read it alike).
+
+    Raises:
+        ValueError, SessionUnavailable: as :func:`~pmwcm.service.build.session_config`.
+    """
+    return session_config(
+        data_path=body.data_path,
+        schema_path=body.schema_path,
+        epsilon=body.epsilon,
+        delta=body.delta,
+        parameters=body.parameters.model_dump(exclude_unset=True),
+        public_data_path=body.public_data_path,
+        accept_drafted_schema=body.accept_drafted_schema,
+        data_dirs=request.app.state.data_dirs,
+        connection=body.connection,
+        table=body.table,
+        engine=body.engine,
+        connections=_sessions(request).connections,
+        build_limits=build_limits,
+    )
+
+
 def _builds(request: Request) -> BuildRunner:
     builds: BuildRunner = request.app.state.builds
     return builds
@@ -474,21 +500,7 @@ def create_session(
     """
     builds = _builds(request)
     try:
-        config = session_config(
-            data_path=body.data_path,
-            schema_path=body.schema_path,
-            epsilon=body.epsilon,
-            delta=body.delta,
-            parameters=body.parameters.model_dump(exclude_unset=True),
-            public_data_path=body.public_data_path,
-            accept_drafted_schema=body.accept_drafted_schema,
-            data_dirs=request.app.state.data_dirs,
-            connection=body.connection,
-            table=body.table,
-            engine=body.engine,
-            connections=_sessions(request).connections,
-            build_limits=builds.limits,
-        )
+        config = config_of_request(request, body, build_limits=builds.limits)
         status = builds.start(body.name, config, wait=PREFLIGHT_WAIT_SECONDS)
     except StoreError as err:
         raise _fail(409, str(err)) from None

@@ -56,8 +56,8 @@ from pmwcm.service.app import (
     _released_spec,
     _sessions,
     _store,
+    config_of_request,
 )
-from pmwcm.service.build import session_config
 from pmwcm.service.console_audit import read_report
 from pmwcm.service.console_refusals import RefusalLog, RefusalRecorder
 from pmwcm.service.locations import SessionUnavailable, digest, open_private
@@ -260,20 +260,7 @@ def plan(request: Request, body: m.SessionCreate, _: Curator) -> Any:
     """The budget plan ``body`` would get as a new session; nothing is created (curator)."""
     connections = _sessions(request).connections
     try:
-        config = session_config(
-            data_path=body.data_path,
-            schema_path=body.schema_path,
-            epsilon=body.epsilon,
-            delta=body.delta,
-            parameters=body.parameters.model_dump(exclude_unset=True),
-            public_data_path=body.public_data_path,
-            accept_drafted_schema=body.accept_drafted_schema,
-            data_dirs=request.app.state.data_dirs,
-            connection=body.connection,
-            table=body.table,
-            engine=body.engine,
-            connections=connections,
-        )
+        config = config_of_request(request, body)
         return _plan_of(config, connections)
     except (ValueError, SessionUnavailable) as err:
         return _invalid(str(err))
