@@ -154,6 +154,12 @@ epsilon over the budget.
 
 
 SECTION_READING = """
+(Measured on the branch that built the update, before the canonical feature
+order of issue 33 merged: since then `[a, b]` and `[b, a]` are one query, so
+these random streams hold more repeats, which are answered without a round;
+the pacing counts every answer, repeats included, so fewer paced updates fall
+on new queries. Not yet re-run on the merged code.)
+
 **Reading** (the run of 2026-11-28; k = 10,000 on full Adult only; a measured
 engine plans `T = 20` updates, chosen on tuning streams, see below). The paced
 `measure` update spends 98.7-100% of epsilon on every stream (the oracle
