@@ -3,8 +3,8 @@
 Each cell builds the engine with the default paid marginal prior on a support of
 ``M`` records (full-resolution Adult, 14 attributes, 91 measured pairs, unless
 ``--table`` says otherwise) in its own subprocess, and prints one JSON line:
-the build's wall time, the memory the build added to the process (peak
-``ru_maxrss`` minus the resident memory before the build, after the data is
+the build's wall time, the memory the build added to the process (its peak,
+``VmHWM``, minus the resident memory before the build, after the data is
 loaded and the compiled kernels are warm), the hypothesis's declared memory
 and their ratio, and the declared time limit
 (:func:`pmwcm.engine.build_cost.build_cost`). Ends with a Markdown table::
@@ -22,10 +22,17 @@ import argparse
 import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
+
+
+def _peak() -> int:
+    """This process's own peak resident memory in bytes (``VmHWM``). Not ``ru_maxrss``:
+    Linux keeps the forking parent's high-water mark in it across ``exec``."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
 
 
 def _resident() -> int:
@@ -60,7 +67,7 @@ def cell(table: str, size: int) -> dict[str, object]:
     start = time.perf_counter()
     engine = build_engine(data, config, noise=NumpyNoise(seed=0))
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak()
     added = peak - before
     cost = build_cost(data.domain, config.resolved_for(data.n, len(data.domain)), n=data.n)
     return {
