@@ -151,3 +151,27 @@ def test_installed_console_script(csv: Path) -> None:
     )
     assert proc.returncode == 1 and proc.stdout == ""
     _one_error_line(proc.stderr, "data file not found")
+
+
+def test_a_bundled_schema_is_taken_by_name_where_a_schema_is_taken(tmp_path: Path) -> None:
+    """``schema --check`` and ``run --schema`` take a bundled schema's name (issue 36 item 6);
+    a name that is neither a file nor bundled is refused in one line listing them."""
+    result = runner.invoke(app, ["schema", "--check", "adult-binary"])
+    assert result.exit_code == 0, result.output
+    assert "schema 'adult-binary': 14 attributes" in result.output
+    from importlib import resources
+
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        '{"id": 1, "loss": "logistic", "target": "income>50K", "features": ["male"]}\n'
+    )
+    adult = resources.files("pmwcm.data.bundled").joinpath("files", "adult.csv")
+    with resources.as_file(adult) as data:
+        ran = runner.invoke(app, ["run", "--data", str(data), "--schema", "adult-binary",
+                                  "--queries", str(queries), "--epsilon", "1", "--delta", "1e-6",
+                                  "--output", str(tmp_path / "a.jsonl")])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    assert '"theta"' in (tmp_path / "a.jsonl").read_text()
+    missing = runner.invoke(app, ["schema", "--check", "adult-nope"])
+    assert missing.exit_code == 1
+    _one_error_line(missing.stderr, "'adult-nope'", "adult-binary, adult-categorical, adult-full")

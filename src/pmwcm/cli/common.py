@@ -255,15 +255,17 @@ def check_distinct_outputs(paths: Sequence[tuple[str, Path | None]]) -> None:
 
 
 def load_schema(path: Path, *, accept_drafted: bool) -> Schema:
-    """The schema at ``path``; refuses one drafted from the data unless ``accept_drafted``.
+    """The schema at ``path`` (or the bundled schema of that name: ``adult-binary``, ...);
+    refuses one drafted from the data unless ``accept_drafted``.
 
     An accepted drafted schema gets a warning on stderr.
     """
-    from pmwcm.data.schema import Schema, SchemaError
+    from pmwcm.data.bundled import schema_at
+    from pmwcm.data.schema import SchemaError
     from pmwcm.data.schema_draft import drafted_schema_error
 
     try:
-        schema = Schema.from_json(path)
+        schema = schema_at(path)
     except SchemaError as exc:
         raise fail(str(exc)) from None
     problem = drafted_schema_error(schema, f"--schema '{path}'", "--accept-drafted-schema")

@@ -53,7 +53,8 @@ def schema_command(
     (and a choice that does not fit is refused, exit 1).
     """
     from pmwcm.cli.common import backend_settings, check_backend, check_output, is_stdio
-    from pmwcm.data.schema import Schema, SchemaError
+    from pmwcm.data.bundled import schema_at
+    from pmwcm.data.schema import SchemaError
     from pmwcm.data.schema_draft import DRAFT_WARNING, SKIPPED, draft_schema, drafted_marks
     from pmwcm.data.table import DataError, Dataset
 
@@ -61,7 +62,7 @@ def schema_command(
         if check is not None:
             if output is not None:
                 raise _fail("--output is only for drafting; drop it when using --check.")
-            schema = Schema.from_json(check)
+            schema = schema_at(check)  # a file, or a bundled schema's name
             domain = schema.domain()
             settings = backend_settings(backend, hypothesis_memory, support_size)
             choice = check_backend(domain, settings)

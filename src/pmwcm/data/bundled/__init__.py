@@ -20,12 +20,14 @@ Adult, Becker & Kohavi 1996, CC BY 4.0; this coding Apache-2.0); see
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
+from pathlib import Path
 
 from pmwcm.data.schema import Schema, SchemaError
 from pmwcm.data.table import Dataset
 
-__all__ = ["adult_schema", "list_schemas", "load_adult"]
+__all__ = ["adult_schema", "list_schemas", "load_adult", "schema_at"]
 
 _SCHEMAS = ("adult-binary", "adult-categorical", "adult-full")
 
@@ -47,6 +49,27 @@ def _schema(full: str) -> Schema:
     text = resources.files(__name__).joinpath("files", f"{full}.schema.json")
     with resources.as_file(text) as path:
         return Schema.from_json(path)
+
+
+def schema_at(where: str | os.PathLike[str]) -> Schema:
+    """The schema file at ``where``, or, when no such file exists and ``where`` is a
+    bundled schema's name (``adult-binary``, ``adult-categorical``, ``adult-full``),
+    that schema: every command that takes a schema takes either.
+
+    Raises:
+        SchemaError: neither a readable schema file nor a bundled name (the message
+            names the bundled schemas).
+    """
+    path = Path(where)
+    if not path.exists() and str(where) in _SCHEMAS:
+        return _schema(str(where))
+    try:
+        return Schema.from_json(path)
+    except SchemaError as exc:
+        if path.exists():
+            raise
+        said = str(exc).rstrip(".")
+        raise SchemaError(f"{said} (or name a bundled schema: {', '.join(_SCHEMAS)}).") from None
 
 
 def adult_schema(name: str = "binary") -> Schema:
