@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from pmwcm.engine.build_cost import BuildCost, build_cost, check_build_cost
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.plan import plan_budget
+from pmwcm.engine.plan import BudgetPlan, plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
@@ -326,29 +326,40 @@ def open_parts(config: Mapping[str, Any], connections: Connections | None) -> Pa
     return _parts(config, connections, creating=True)
 
 
-def preflight(parts: Parts, limits: BuildLimits) -> BuildCost:
-    """The build's declared cost with the data's public ``n`` (:func:`check_build_size`),
-    after the budget plan (:func:`~pmwcm.engine.plan.plan_budget`: every budget rule,
-    the split, every noise level) that the build will then use, from public inputs.
+def _plan_of(parts: Parts) -> BudgetPlan:
+    """The budget plan of a new session (every rule, with ``n``), from public inputs
+    before the prior reads the data: the function `pmwcm run` and build_engine call."""
+    private, pmw, public = parts
+    return plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)
+
+
+def preflight(parts: Parts, limits: BuildLimits) -> tuple[BudgetPlan, BuildCost]:
+    """The build's budget plan (:func:`~pmwcm.engine.plan.plan_budget`: every budget
+    rule, the split, every noise level), which the build then uses
+    (:func:`genesis_from`), and its declared cost with the data's public ``n``
+    (:func:`check_build_size`), from public inputs.
 
     Raises:
         ValueError: a parameter that cannot be built, a budget rule that fails, or a
             build over ``limits``, naming the parameter.
     """
-    private, pmw, public = parts
-    plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)
+    private, pmw, _ = parts
+    plan = _plan_of(parts)
     resolved = pmw.resolved_for(private.n, len(private.domain))
-    return check_build_size(private.domain, resolved, n=private.n, limits=limits)
+    return plan, check_build_size(private.domain, resolved, n=private.n, limits=limits)
 
 
 def genesis_from(
-    parts: Parts, config: dict[str, Any], *, noise: NoiseSource
+    parts: Parts,
+    config: dict[str, Any],
+    *,
+    noise: NoiseSource,
+    plan: BudgetPlan | None = None,
 ) -> tuple[dict[str, Any], list[DebitRecord], StoredSnapshot]:
-    """:func:`genesis` on data already opened (:func:`open_parts`)."""
+    """:func:`genesis` on data already opened (:func:`open_parts`), on the ``plan``
+    :func:`preflight` made for them (made here if not given)."""
     private, pmw, public = parts
-    # The budget plan from public inputs (every rule, with n), before the prior reads the
-    # data: the same function `pmwcm run` and build_engine call.
-    plan = plan_budget(pmw, n=private.n, domain=private.domain, prior_supplied=public is not None)
+    plan = _plan_of(parts) if plan is None else plan
     start = None if public is None else _public_start(private, pmw, config, public)
     engine = build_engine(private, pmw, noise=noise, ledger=_ledger(pmw), prior=start, plan=plan)
     sv_state = engine.sparse_vector.export_state()

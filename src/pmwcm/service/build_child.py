@@ -66,7 +66,7 @@ def run_build(
     try:
         try:
             parts = open_parts(config, connections)
-            cost = preflight(parts, limits)
+            plan, cost = preflight(parts, limits)
         except (ValueError, SessionUnavailable) as err:  # for the curator, naming the field
             pipe.send(("refused", str(err)))
             return
@@ -76,7 +76,7 @@ def run_build(
             return
         pipe.send(("started", cost.memory_bytes, cost.seconds, resident_bytes()))
         try:
-            built, debits, snapshot = genesis_from(parts, config, noise=noise_factory())
+            built, debits, snapshot = genesis_from(parts, config, noise=noise_factory(), plan=plan)
         except PmwcmError as err:  # a deliberate refusal: public by construction
             pipe.send(("failed", str(err)))
             return

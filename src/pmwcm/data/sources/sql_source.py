@@ -169,10 +169,9 @@ class SQLSource(abc.ABC):
         inner = f"SELECT {selected}, count(*) AS cnt FROM {self._relation} GROUP BY {grouped}"
         attrs = self.schema.attributes
         coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"])
-        keys = ", ".join(f"k{j}" for j in range(len(self.schema.attributes)))
-        total = (
-            "CAST(SUM(cnt) AS BIGINT)"  # DuckDB sums BIGINT into HUGEINT, PostgreSQL into NUMERIC
-        )
+        keys = ", ".join(f"k{j}" for j in range(len(attrs)))
+        # DuckDB sums BIGINT into HUGEINT and PostgreSQL into NUMERIC: cast back.
+        total = "CAST(SUM(cnt) AS BIGINT)"
         return f"SELECT {keys}, {total} AS cnt FROM ({coded}) AS coded GROUP BY {keys}"
 
     def _snapshot(self) -> CodedRecords:
