@@ -48,8 +48,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram, dense_marginal
+from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.kernels.threads import limit_blas_threads
 from pmwcm.mechanisms.priors.marginals import (
     Measurement,

@@ -1,9 +1,9 @@
 """The fast paths of issue 18 give the reference numbers.
 
-* :func:`~pmwcm.kernels.histogram.dense_marginal` (planned BLAS / reduce passes)
+* :func:`~pmwcm.kernels.dense_marginal.dense_marginal` (planned BLAS / reduce passes)
   equals NumPy's ``sum`` over the dropped axes to 1e-12 relative, for every
   clique shape: leading, trailing, spread, permuted, size-1 axes, none, all;
-* :func:`~pmwcm.kernels.histogram.scale_by_clique` equals the broadcast multiply
+* :func:`~pmwcm.kernels.clique_scale.scale_by_clique` equals the broadcast multiply
   bit for bit (each cell meets the same factor value);
 * :func:`~pmwcm.kernels.evaluator.evaluator` equals
   :meth:`~pmwcm.kernels.problem.ConvexProblem.objective` and ``gradient`` bit
@@ -33,9 +33,10 @@ import pytest
 from conftest import TOY_DOMAIN, toy_records
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.clique_scale import broadcast_factor, scale_by_clique
+from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
-from pmwcm.kernels.histogram import broadcast_factor, dense_marginal, scale_by_clique
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors import marginals as marginals_module

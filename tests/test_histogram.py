@@ -18,15 +18,10 @@ from hypothesis.extra import numpy as hnp
 from numpy.typing import NDArray
 from scipy import stats
 
+from pmwcm.kernels.clique_scale import broadcast_factor
+from pmwcm.kernels.dense_marginal import _marginal_by_passes, _one_pass_marginal, dense_marginal
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import (
-    DenseHistogram,
-    Histogram,
-    _marginal_by_passes,
-    _one_pass_marginal,
-    broadcast_factor,
-    dense_marginal,
-)
+from pmwcm.kernels.histogram import DenseHistogram, Histogram
 
 FloatArray = NDArray[np.float64]
 

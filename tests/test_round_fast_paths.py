@@ -49,6 +49,7 @@ from pmwcm.kernels.compiled import (
     paired_logistic_rows,
     symmetric_eigen,
 )
+from pmwcm.kernels.dense_marginal import planned_marginal
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.evaluator import evaluator
@@ -63,12 +64,7 @@ from pmwcm.kernels.fixed_budget import (
     oscillation_bound,
     plan_solve,
 )
-from pmwcm.kernels.histogram import (
-    CACHED_MARGINAL_CELLS,
-    DenseHistogram,
-    MarginalCache,
-    _planned_marginal,
-)
+from pmwcm.kernels.histogram import CACHED_MARGINAL_CELLS, DenseHistogram, MarginalCache
 from pmwcm.kernels.losses import make_loss, resolved_loss_param
 from pmwcm.kernels.lru import CellBudgetCache
 from pmwcm.kernels.queries import CMQuery, GLMProblem, QueryError
@@ -193,7 +189,7 @@ def test_cached_hypothesis_marginals_are_the_planned_ones_bit_for_bit(seed: int)
         k = int(rng.integers(0, 5))
         attrs = [names[int(i)] for i in rng.permutation(len(names))[:k]]
         got = histogram.marginal(attrs)
-        expected = _planned_marginal(histogram.to_array(), domain.axes(attrs))
+        expected = planned_marginal(histogram.to_array(), domain.axes(attrs))
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got, expected)
         got[...] = -1.0  # a caller's copy
@@ -617,7 +613,7 @@ def test_marginal_cache_stays_within_its_budget_and_exact(
     for _ in range(80):
         axes = tuple(int(a) for a in rng.permutation(len(shape))[: int(rng.integers(1, 6))])
         first, again = cache.marginal(values, axes), cache.marginal(values, axes)
-        np.testing.assert_array_equal(first, _planned_marginal(values, axes))
+        np.testing.assert_array_equal(first, planned_marginal(values, axes))
         np.testing.assert_array_equal(again, first)
         assert again.flags.writeable and not np.may_share_memory(again, first)
         shared = cache.table(values, axes)  # what a round's clique table reads: no copy

@@ -35,14 +35,10 @@ from typing import Generic, TypeVar
 import dp_accounting
 import numpy as np
 
+from pmwcm.kernels.clique_scale import broadcast_factor
+from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import (
-    DenseHistogram,
-    FloatArray,
-    Histogram,
-    broadcast_factor,
-    dense_marginal,
-)
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
 from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
 from pmwcm.mechanisms.private_data import PrivateData
 
