@@ -1,7 +1,7 @@
 """The below-threshold round's fast paths give the reference numbers (issue 18).
 
 * the compiled ellipsoid method (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`)
-  is the NumPy loop (:func:`~pmwcm.kernels.fixed_budget._ellipsoid_reference`) up
+  is the NumPy loop (:func:`~pmwcm.kernels.ellipsoid._ellipsoid_reference`) up
   to rounding: the objective values of the two returned points agree to ``1e-4``
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
@@ -52,12 +52,11 @@ from pmwcm.kernels.compiled import (
 from pmwcm.kernels.dense_marginal import planned_marginal
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.ellipsoid import _ellipsoid_reference, ellipsoid
 from pmwcm.kernels.evaluator import evaluator
 from pmwcm.kernels.fixed_budget import (
     FixedSolve,
-    _ellipsoid,
     _ellipsoid_iterations,
-    _ellipsoid_reference,
     _paired_form,
     fixed_budget_minimize,
     fixed_budget_minimum,
@@ -106,7 +105,7 @@ def test_compiled_ellipsoid_is_the_numpy_loop_up_to_rounding(
     for concentration in (0.05, 0.5, 5.0):
         weights = rng.gamma(concentration, 1.0, problem.design.rows)
         weights /= weights.sum()
-        fast = _ellipsoid(problem, weights, iterations)
+        fast = ellipsoid(problem, weights, iterations)
         reference = _ellipsoid_reference(problem, weights, iterations)
         fast_value = problem.objective(fast, weights)
         reference_value = problem.objective(reference, weights)
@@ -117,7 +116,7 @@ def test_compiled_ellipsoid_is_the_numpy_loop_up_to_rounding(
 
 
 def test_the_engine_solve_takes_the_compiled_ellipsoid_for_a_compiled_loss(seed: int) -> None:
-    """fixed_budget_minimize runs the compiled loop: bit for bit what _ellipsoid returns."""
+    """fixed_budget_minimize runs the compiled loop: bit for bit what ellipsoid returns."""
     rng = np.random.default_rng(seed)
     problem = CMQuery(loss="logistic", target="y", features=("a", "b")).compile(DOMAIN)
     # plan_solve would take FISTA here (cheaper); the ellipsoid's plan for the same gap.
@@ -126,7 +125,7 @@ def test_the_engine_solve_takes_the_compiled_ellipsoid_for_a_compiled_loss(seed:
     plan = FixedSolve(method="ellipsoid", iterations=iterations, gap=gap)
     weights = rng.dirichlet(np.ones(problem.design.rows))
     np.testing.assert_array_equal(
-        fixed_budget_minimize(problem, weights, plan), _ellipsoid(problem, weights, plan.iterations)
+        fixed_budget_minimize(problem, weights, plan), ellipsoid(problem, weights, plan.iterations)
     )
 
 
