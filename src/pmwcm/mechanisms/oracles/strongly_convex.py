@@ -130,17 +130,9 @@ def plan_distance(
     >>> plan.method, plan.iterations, plan.distance <= 1e-6
     ('gradient', 25, True)
     """
-    for name, value in (
-        ("smoothness", smoothness),
-        ("strong_convexity", strong_convexity),
-        ("start_distance", start_distance),
-        ("distance", distance),
-    ):
-        _check_positive(name, value)
-    if start_gap is not None and not (math.isfinite(start_gap) and start_gap >= 0):
-        raise ValueError(f"start_gap must be non-negative and finite, got start_gap={start_gap}.")
-    if not (isinstance(max_iterations, int) and max_iterations >= 1):
-        raise ValueError(f"max_iterations must be a positive integer, got {max_iterations!r}.")
+    _check_plan_inputs(
+        smoothness, strong_convexity, start_distance, start_gap, distance, max_iterations
+    )
     mu = strong_convexity
     lipschitz = max(smoothness, mu)
     log_start = math.log(start_distance)
@@ -150,15 +142,7 @@ def plan_distance(
     # V-FISTA: spread (1 - 1/sqrt(kappa))^k <= exact^2, spread = 2 V_0 / mu + D_0^2.
     root = math.sqrt(mu / lipschitz)
     per_acc = math.inf if root >= 1.0 else -math.log1p(-root)
-    log_spread = 2.0 * log_start
-    if start_gap is None:  # 2 V_0 / mu + D_0^2 = (kappa + 1) D_0^2
-        log_spread += (
-            math.log1p(lipschitz / mu)
-            if lipschitz / mu < math.inf
-            else math.log(lipschitz) - math.log(mu)
-        )
-    elif start_gap > 0:
-        log_spread = float(np.logaddexp(math.log(2.0 * start_gap) - math.log(mu), log_spread))
+    log_spread = _log_spread(lipschitz, mu, log_start, start_gap)
     gd = DistancePlan(
         method="gradient",
         iterations=0,
@@ -191,6 +175,42 @@ def plan_distance(
     if capped_gd <= capped_acc:
         return dataclasses.replace(gd, iterations=k, distance=capped_gd)
     return dataclasses.replace(acc, iterations=k, distance=capped_acc)
+
+
+def _check_plan_inputs(
+    smoothness: float,
+    strong_convexity: float,
+    start_distance: float,
+    start_gap: float | None,
+    distance: float,
+    max_iterations: int,
+) -> None:
+    """:func:`plan_distance`'s argument checks (public inputs only)."""
+    for name, value in (
+        ("smoothness", smoothness),
+        ("strong_convexity", strong_convexity),
+        ("start_distance", start_distance),
+        ("distance", distance),
+    ):
+        _check_positive(name, value)
+    if start_gap is not None and not (math.isfinite(start_gap) and start_gap >= 0):
+        raise ValueError(f"start_gap must be non-negative and finite, got start_gap={start_gap}.")
+    if not (isinstance(max_iterations, int) and max_iterations >= 1):
+        raise ValueError(f"max_iterations must be a positive integer, got {max_iterations!r}.")
+
+
+def _log_spread(lipschitz: float, mu: float, log_start: float, start_gap: float | None) -> float:
+    """``ln(2 V_0 / mu + D_0^2)``, V-FISTA's initial potential over ``mu / 2``, in log
+    space; ``V_0 = L D_0^2 / 2`` when ``start_gap`` is ``None`` (unconstrained)."""
+    log_spread = 2.0 * log_start
+    if start_gap is None:  # 2 V_0 / mu + D_0^2 = (kappa + 1) D_0^2
+        kappa = lipschitz / mu
+        return log_spread + (
+            math.log1p(kappa) if kappa < math.inf else math.log(lipschitz) - math.log(mu)
+        )
+    if start_gap > 0:
+        return float(np.logaddexp(math.log(2.0 * start_gap) - math.log(mu), log_spread))
+    return log_spread
 
 
 def _need(log_ratio: float, per_step: float) -> float:
