@@ -64,7 +64,7 @@ class BudgetExhausted(ServiceError, errors.BudgetExhausted):
 
 @dataclass(frozen=True, kw_only=True)
 class Released:
-    """One released answer (see :class:`pmwcm.service.models.AnswerOut`)."""
+    """One released answer (see :class:`pmwcm.service.response_models.AnswerOut`)."""
 
     index: int
     theta: tuple[float, ...]

@@ -56,6 +56,7 @@ from pmwcm.service.dependencies import (
 )
 from pmwcm.service.http_errors import ERRORS, SESSION_ERRORS, fail, invalid
 from pmwcm.service.locations import SessionUnavailable, digest, open_private
+from pmwcm.service.response_models import AnswerOut
 from pmwcm.service.routes.sessions import config_of_request, released_spec
 from pmwcm.service.store import SessionRecord
 
@@ -109,7 +110,7 @@ class SchemaOut(BaseModel):
     attributes: list[AttributeOut]
 
 
-class MyAnswerOut(m.AnswerOut):
+class MyAnswerOut(AnswerOut):
     """An answer released to the calling token, with the query it answered."""
 
     query: dict[str, Any]

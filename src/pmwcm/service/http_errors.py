@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
-from pmwcm.service import models as m
 from pmwcm.service.guard import clean_errors, invalid_body, safe
 from pmwcm.service.locations import SessionUnavailable
+from pmwcm.service.response_models import ErrorOut
 from pmwcm.service.sessions import Abandoned
 from pmwcm.service.store import StoreBusy
 from pmwcm.service.workers import SessionRunner
@@ -37,21 +37,21 @@ __all__ = [
 
 #: The errors every ``/v1`` route may answer (OpenAPI ``responses``).
 ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
-    401: {"model": m.ErrorOut, "description": "Missing, unknown or revoked token."},
-    403: {"model": m.ErrorOut, "description": "The token's role or session does not allow this."},
+    400: {"model": ErrorOut, "description": "The request body is not parseable JSON."},
+    401: {"model": ErrorOut, "description": "Missing, unknown or revoked token."},
+    403: {"model": ErrorOut, "description": "The token's role or session does not allow this."},
 }
 #: The error of a route that takes a body.
 TOO_LARGE: dict[int | str, dict[str, Any]] = {
-    413: {"model": m.ErrorOut, "description": "The request body is over the size limit."},
+    413: {"model": ErrorOut, "description": "The request body is over the size limit."},
 }
 #: The errors of a route on one session.
 SESSION_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": m.ErrorOut, "description": "The request body is not parseable JSON."},
+    400: {"model": ErrorOut, "description": "The request body is not parseable JSON."},
     **ERRORS,
-    404: {"model": m.ErrorOut, "description": "No such session."},
+    404: {"model": ErrorOut, "description": "No such session."},
     503: {
-        "model": m.ErrorOut,
+        "model": ErrorOut,
         "description": "The session cannot be loaded, or was busy past the request deadline "
         "(nothing was spent; retry after the Retry-After header's seconds).",
     },

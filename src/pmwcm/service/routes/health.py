@@ -6,9 +6,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from pmwcm.service import models as m
 from pmwcm.service.dependencies import Caller
 from pmwcm.service.http_errors import ERRORS
+from pmwcm.service.response_models import MeOut
 
 router = APIRouter()
 """``/health`` and ``/v1/me``."""
@@ -20,7 +20,7 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/v1/me", response_model=m.MeOut, responses=ERRORS, tags=["meta"])
+@router.get("/v1/me", response_model=MeOut, responses=ERRORS, tags=["meta"])
 def me(who: Caller) -> dict[str, Any]:
     """The calling token's id, role and session."""
     return {"token_id": who.token_id, "role": who.role, "session": who.session}

@@ -24,14 +24,10 @@ from pmwcm.service import models as m
 from pmwcm.service.auth import Principal
 from pmwcm.service.dependencies import Caller, SessionName, authorize, live_async, runner_of
 from pmwcm.service.http_errors import SESSION_ERRORS, TOO_LARGE, fail, invalid, refusal
+from pmwcm.service.idempotency import Idempotency, IdempotencyConflict, Reply
 from pmwcm.service.limits import QUERY_LIMITS, check_query
-from pmwcm.service.sessions import (
-    Abandoned,
-    Idempotency,
-    IdempotencyConflict,
-    LiveSession,
-    Reply,
-)
+from pmwcm.service.response_models import AnswerOut, ErrorOut, StatusOut
+from pmwcm.service.sessions import Abandoned, LiveSession
 from pmwcm.service.store import StoreBusy, StoreError
 
 router = APIRouter()
@@ -58,7 +54,7 @@ _QUERY_BODY = {
 
 @router.get(
     "/v1/sessions/{name}",
-    response_model=m.StatusOut,
+    response_model=StatusOut,
     responses=SESSION_ERRORS,
     tags=["analyst"],
 )
@@ -70,10 +66,10 @@ async def session_status(request: Request, name: SessionName, who: Caller) -> An
 
 @router.post(
     "/v1/sessions/{name}/queries",
-    response_model=m.AnswerOut,
+    response_model=AnswerOut,
     responses={
         **SESSION_ERRORS,
-        409: {"model": m.ErrorOut, "description": "The privacy budget is spent."},
+        409: {"model": ErrorOut, "description": "The privacy budget is spent."},
         **TOO_LARGE,
     },
     tags=["analyst"],
@@ -149,8 +145,9 @@ async def _kept(session: LiveSession, who: Principal, idempotency: Idempotency) 
 
 
 def _renderer(query: CMQuery, *, epsilon: float) -> Callable[[Answer, Domain], bytes]:
-    """The response body of an answer to ``query`` (:class:`~pmwcm.service.models.AnswerOut`)
-    in a session of total ``epsilon``: rendered once, committed with the answer."""
+    """The response body of an answer to ``query`` in a session of total ``epsilon``
+    (:class:`~pmwcm.service.response_models.AnswerOut`): rendered once, committed with
+    the answer."""
 
     def render(answer: Answer, domain: Domain) -> bytes:
         theta = [float(v) for v in answer.value]
@@ -167,6 +164,6 @@ def _renderer(query: CMQuery, *, epsilon: float) -> Callable[[Answer, Domain], b
             "delta": answer.delta,
             "warning": SYNTHETIC_ANSWER_WARNING if answer.source == "synthetic" else None,
         }
-        return m.AnswerOut.model_validate(payload).model_dump_json().encode("utf-8")
+        return AnswerOut.model_validate(payload).model_dump_json().encode("utf-8")
 
     return render

@@ -34,6 +34,7 @@ from pmwcm.service.dependencies import (
 )
 from pmwcm.service.http_errors import ERRORS, SESSION_ERRORS, TOO_LARGE, fail, invalid
 from pmwcm.service.limits import BuildLimits
+from pmwcm.service.response_models import BuildOut, ErrorOut, LedgerOut, ReleaseOut, SessionOut
 from pmwcm.service.sessions import SessionUnavailable
 from pmwcm.service.store import StoreError
 
@@ -82,11 +83,11 @@ def released_spec(key: str) -> dict[str, Any]:
 @router.post(
     "/v1/sessions",
     status_code=202,
-    response_model=m.BuildOut,
+    response_model=BuildOut,
     responses={
         **ERRORS,
-        201: {"model": m.SessionOut, "description": "Built within the ?wait= seconds."},
-        409: {"model": m.ErrorOut, "description": "The name is taken."},
+        201: {"model": SessionOut, "description": "Built within the ?wait= seconds."},
+        409: {"model": ErrorOut, "description": "The name is taken."},
         **TOO_LARGE,
     },
     tags=["curator"],
@@ -134,8 +135,8 @@ def create_session(
 
 @router.get(
     "/v1/sessions/{name}/build",
-    response_model=m.BuildOut,
-    responses={**ERRORS, 404: {"model": m.ErrorOut, "description": "No such build."}},
+    response_model=BuildOut,
+    responses={**ERRORS, 404: {"model": ErrorOut, "description": "No such build."}},
     tags=["curator"],
 )
 def build_status(request: Request, name: SessionName, _: Curator) -> Any:
@@ -148,11 +149,11 @@ def build_status(request: Request, name: SessionName, _: Curator) -> Any:
 
 @router.delete(
     "/v1/sessions/{name}/build",
-    response_model=m.BuildOut,
+    response_model=BuildOut,
     responses={
         **ERRORS,
-        404: {"model": m.ErrorOut, "description": "No such build."},
-        409: {"model": m.ErrorOut, "description": "The build already ended ready."},
+        404: {"model": ErrorOut, "description": "No such build."},
+        409: {"model": ErrorOut, "description": "The build already ended ready."},
     },
     tags=["curator"],
 )
@@ -169,9 +170,9 @@ def cancel_build(request: Request, name: SessionName, _: Curator) -> Any:
 
 
 def build_out(request: Request, status: BuildStatus) -> dict[str, Any]:
-    """A build's status as the API shows it (:class:`~pmwcm.service.models.BuildOut`),
+    """A build's status as the API shows it (:class:`~pmwcm.service.response_models.BuildOut`),
     with the session once it is ready."""
-    out: dict[str, Any] = {k: getattr(status, k) for k in m.BuildOut.model_fields if k != "session"}
+    out: dict[str, Any] = {k: getattr(status, k) for k in BuildOut.model_fields if k != "session"}
     out["session"] = None
     if status.state == "ready":
         record = store_of(request).get_session(status.name)
@@ -181,7 +182,7 @@ def build_out(request: Request, status: BuildStatus) -> dict[str, Any]:
     return out
 
 
-@router.get("/v1/sessions", response_model=list[m.SessionOut], responses=ERRORS, tags=["curator"])
+@router.get("/v1/sessions", response_model=list[SessionOut], responses=ERRORS, tags=["curator"])
 def list_sessions(request: Request, _: Curator) -> list[dict[str, Any]]:
     """All sessions (curator)."""
     dirs = request.app.state.data_dirs
@@ -192,7 +193,7 @@ def list_sessions(request: Request, _: Curator) -> list[dict[str, Any]]:
 
 @router.get(
     "/v1/sessions/{name}/ledger",
-    response_model=m.LedgerOut,
+    response_model=LedgerOut,
     responses=SESSION_ERRORS,
     tags=["curator"],
 )
@@ -214,7 +215,7 @@ async def ledger(request: Request, name: SessionName, who: Curator) -> Any:
 
 @router.get(
     "/v1/sessions/{name}/answers",
-    response_model=list[m.ReleaseOut],
+    response_model=list[ReleaseOut],
     responses=SESSION_ERRORS,
     tags=["curator"],
 )
@@ -249,7 +250,7 @@ def _shown_path(path: str | None, data_dirs: Sequence[FilePath]) -> str | None:
 def session_out(
     name: str, created: float, config: dict[str, Any], data_dirs: Sequence[FilePath]
 ) -> dict[str, Any]:
-    """A stored session as the curator sees it (:class:`~pmwcm.service.models.SessionOut`):
+    """A stored session as the curator sees it (:class:`~pmwcm.service.response_models.SessionOut`):
     its files relative to ``data_dirs``."""
     paths = ("data_path", "schema_path", "public_data_path")
     accepted = bool(config.get("drafted_schema_accepted", False))

@@ -14,6 +14,7 @@ from pmwcm.service import models as m
 from pmwcm.service.auth import new_token
 from pmwcm.service.dependencies import Curator, SessionName, live, store_of
 from pmwcm.service.http_errors import ERRORS, SESSION_ERRORS, TOO_LARGE, fail
+from pmwcm.service.response_models import ErrorOut, IssuedToken, TokenOut
 from pmwcm.service.store import TokenRecord
 
 router = APIRouter()
@@ -21,7 +22,8 @@ router = APIRouter()
 
 
 def token_out(record: TokenRecord) -> dict[str, Any]:
-    """A token's public record (:class:`~pmwcm.service.models.TokenOut`), never its secret."""
+    """A token's public record (:class:`~pmwcm.service.response_models.TokenOut`), never
+    its secret."""
     return {
         "token_id": record.token_id,
         "role": record.role,
@@ -35,7 +37,7 @@ def token_out(record: TokenRecord) -> dict[str, Any]:
 @router.post(
     "/v1/sessions/{name}/tokens",
     status_code=201,
-    response_model=m.IssuedToken,
+    response_model=IssuedToken,
     responses={**SESSION_ERRORS, **TOO_LARGE},
     tags=["curator"],
 )
@@ -49,7 +51,7 @@ def issue_token(request: Request, name: SessionName, body: m.TokenCreate, who: C
 
 @router.get(
     "/v1/sessions/{name}/tokens",
-    response_model=list[m.TokenOut],
+    response_model=list[TokenOut],
     responses=SESSION_ERRORS,
     tags=["curator"],
 )
@@ -62,7 +64,7 @@ def list_tokens(request: Request, name: SessionName, who: Curator) -> Any:
 @router.delete(
     "/v1/tokens/{token_id}",
     status_code=204,
-    responses={**ERRORS, 404: {"model": m.ErrorOut, "description": "No such token."}},
+    responses={**ERRORS, 404: {"model": ErrorOut, "description": "No such token."}},
     tags=["curator"],
 )
 def revoke_token(
