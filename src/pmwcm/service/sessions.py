@@ -39,7 +39,7 @@ from pmwcm.kernels.fixed_budget import SolveRefused
 from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
 from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
-from pmwcm.service.build import SessionUnavailable, genesis, rebuild
+from pmwcm.service.build import genesis, rebuild
 from pmwcm.service.connections import Connections
 from pmwcm.service.durable import (
     DurableLedger,
@@ -49,6 +49,7 @@ from pmwcm.service.durable import (
     take_released,
 )
 from pmwcm.service.idempotency import Idempotency, Reply
+from pmwcm.service.locations import SessionUnavailable
 from pmwcm.service.session_views import LedgerLine, SessionStatus, ledger_lines, status_of
 from pmwcm.service.store import (
     DebitRecord,

@@ -21,7 +21,6 @@ from fastapi.responses import JSONResponse
 
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.service import models as m
-from pmwcm.service.build import session_config
 from pmwcm.service.build_jobs import BuildStatus
 from pmwcm.service.dependencies import (
     Curator,
@@ -34,8 +33,9 @@ from pmwcm.service.dependencies import (
 )
 from pmwcm.service.http_errors import ERRORS, SESSION_ERRORS, TOO_LARGE, fail, invalid
 from pmwcm.service.limits import BuildLimits
+from pmwcm.service.locations import SessionUnavailable
 from pmwcm.service.response_models import BuildOut, ErrorOut, LedgerOut, ReleaseOut, SessionOut
-from pmwcm.service.sessions import SessionUnavailable
+from pmwcm.service.session_config import session_config
 from pmwcm.service.store import StoreError
 
 router = APIRouter()
@@ -56,7 +56,7 @@ def config_of_request(
     directories and connections (creation and the console's plan read it alike).
 
     Raises:
-        ValueError, SessionUnavailable: as :func:`~pmwcm.service.build.session_config`.
+        ValueError, SessionUnavailable: as :func:`~pmwcm.service.session_config.session_config`.
     """
     return session_config(
         data_path=body.data_path,
