@@ -262,7 +262,7 @@ def test_the_service_rejects_exactly_what_from_dict_rejects(service: Service) ->
 
 def test_the_refusal_table_keeps_each_status() -> None:
     from pmwcm.errors import BudgetExhausted, Halted, Refused
-    from pmwcm.service.app import REFUSALS
+    from pmwcm.service.http_errors import REFUSALS
 
     assert {k: v[0] for k, v in REFUSALS.items()} == {
         InvalidQuery: 422,

@@ -5,14 +5,17 @@ behind a small interface, with its append-only answer log), the SQL its backends
 share (:mod:`~pmwcm.service.sql_store`) and the backends
 :mod:`~pmwcm.service.sqlite_store` (SQLite in WAL mode, the default) and
 :mod:`~pmwcm.service.postgres_store` (PostgreSQL, shared by several processes),
-:mod:`~pmwcm.service.build` (a session's engine, built the
+:mod:`~pmwcm.service.session_config` (a new session's configuration, checked from
+public inputs), :mod:`~pmwcm.service.build` (a session's engine, built the
 same way after every restart),
 :mod:`~pmwcm.service.durable` (the write-ahead protocol and crash recovery),
 :mod:`~pmwcm.service.auth` (hashed bearer tokens, two roles),
 :mod:`~pmwcm.service.sessions` (one engine and one lock per release session),
 :mod:`~pmwcm.service.workers` (a slow session starves no other; deadlines),
-:mod:`~pmwcm.service.models` and :mod:`~pmwcm.service.app` (the FastAPI routes;
-the privacy statement is in its docstring). Needs the ``service`` extra.
+:mod:`~pmwcm.service.models` and :mod:`~pmwcm.service.response_models` (the bodies),
+:mod:`~pmwcm.service.routes` (one FastAPI router per resource) and
+:mod:`~pmwcm.service.app` (the app; the privacy statement is in its docstring).
+Needs the ``service`` extra.
 """
 
 from pmwcm.service.app import create_app

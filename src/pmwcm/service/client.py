@@ -33,7 +33,8 @@ from pmwcm import errors
 
 __all__ = ["BudgetExhausted", "Client", "Released", "ServiceError"]
 
-#: The longest ``?wait=`` the server takes (:data:`pmwcm.service.app.MAX_CREATE_WAIT_SECONDS`).
+#: The longest ``?wait=`` the server takes
+#: (:data:`pmwcm.service.routes.sessions.MAX_CREATE_WAIT_SECONDS`).
 _LONGEST_WAIT = 600.0
 #: Seconds between two looks at a build still under way.
 _POLL_SECONDS = 1.0
@@ -63,7 +64,7 @@ class BudgetExhausted(ServiceError, errors.BudgetExhausted):
 
 @dataclass(frozen=True, kw_only=True)
 class Released:
-    """One released answer (see :class:`pmwcm.service.models.AnswerOut`)."""
+    """One released answer (see :class:`pmwcm.service.response_models.AnswerOut`)."""
 
     index: int
     theta: tuple[float, ...]

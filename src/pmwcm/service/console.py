@@ -44,23 +44,20 @@ from starlette.types import Scope
 from pmwcm.kernels.coefficients import coefficient_names, on_boundary
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.service import models as m
-from pmwcm.service.app import (
-    _ERRORS,
-    _SESSION_ERRORS,
+from pmwcm.service.console_audit import read_report
+from pmwcm.service.console_refusals import RefusalLog, RefusalRecorder
+from pmwcm.service.dependencies import (
     Caller,
     Curator,
     SessionName,
-    _authorize,
-    _fail,
-    _invalid,
-    _released_spec,
-    _sessions,
-    _store,
-    config_of_request,
+    authorize,
+    sessions_of,
+    store_of,
 )
-from pmwcm.service.console_audit import read_report
-from pmwcm.service.console_refusals import RefusalLog, RefusalRecorder
+from pmwcm.service.http_errors import ERRORS, SESSION_ERRORS, fail, invalid
 from pmwcm.service.locations import SessionUnavailable, digest, open_private
+from pmwcm.service.response_models import AnswerOut
+from pmwcm.service.routes.sessions import config_of_request, released_spec
 from pmwcm.service.store import SessionRecord
 
 #: The console's files (package data).
@@ -113,7 +110,7 @@ class SchemaOut(BaseModel):
     attributes: list[AttributeOut]
 
 
-class MyAnswerOut(m.AnswerOut):
+class MyAnswerOut(AnswerOut):
     """An answer released to the calling token, with the query it answered."""
 
     query: dict[str, Any]
@@ -180,9 +177,9 @@ class AuditOut(BaseModel):
 
 
 def _record(request: Request, name: str) -> SessionRecord:
-    record = _store(request).get_session(name)
+    record = store_of(request).get_session(name)
     if record is None:
-        raise _fail(404, f"No session named {name!r}.")
+        raise fail(404, f"No session named {name!r}.")
     return record
 
 
@@ -197,12 +194,12 @@ def _schema(record: SessionRecord) -> Any:
 
 
 @console_routes.get(
-    "/v1/sessions/{name}/schema", response_model=SchemaOut, responses=_SESSION_ERRORS,
+    "/v1/sessions/{name}/schema", response_model=SchemaOut, responses=SESSION_ERRORS,
     tags=["analyst"],
 )  # fmt: skip
 def session_schema(request: Request, name: SessionName, who: Caller) -> Any:
     """The session's attributes and their values (curator, or an analyst of this session)."""
-    _authorize(name, who)
+    authorize(name, who)
     record = _record(request, name)
     schema = _schema(record)
     return {
@@ -219,19 +216,19 @@ def session_schema(request: Request, name: SessionName, who: Caller) -> Any:
 
 @console_routes.get(
     "/v1/sessions/{name}/my-answers", response_model=list[MyAnswerOut],
-    responses=_SESSION_ERRORS, tags=["analyst"],
+    responses=SESSION_ERRORS, tags=["analyst"],
 )  # fmt: skip
 def my_answers(request: Request, name: SessionName, who: Caller) -> Any:
     """The answers released to the calling token, in order (an analyst of this session)."""
-    _authorize(name, who, analyst_only=True)
+    authorize(name, who, analyst_only=True)
     record = _record(request, name)
     domain = _schema(record).domain()
     epsilon = float(record.config["epsilon"])
     out = []
-    for release in _store(request).releases(name):
+    for release in store_of(request).releases(name):
         if release.token_id != who.token_id:
             continue
-        spec = _released_spec(release.query_key)
+        spec = released_spec(release.query_key)
         query, answer = CMQuery.from_dict(spec), release.answer
         theta = [float(v) for v in answer["value"]]
         spent = float(answer["epsilon_spent"])
@@ -253,17 +250,15 @@ def my_answers(request: Request, name: SessionName, who: Caller) -> Any:
     return out
 
 
-@console_routes.post(
-    "/v1/console/plan", response_model=PlanOut, responses=_ERRORS, tags=["curator"]
-)
+@console_routes.post("/v1/console/plan", response_model=PlanOut, responses=ERRORS, tags=["curator"])
 def plan(request: Request, body: m.SessionCreate, _: Curator) -> Any:
     """The budget plan ``body`` would get as a new session; nothing is created (curator)."""
-    connections = _sessions(request).connections
+    connections = sessions_of(request).connections
     try:
         config = config_of_request(request, body)
         return _plan_of(config, connections)
     except (ValueError, SessionUnavailable) as err:
-        return _invalid(str(err))
+        return invalid(str(err))
 
 
 def _plan_of(config: dict[str, Any], connections: Any) -> dict[str, Any]:
@@ -305,7 +300,7 @@ def _plan_of(config: dict[str, Any], connections: Any) -> dict[str, Any]:
 
 
 @console_routes.get(
-    "/v1/console/refusals", response_model=list[RefusalOut], responses=_ERRORS, tags=["curator"]
+    "/v1/console/refusals", response_model=list[RefusalOut], responses=ERRORS, tags=["curator"]
 )
 def refusals(
     request: Request, _: Curator, session: str | None = Query(default=None, max_length=64)
@@ -316,7 +311,7 @@ def refusals(
 
 
 @console_routes.get(
-    "/v1/console/audit", response_model=AuditOut, responses=_ERRORS, tags=["curator"]
+    "/v1/console/audit", response_model=AuditOut, responses=ERRORS, tags=["curator"]
 )
 def audit(request: Request, _: Curator) -> Any:
     """The last privacy audit's report, if the operator named one (curator)."""

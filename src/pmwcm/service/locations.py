@@ -179,8 +179,7 @@ def open_private(
         SessionUnavailable: on reopening (for anyone: no detail), or when a file
             changed or a table's ``n`` differs from the stored one.
     """
-    from pmwcm.data.sources.open import open_source
-    from pmwcm.data.table import DataError, Dataset
+    from pmwcm.data.table import DataError
 
     where = describe(config)
     if "data_path" in config:
@@ -194,52 +193,12 @@ def open_private(
     url = None
     try:
         if "connection" in config:
-            from pmwcm.data.sources.postgres import PostgresSource
-
             url = (connections or Connections()).url(config["connection"])
-            label = f"connection {config['connection']!r}"
-            private = PrivateData.of(PostgresSource(url, config["table"], schema, label=label))
-        elif config.get("engine") == "spark":
-            data = config.get("table", config.get("data_path"))
-            private = PrivateData.of(
-                open_source(data, schema, engine="spark", table=config.get("table"))
-            )
-        elif Path(config["data_path"]).suffix.lower() == ".csv":  # in memory (the server may fork)
-            dataset = Dataset.from_csv(config["data_path"], schema)
-            private = PrivateData.from_records(dataset.domain, dataset.records)
-        else:  # Parquet, read in place by DuckDB
-            private = PrivateData.of(open_source(config["data_path"], schema))
+        private = _open(config, schema, url)
     except ImportError as err:  # an extra missing on the server
-        _log.warning("session data (%s) needs a module: %s", where, err)
-        if not creating:
-            raise SessionUnavailable(
-                "The session's data cannot be opened again; the server's log has the cause."
-            ) from None
-        raise DataRefused(
-            f"{where}: the server lacks the module {err.name!r} (pip install 'pmwcm[spark]')."
-        ) from None
+        raise _missing_module(err, where, creating=creating) from None
     except (DataError, ValueError) as err:
-        detail = _scrub(str(err), url)
-        if "data_path" in config:
-            detail = detail.replace(str(config["data_path"]), "data_path")
-        _log.warning("session data (%s) could not be opened: %s", where, detail)
-        if not creating:
-            raise SessionUnavailable(
-                "The session's data cannot be opened again; the server's log has the cause."
-            ) from None
-        if "data_path" in config and "engine" not in config:  # a file's line is never echoed
-            raise DataRefused(
-                "data_path: the file could not be read as CSV or Parquet records under the "
-                "schema; the server's log has the details."
-            ) from None
-        from pmwcm.data.sources.postgres import ConnectionFailed
-
-        if isinstance(err, ConnectionFailed):  # the driver's text names hosts and sockets
-            raise DataRefused(
-                f"cannot connect through connection {config['connection']!r} "
-                f"({err.driver_error}); the server's log has the details."
-            ) from None
-        raise DataRefused(f"{where}: {detail}") from None
+        raise _unreadable(err, config, where, url, creating=creating) from None
     stored = config.get("data_n")
     fingerprint = config.get("data_fingerprint")
     if (stored is not None and private.n != stored) or (
@@ -252,3 +211,68 @@ def open_private(
             "cannot continue on other data (the server's log names the data)."
         )
     return private
+
+
+def _open(config: Mapping[str, Any], schema: Schema, url: str | None) -> PrivateData:
+    """The session's data, opened where ``config`` says it lives (``url``: its
+    connection's, for a PostgreSQL table).
+
+    Raises:
+        DataError, ValueError, ImportError: as the data source raises them.
+    """
+    from pmwcm.data.sources.open import open_source
+    from pmwcm.data.table import Dataset
+
+    if "connection" in config:
+        from pmwcm.data.sources.postgres import PostgresSource
+
+        assert url is not None  # open_private looked it up by the connection's name
+        label = f"connection {config['connection']!r}"
+        return PrivateData.of(PostgresSource(url, config["table"], schema, label=label))
+    if config.get("engine") == "spark":
+        data = config.get("table", config.get("data_path"))
+        return PrivateData.of(open_source(data, schema, engine="spark", table=config.get("table")))
+    if Path(config["data_path"]).suffix.lower() == ".csv":  # in memory (the server may fork)
+        dataset = Dataset.from_csv(config["data_path"], schema)
+        return PrivateData.from_records(dataset.domain, dataset.records)
+    return PrivateData.of(open_source(config["data_path"], schema))  # Parquet, by DuckDB
+
+
+_REOPEN_FAILED = "The session's data cannot be opened again; the server's log has the cause."
+
+
+def _missing_module(err: ImportError, where: str, *, creating: bool) -> Exception:
+    """The refusal of data whose reader needs a module the server lacks (logged)."""
+    _log.warning("session data (%s) needs a module: %s", where, err)
+    if not creating:
+        return SessionUnavailable(_REOPEN_FAILED)
+    return DataRefused(
+        f"{where}: the server lacks the module {err.name!r} (pip install 'pmwcm[spark]')."
+    )
+
+
+def _unreadable(
+    err: Exception, config: Mapping[str, Any], where: str, url: str | None, *, creating: bool
+) -> Exception:
+    """The refusal of data that could not be opened: on reopening, nothing but that (the
+    cause, without the URL's password or the path, goes to the log); at creation, what
+    is wrong for the curator, never a line of a file nor a driver's hosts and sockets."""
+    detail = _scrub(str(err), url)
+    if "data_path" in config:
+        detail = detail.replace(str(config["data_path"]), "data_path")
+    _log.warning("session data (%s) could not be opened: %s", where, detail)
+    if not creating:
+        return SessionUnavailable(_REOPEN_FAILED)
+    if "data_path" in config and "engine" not in config:  # a file's line is never echoed
+        return DataRefused(
+            "data_path: the file could not be read as CSV or Parquet records under the "
+            "schema; the server's log has the details."
+        )
+    from pmwcm.data.sources.postgres import ConnectionFailed
+
+    if isinstance(err, ConnectionFailed):  # the driver's text names hosts and sockets
+        return DataRefused(
+            f"cannot connect through connection {config['connection']!r} "
+            f"({err.driver_error}); the server's log has the details."
+        )
+    return DataRefused(f"{where}: {detail}")

@@ -24,22 +24,22 @@ never from a seeded generator.
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
 import math
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
-from pmwcm.engine.online import Answer, OnlinePMW, query_key
+from pmwcm.engine.online import Answer, EngineHalted, OnlinePMW, query_key
 from pmwcm.engine.snapshot import answer_to_dict
+from pmwcm.errors import Refused
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.fixed_budget import SolveRefused
+from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.noise import NoiseSource, default_noise
-from pmwcm.service.build import SessionUnavailable, genesis, rebuild
+from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
+from pmwcm.service.build import genesis, rebuild
 from pmwcm.service.connections import Connections
 from pmwcm.service.durable import (
     DurableLedger,
@@ -48,9 +48,11 @@ from pmwcm.service.durable import (
     state_mark,
     take_released,
 )
+from pmwcm.service.idempotency import Idempotency, Reply
+from pmwcm.service.locations import SessionUnavailable
+from pmwcm.service.session_views import LedgerLine, SessionStatus, ledger_lines, status_of
 from pmwcm.service.store import (
     DebitRecord,
-    KeptResponse,
     ReleaseRecord,
     SessionHead,
     SessionRecord,
@@ -61,8 +63,6 @@ from pmwcm.service.store import (
 
 __all__ = [
     "Abandoned",
-    "Idempotency",
-    "IdempotencyConflict",
     "LiveSession",
     "SessionManager",
     "SessionNotFound",
@@ -79,73 +79,16 @@ class Abandoned(RuntimeError):
     read any data or spent any budget."""
 
 
-class IdempotencyConflict(ValueError):
-    """An ``Idempotency-Key`` already answered a request with another body."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Idempotency:
-    """A request's ``Idempotency-Key`` and the fingerprint of its body."""
-
-    key: str
-    fingerprint: str
-
-    @classmethod
-    def of(cls, key: str, body: Any) -> Idempotency:
-        """``key`` with the SHA-256 of ``body`` as canonical JSON (key order ignored)."""
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return cls(key=key, fingerprint=hashlib.sha256(canonical.encode("utf-8")).hexdigest())
-
-    def check(self, kept: KeptResponse) -> KeptResponse:
-        """``kept`` if it answered this same body.
-
-        Raises:
-            IdempotencyConflict: it answered another body.
-        """
-        if kept.fingerprint != self.fingerprint:
-            raise IdempotencyConflict(
-                "This Idempotency-Key was already used for a request with another body; "
-                "use a new key for a new request."
-            )
-        return kept
-
-
-@dataclass(frozen=True, kw_only=True)
-class Reply:
-    """What a query request gets: the answer released now (``None`` when the response is
-    the one kept for its ``Idempotency-Key``) and the response body, byte for byte."""
-
-    answer: Answer | None
-    status: int
-    body: bytes
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionStatus:
-    """A session's budget and progress (what an analyst may see)."""
-
-    name: str
-    epsilon: float
-    delta: float
-    epsilon_spent: float
-    epsilon_remaining: float
-    updates: int
-    max_updates: int
-    answered: int
-    halted: bool
-    noise: str
-    backend: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class LedgerLine:
-    """One committed debit as the curator sees it."""
-
-    seq: int
-    label: str
-    event: dict[str, Any]
-    epsilon_after: float
-    orphan: bool
+#: What :meth:`LiveSession.respond` may raise before the engine changed anything: its
+#: memory still matches the store.
+_BEFORE_ANY_CHANGE = (
+    Abandoned,
+    Refused,
+    QueryError,
+    SolveRefused,
+    EngineHalted,
+    SparseVectorHalted,
+)
 
 
 class LiveSession:
@@ -298,12 +241,6 @@ class LiveSession:
             EngineHalted, SparseVectorHalted, BudgetExceededError: the budget is spent.
             SessionUnavailable: the session cannot be loaded.
         """
-        from pmwcm.engine.online import EngineHalted
-        from pmwcm.errors import Refused
-        from pmwcm.kernels.fixed_budget import SolveRefused
-        from pmwcm.kernels.queries import QueryError
-        from pmwcm.mechanisms.sparse_vector import SparseVectorHalted
-
         with self.locked(wait=wait) as engine:
             if idempotency is not None:
                 kept = self.store.kept_response(self.name, token_id or "", idempotency.key)
@@ -319,13 +256,7 @@ class LiveSession:
                 changed = state_mark(engine) != mark
                 kept_response = None
                 if idempotency is not None:
-                    kept_response = KeptResponse(
-                        token_id=token_id or "",
-                        key=idempotency.key,
-                        fingerprint=idempotency.fingerprint,
-                        status=200,
-                        body=body,
-                    )
+                    kept_response = idempotency.keep(token_id=token_id or "", status=200, body=body)
                 self.store.commit_release(
                     self.name,
                     ReleaseRecord(
@@ -337,9 +268,8 @@ class LiveSession:
                     encode_snapshot(engine) if changed else None,
                     kept_response,
                 )
-            except (Abandoned, Refused, QueryError, SolveRefused, EngineHalted,
-                    SparseVectorHalted):  # fmt: skip
-                raise  # raised before the engine changed anything
+            except _BEFORE_ANY_CHANGE:
+                raise  # the engine's memory still matches the store
             except BaseException:
                 self._engine, self._head = None, None  # memory may be ahead of the store
                 raise
@@ -354,39 +284,17 @@ class LiveSession:
     def status(self, *, wait: float = math.inf) -> SessionStatus:
         """The budget and progress (loads the engine; :class:`StoreBusy` after ``wait``)."""
         with self.locked(wait=wait) as engine:
-            return SessionStatus(
-                name=self.name,
-                epsilon=engine.ledger.epsilon,
-                delta=engine.ledger.delta,
-                epsilon_spent=engine.ledger.spent_epsilon(),
-                epsilon_remaining=engine.ledger.remaining_epsilon(),
-                updates=len(engine.updates),
-                max_updates=engine.settings.max_updates,
-                answered=len(engine.answers),
-                halted=engine.halted or engine.sparse_vector.halted,
-                noise=engine.noise.name,
-                backend=None if engine.backend is None else engine.backend.to_dict(),
-            )
+            return status_of(self.name, engine)
 
     def ledger(self, *, wait: float = math.inf) -> list[LedgerLine]:
         """Every committed debit, with the total after it and whether it was found orphaned."""
         with self.locked(wait=wait) as engine:
             orphans = self.store.orphans(self.name)
             debits = self.store.debits(self.name)
-            entries = engine.ledger.entries
-            if len(debits) != len(entries):
+            if len(debits) != len(engine.ledger.entries):
                 self._engine, self._head = None, None
                 raise SessionUnavailable(f"Session {self.name!r}: ledger and store disagree.")
-            return [
-                LedgerLine(
-                    seq=d.seq,
-                    label=d.label,
-                    event=d.event,
-                    epsilon_after=e.epsilon_after,
-                    orphan=d.seq in orphans,
-                )
-                for d, e in zip(debits, entries, strict=True)
-            ]
+            return ledger_lines(debits, engine, orphans)
 
 
 class SessionManager:
