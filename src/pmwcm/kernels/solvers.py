@@ -23,7 +23,7 @@ accelerated projected gradient (Beck-Teboulle 2009) with backtracking on the
 Lipschitz constant and O'Donoghue-Candès adaptive restarts.
 
 For a loss the compiled kernels implement (logistic, squared, Huber) the Newton
-loop runs as one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`):
+loop runs as one compiled call (:func:`~pmwcm.kernels.newton.newton_solve`):
 the same steps, equal to the NumPy loop up to rounding, without NumPy's per-call
 cost on a table of a few dozen cells (about 90 us to 25 us per solve on Adult).
 The certificate is computed here either way.
@@ -37,9 +37,10 @@ from typing import cast
 
 import numpy as np
 
-from pmwcm.kernels.compiled import loss_kind, newton_solve
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, compiled_kind, evaluator
+from pmwcm.kernels.glm import loss_kind
+from pmwcm.kernels.newton import newton_solve
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -225,7 +226,7 @@ def _compiled_newton(
     *,
     kind: tuple[int, float] | None = None,
 ) -> tuple[FloatArray, int, bool]:
-    """:func:`_newton` in one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`),
+    """:func:`_newton` in one compiled call (:func:`~pmwcm.kernels.newton.newton_solve`),
     for a problem :func:`~pmwcm.kernels.evaluator.evaluator` compiles: the same
     steps, equal up to rounding (``tests/test_round_fast_paths.py``), without
     NumPy's per-call cost on a table of a few dozen cells."""
