@@ -26,11 +26,12 @@ import functools
 import math
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.kernels import glm
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.fista import VECTOR_EXP_MIN_ROWS, fixed_fista, fixed_fista_signed_logistic
-from pmwcm.kernels.glm import LOGISTIC, compiled_objective, glm_gradient, glm_hessian, loss_kind
+from pmwcm.kernels.glm import LOGISTIC, glm_gradient, glm_hessian, glm_objective, loss_kind
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -101,7 +102,7 @@ class CompiledGLMEvaluator(Evaluator):
     query's public shape only, never from the table it is given: on the private
     data a sparse clique table holds the data's occupied cells, and a choice by
     their count would branch on the data. Logistic labels are ``+-1`` by
-    construction when the target has two values (``CMQuery._features`` scales
+    construction when the target has two values (:func:`~pmwcm.kernels.encoding.scaled` maps
     codes onto ``[-1, 1]``), and a clique of at least
     :data:`~pmwcm.kernels.fista.VECTOR_EXP_MIN_ROWS` cells takes the
     vectorised ``exp`` whatever number of them a table holds; every sparse
@@ -164,9 +165,27 @@ class CompiledGLMEvaluator(Evaluator):
         )  # fmt: skip
 
 
+def compiled_objective(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    theta: FloatArray,
+    l2: float,
+    kind: int,
+    param: float,
+) -> float:
+    """``F(theta)`` by :func:`~pmwcm.kernels.glm.glm_objective` on a row-major design,
+    ``theta`` made a contiguous float64 vector first: :meth:`CompiledGLMEvaluator.objective`'s
+    arithmetic, for callers that hold the arrays already
+    (:func:`~pmwcm.kernels.fixed_budget.fixed_budget_minimum`)."""
+    point = np.ascontiguousarray(theta, dtype=np.float64)
+    return float(glm_objective(columns, values, labels, weights, point, l2, kind, param))
+
+
 def is_signed_logistic(problem: ConvexProblem) -> bool:
     """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
-    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``). Reads
+    construction (:func:`~pmwcm.kernels.encoding.scaled` maps the codes onto ``[-1, 1]``). Reads
     the compiled query only, never the table it is evaluated on."""
     return (
         isinstance(problem, GLMProblem)

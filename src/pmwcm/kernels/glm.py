@@ -43,25 +43,27 @@ Moreau envelopes of the non-smooth ones) are written once, vectorised, in
 :mod:`pmwcm.kernels.losses`.
 
 **Two forms, side by side.** The *NumPy form* (:func:`objective`,
-:func:`gradient`, :func:`data_hessian`, :func:`cell_losses`, ...) takes a
+:func:`gradient`, :func:`data_hessian`, ...) takes a
 :class:`~pmwcm.kernels.design.Design` and a :class:`~pmwcm.kernels.losses.GLMLoss`
-and serves every loss; :class:`~pmwcm.kernels.queries.GLMProblem` is written
-with it. The *compiled form* (:func:`glm_objective`, :func:`glm_gradient`,
-:func:`glm_hessian`, :func:`glm_objective_and_gradient`) serves the losses of
-:data:`LOSS_KINDS` by their kind code, on a design's row-major entries
-(``columns``, ``values`` of shape ``(rows, B)``: every row has ``B`` entries,
-one per feature block, dense designs ``B = d``): one Numba pass over the rows
-per call (``nogil``: the real-data solve runs on a worker thread beside the
-hypothesis's), where NumPy makes a dozen array passes. The compiled FISTA,
-Newton and ellipsoid loops (:mod:`pmwcm.kernels.fista`,
-:mod:`pmwcm.kernels.paired_logistic`, :mod:`pmwcm.kernels.newton`,
-:mod:`pmwcm.kernels.ellipsoid`) call the per-row terms below and nothing else.
+and serves every loss: :class:`~pmwcm.kernels.queries.GLMProblem` and the
+audit's oracle models are written with it. The *compiled form*
+(:func:`glm_objective`, :func:`glm_gradient`, :func:`glm_hessian`) serves the
+losses of :data:`LOSS_KINDS` by kind code, on a design's row-major entries
+(``columns``, ``values`` of shape ``(rows, B)``, ``B`` entries per row): one
+Numba pass over the rows per call (``nogil``: the real-data solve runs on a
+worker thread beside the hypothesis's) where NumPy makes a dozen. The compiled
+solver loops (:mod:`pmwcm.kernels.fista`, :mod:`pmwcm.kernels.paired_logistic`,
+:mod:`pmwcm.kernels.newton`, :mod:`pmwcm.kernels.ellipsoid`) take their loss
+arithmetic from the per-row terms here and nowhere else.
 
 The same mathematics, not the same bits: the compiled sums run row by row, so
-the forms differ by rounding, about ``1e-16`` relative
-(``tests/test_glm.py`` checks them against each other and against finite
-differences). The engine takes the compiled form for every design, dense or
-block, whose loss has a kind code.
+the forms differ by rounding, about ``1e-16`` relative (``tests/test_glm.py``
+checks them against each other and against finite differences). The engine
+takes the compiled form for every design, dense or block, whose loss has a
+kind code. Numba's on-disk cache (``cache=True``) is keyed by the file that
+defines a function, not by the files it calls: after editing the per-row terms
+here, delete ``__pycache__/*.nbi`` so that the loops in the other modules are
+compiled again.
 
 **Totality.** ``exp`` of a large argument overflows to ``inf``; the formulas
 are arranged so that it never meets ``inf / inf`` or ``inf - inf``, so no
@@ -82,25 +84,13 @@ from pmwcm.kernels.losses import GLMLoss, Huber, Logistic, Squared
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
-__all__ = [
-    "HUBER",
-    "LOGISTIC",
-    "LOSS_KINDS",
-    "SQUARED",
-    "cell_losses",
-    "cell_slopes",
-    "compiled_objective",
-    "data_gradient",
-    "data_hessian",
-    "glm_gradient",
-    "glm_hessian",
-    "glm_objective",
-    "glm_objective_and_gradient",
-    "gradient",
-    "loss_kind",
-    "objective",
-    "signed_logistic_slopes",
-]
+# The NumPy form, the compiled form, and the kinds (the per-row terms are public too:
+# the compiled loops of the solver modules inline them).
+__all__ = ["batch_data_gradient", "cell_losses", "cell_slopes", "data_gradient", "data_hessian"]
+__all__ += ["gradient", "objective"]
+__all__ += ["glm_gradient", "glm_hessian", "glm_objective"]
+__all__ += ["glm_objective_and_gradient", "paired_logistic_slope", "signed_logistic_slopes"]
+__all__ += ["HUBER", "LOGISTIC", "LOSS_KINDS", "SQUARED", "loss_kind"]
 
 LOGISTIC, SQUARED, HUBER = 0, 1, 2
 #: The losses with a compiled form, by type: their kind code.
@@ -169,6 +159,16 @@ def data_hessian(
     except NotImplementedError:
         return None
     return design.gram(weights * curvature)
+
+
+def batch_data_gradient(
+    loss: GLMLoss, features: FloatArray, labels: FloatArray, weights: FloatArray, thetas: FloatArray
+) -> FloatArray:
+    """:func:`data_gradient` at every row of ``thetas`` ``(k, d)`` at once, shape ``(k, d)``
+    (a dense ``(rows, d)`` ``features`` matrix): the audit's models of an oracle run
+    thousands of trials side by side."""
+    slopes = loss.derivative(thetas @ features.T, labels[None, :])
+    return (slopes * weights) @ features
 
 
 def signed_logistic_slopes(
@@ -381,19 +381,3 @@ def glm_hessian(
             out[i, j] = total
             out[j, i] = total
     return out
-
-
-def compiled_objective(
-    columns: IntArray,
-    values: FloatArray,
-    labels: FloatArray,
-    weights: FloatArray,
-    theta: FloatArray,
-    l2: float,
-    kind: int,
-    param: float,
-) -> float:
-    """:func:`glm_objective` at any ``theta`` (made a contiguous float64 vector first),
-    as a Python float."""
-    point = np.ascontiguousarray(theta, dtype=np.float64)
-    return float(glm_objective(columns, values, labels, weights, point, l2, kind, param))
