@@ -1,12 +1,13 @@
-"""The ball ``Theta = {||theta|| <= R}``, compiled: projection, and a quadratic's minimum on it.
+"""The ball ``Theta = {||theta|| <= R}``: projection onto it, and a quadratic's minimum on it.
 
-The compiled Newton (:mod:`pmwcm.kernels.newton`) takes each step by minimising
-its second-order model over the ball exactly, as
-:func:`pmwcm.kernels.solvers._ball_quadratic_min` does in NumPy: an
-eigen-decomposition (:func:`symmetric_eigen`) and the secular equation
-(:func:`ball_quadratic_min`). The hypothesis's problems have 2-6 parameters, so
-the small matrix products are written out as loops (a BLAS call costs more than
-the sums).
+The projected Newton step minimises its second-order model over the ball
+exactly (Moré, Sorensen 1983): an eigen-decomposition and the secular equation.
+:func:`numpy_ball_quadratic_min` is the NumPy form (the solvers' NumPy loop),
+:func:`ball_quadratic_min` the compiled one (:mod:`pmwcm.kernels.newton`), with
+the eigen-decomposition by :func:`symmetric_eigen`; the hypothesis's problems
+have 2-6 parameters, so its small matrix products are written out as loops (a
+BLAS call costs more than the sums). :func:`project_ball` and
+:func:`ball_project` are the projection in the two forms.
 """
 
 from __future__ import annotations
@@ -20,6 +21,48 @@ from numpy.typing import NDArray
 FloatArray = NDArray[np.float64]
 
 __all__ = ["JACOBI_MAX_DIM", "ball_project", "ball_quadratic_min", "dot", "symmetric_eigen"]
+__all__ += ["numpy_ball_quadratic_min", "project_ball"]
+
+
+def project_ball(theta: FloatArray, radius: float) -> FloatArray:
+    """Euclidean projection onto ``{||theta|| <= radius}``."""
+    # sqrt(<theta, theta>) is what np.linalg.norm computes for a vector, bit for bit,
+    # without its per-call checks (this runs once per solver iteration).
+    norm = math.sqrt(float(np.dot(theta, theta)))
+    return theta if norm <= radius else theta * (radius / norm)
+
+
+def numpy_ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> FloatArray:
+    """``argmin_{||v|| <= R} v'Hv/2 + lin'v`` for symmetric PSD ``H`` (Moré-Sorensen 1983),
+    in NumPy: :func:`ball_quadratic_min`'s reference."""
+    evals, evecs = np.linalg.eigh(hess)
+    b = evecs.T @ lin
+    lam_min = float(evals[0])
+    if lam_min > 1e-12 * max(1.0, float(evals[-1])):
+        v = -b / evals
+        if float(v @ v) <= radius * radius:
+            return evecs @ v
+    # Boundary solution: find nu > max(0, -lam_min) with ||(H + nu I)^{-1} b|| = R.
+    lo = max(0.0, -lam_min)
+    nu = lo + max(1e-12, float(np.linalg.norm(b)) / radius)
+    for _ in range(100):
+        denom = evals + nu
+        if denom[0] <= 0.0:
+            # nu has reached lo to machine precision: the "hard case", where b has no
+            # component along the bottom eigenvector(s) (b_i = 0 over lam_i + nu = 0).
+            break
+        v = -b / denom
+        norm = math.sqrt(float(v @ v))
+        if norm == 0.0 or abs(norm - radius) <= 1e-13 * radius:
+            break
+        dnorm = -float((b * b / denom**3).sum()) / norm  # d||v||/dnu
+        # Newton on 1/||v|| - 1/R, which is nearly linear in nu.
+        step = (1.0 / norm - 1.0 / radius) / (dnorm / norm**2)
+        nu = max(lo + 0.5 * (nu - lo), nu + step)
+    denom = evals + nu
+    # Hard case: those components of v are 0 (b_i = 0 there); never 0/0.
+    v = evecs @ np.divide(-b, denom, out=np.zeros_like(b), where=denom > 0.0)
+    return project_ball(v, radius)
 
 
 @njit(cache=True, nogil=True)
@@ -115,7 +158,7 @@ def symmetric_eigen(matrix: FloatArray) -> tuple[FloatArray, FloatArray]:
 def ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> FloatArray:
     """``argmin_{||v|| <= R} v'Hv/2 + lin'v`` for symmetric PSD ``H`` (Moré-Sorensen 1983).
 
-    :func:`pmwcm.kernels.solvers._ball_quadratic_min`, step for step (the
+    :func:`numpy_ball_quadratic_min`, step for step (the
     eigen-decomposition by :func:`symmetric_eigen`; the secular equation by Newton
     on ``1/||v|| - 1/R``), compiled: equal up to rounding.
     """
