@@ -35,7 +35,8 @@ __all__ = ["GLMProblem", "dense_problem"]
 class GLMProblem(ConvexProblem):
     """A catalogue query on its clique: ``l(theta; x_C) = f(<theta, phi(x_C)>, y(x_C))``.
 
-    The data term only; the engine and solvers add ``(lambda/2)||theta||^2``.
+    The per-cell terms are the data term only; :meth:`objective` and
+    :meth:`gradient` add ``(lambda/2)||theta||^2`` (:mod:`pmwcm.kernels.glm`).
     ``features`` and ``labels`` are given for some cells of the clique (all of
     them for a dense table, the occupied ones for a sparse
     :class:`~pmwcm.kernels.clique_table.CliqueTable`); ``feature_norm_bound``
@@ -157,8 +158,8 @@ class GLMProblem(ConvexProblem):
 def dense_problem(layout: Layout, loss: GLMLoss, radius: float, l2: float) -> GLMProblem:
     """The problem on every cell of a clique of ``layout`` (C order), for no query.
 
-    :meth:`CMQuery.compile` hands each query a copy with its own query and clique
-    (:meth:`GLMProblem.for_query`). Everything else a problem holds, and every
+    :meth:`~pmwcm.kernels.queries.CMQuery.compile` hands each query a copy with its
+    own query and clique (:meth:`GLMProblem.for_query`). Everything else a problem holds, and every
     constant it computes (``B``, ``G``, ``S``, the smoothness, computed here once),
     is a function of these four arguments: on Adult's binary schema the queries of
     a stream share a few dozen of them.
