@@ -1,4 +1,5 @@
-"""The compiled GLM kernels (:mod:`pmwcm.kernels.compiled`) compute the reference mathematics.
+"""The compiled GLM kernels (:mod:`pmwcm.kernels.glm`, :mod:`pmwcm.kernels.fista`) compute
+the reference mathematics.
 
 * objective, gradient and Hessian equal the NumPy reference
   (:class:`~pmwcm.kernels.queries.GLMProblem`) to 1e-12, on dense and block
@@ -20,10 +21,10 @@ import numpy as np
 import pytest
 
 from pmwcm.kernels import fixed_budget
-from pmwcm.kernels.compiled import VECTOR_EXP_MIN_ROWS
 from pmwcm.kernels.design import BlockDesign, DenseDesign, design_for
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, evaluator
+from pmwcm.kernels.fista import VECTOR_EXP_MIN_ROWS
 from pmwcm.kernels.fixed_budget import fixed_budget_minimize, plan_solve
 from pmwcm.kernels.queries import CMQuery, GLMProblem
 

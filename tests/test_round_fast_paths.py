@@ -1,13 +1,13 @@
 """The below-threshold round's fast paths give the reference numbers (issue 18).
 
-* the compiled ellipsoid method (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`)
+* the compiled ellipsoid method (:func:`~pmwcm.kernels.ellipsoid.fixed_ellipsoid`)
   is the NumPy loop (:func:`~pmwcm.kernels.ellipsoid._ellipsoid_reference`) up
   to rounding: the objective values of the two returned points agree to ``1e-4``
   of the planned gap (the ellipsoid's cuts amplify the last bits of its small
   matrix products into different but equally good centres), and both lie within
   the planned gap of the minimum (a certified Newton solve to ``1e-12``);
 * the ellipsoid's one-pass value and gradient are the separate kernels' bit for bit;
-* the hypothesis solve's compiled Newton (:func:`~pmwcm.kernels.compiled.newton_solve`)
+* the hypothesis solve's compiled Newton (:func:`~pmwcm.kernels.newton.newton_solve`)
   takes the NumPy loop's steps, to rounding: same iterations and outcome, same
   value to 1e-12 and point to 1e-9 (where the minimiser is unique); its
   trust-region step likewise, hard case included;
@@ -34,19 +34,10 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from conftest import RecordingNoise
-from pmwcm.kernels.compiled import (
+from pmwcm.kernels.ball import (
     JACOBI_MAX_DIM,
-    LOGISTIC,
-    _objective_and_gradient,
-    _paired_fista_dense,
-    _paired_fista_sparse,
     ball_quadratic_min,
-    fixed_fista,
-    fixed_fista_paired_logistic,
-    glm_gradient,
-    glm_objective,
-    loss_kind,
-    paired_logistic_rows,
+    numpy_ball_quadratic_min,
     symmetric_eigen,
 )
 from pmwcm.kernels.dense_marginal import planned_marginal
@@ -54,6 +45,7 @@ from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.ellipsoid import _ellipsoid_reference, ellipsoid
 from pmwcm.kernels.evaluator import evaluator
+from pmwcm.kernels.fista import fixed_fista
 from pmwcm.kernels.fixed_budget import (
     FixedSolve,
     _ellipsoid_iterations,
@@ -63,12 +55,24 @@ from pmwcm.kernels.fixed_budget import (
     oscillation_bound,
     plan_solve,
 )
+from pmwcm.kernels.glm import (
+    LOGISTIC,
+    glm_gradient,
+    glm_objective,
+    glm_objective_and_gradient,
+    loss_kind,
+)
 from pmwcm.kernels.histogram import CACHED_MARGINAL_CELLS, DenseHistogram, MarginalCache
 from pmwcm.kernels.losses import make_loss, resolved_loss_param
 from pmwcm.kernels.lru import CellBudgetCache
+from pmwcm.kernels.paired_logistic import (
+    _paired_fista_dense,
+    _paired_fista_sparse,
+    fixed_fista_paired_logistic,
+    paired_logistic_rows,
+)
 from pmwcm.kernels.queries import CMQuery, GLMProblem, QueryError
 from pmwcm.kernels.solvers import (
-    _ball_quadratic_min,
     _compiled_newton,
     _newton,
     frank_wolfe_gap,
@@ -445,7 +449,7 @@ def test_compiled_trust_region_step_is_the_numpy_one_up_to_rounding(seed: int) -
             lin -= basis[:, np.argmin(spectrum)] * (basis[:, np.argmin(spectrum)] @ lin)
         radius = float(10.0 ** rng.uniform(-1, 1))
         fast = ball_quadratic_min(hess, lin, radius)
-        reference = _ball_quadratic_min(hess, lin, radius)
+        reference = numpy_ball_quadratic_min(hess, lin, radius)
         np.testing.assert_allclose(fast, reference, rtol=1e-9, atol=1e-9 * radius)
 
 
@@ -642,7 +646,7 @@ def test_fused_objective_and_gradient_are_the_separate_kernels_bit_for_bit(
     for scale in (0.1, 1.0, 300.0):  # 300: exp overflows on the far side
         theta = rng.normal(0.0, scale, problem.dim)
         fused = np.empty(problem.dim)
-        value = _objective_and_gradient(
+        value = glm_objective_and_gradient(
             columns, values, labels, weights, theta, 0.1, kind[0], kind[1], fused
         )
         assert value == glm_objective(columns, values, labels, weights, theta, 0.1, *kind)

@@ -31,6 +31,7 @@ from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
 from pmwcm.audit.oracles import _project_rows, worst_case_neighbours
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.glm import batch_data_gradient
 from pmwcm.kernels.queries import CMQuery, GLMProblem
 from pmwcm.mechanisms.oracles import OracleInput
 from pmwcm.mechanisms.oracles.objective_perturbation import ObjectivePerturbation
@@ -96,8 +97,8 @@ class ObjectivePerturbationModel:
         w = np.asarray(weights, dtype=np.float64).ravel()
 
         def gradient(theta: FloatArray) -> FloatArray:
-            slopes = p.loss.derivative(theta @ p.features.T, p.labels[None, :])
-            return (slopes * w) @ p.features + mu * (theta - centre)
+            data = batch_data_gradient(p.loss, p.features, p.labels, w, theta)
+            return data + mu * (theta - centre)
 
         theta = run_distance_plan(plan.solve, gradient, centre, radius=None)
         return _project_rows(theta + plan.sigma * out, p.radius)

@@ -38,6 +38,7 @@ from pmwcm.audit.auditor import claimed_epsilon
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.events import ThresholdFamily
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.glm import batch_data_gradient
 from pmwcm.kernels.queries import CMQuery, GLMProblem
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.oracles import (
@@ -166,8 +167,8 @@ class NoisyGDModel:
         tail = np.zeros_like(theta)
         start = steps // 2
         for step in range(steps):
-            slopes = p.loss.derivative(theta @ p.features.T, p.labels[None, :])
-            grad = (slopes * weights) @ p.features + p.l2 * theta + sigma * z[:, step]
+            data = batch_data_gradient(p.loss, p.features, p.labels, weights, theta)
+            grad = data + p.l2 * theta + sigma * z[:, step]
             theta = _project_rows(theta - h * grad, p.radius)
             if step >= start:
                 tail += theta

@@ -5,7 +5,7 @@ public hypothesis (``theta_hat``), and the fixed-budget solve on the private
 data (``L_D(theta_D)``, :meth:`~pmwcm.engine.rounds.CMRound.error_against`),
 whose work is fixed by public constants and does not depend on ``theta_hat``.
 The second is most of a round's cost on a large clique, and its compiled loop
-(:mod:`pmwcm.kernels.compiled`) releases the GIL, so it runs on a worker thread
+(:mod:`pmwcm.kernels.fista`) releases the GIL, so it runs on a worker thread
 while the main thread solves the hypothesis.
 
 **Ahead of time.** When the caller knows the next queries (a batch: ``pmwcm

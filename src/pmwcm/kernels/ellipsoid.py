@@ -3,11 +3,13 @@ number of iterations: the real-data solve for losses without a declared smoothne
 (its a-priori bound and the plan that fixes the count: :mod:`pmwcm.kernels.fixed_budget`).
 
 Every iteration evaluates the objective and a (sub)gradient at the centre,
-feasible or not, so the work never depends on the data-driven trajectory. A
-compiled catalogue loss runs the loop in one numba call
-(:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`); anything else runs the NumPy
-loop (:func:`_ellipsoid_reference`), equal up to rounding
-(``tests/test_round_fast_paths.py``). In one dimension the method is bisection.
+feasible or not, so the work never depends on the data-driven trajectory. Both
+forms of the loop are here side by side: a compiled catalogue loss runs it in one
+numba call (:func:`fixed_ellipsoid`, the value and gradient at each centre by
+:func:`pmwcm.kernels.glm.glm_objective_and_gradient`); anything else runs the
+NumPy loop (:func:`_ellipsoid_reference`), equal up to rounding
+(``tests/test_round_fast_paths.py``). :func:`ellipsoid` chooses by the problem's
+type, never by the weights. In one dimension the method is bisection.
 """
 
 from __future__ import annotations
@@ -15,16 +17,95 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
+from numpy.typing import NDArray
 
-from pmwcm.kernels.compiled import fixed_ellipsoid
 from pmwcm.kernels.evaluator import COMPILED_DESIGNS, compiled_kind, evaluator
+from pmwcm.kernels.glm import glm_objective, glm_objective_and_gradient
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
+
+__all__ = ["bisection", "ellipsoid", "fixed_ellipsoid"]
+
+
+@njit(cache=True, nogil=True)
+def fixed_ellipsoid(
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    labels: FloatArray,
+    weights: FloatArray,
+    dim: int,
+    l2: float,
+    kind: int,
+    param: float,
+    radius: float,
+    iterations: int,
+) -> FloatArray:
+    """``iterations`` central cuts of the ellipsoid method on the ball; the best feasible centre.
+
+    The loop of :func:`_ellipsoid_reference` (the
+    square-root form ``{c + B v : ||v|| <= 1}``, Grötschel, Lovász, Schrijver 1988,
+    section 3.2), operation for operation, with its small matrix products written
+    as loops: ``a = B' cut``, ``p = a / ||a||``, ``c <- c - B p / (d + 1)``,
+    ``B <- d / sqrt(d^2 - 1) (B - (1 - sqrt((d - 1) / (d + 1))) (B p) p')``. The
+    cut is the objective's gradient at a feasible centre and the ball's normal
+    ``c`` at an infeasible one; the gradient is evaluated at every centre, so the
+    work is the same for every ``weights`` (``dim >= 2``).
+    """
+    centre = np.zeros(dim)
+    best = np.zeros(dim)
+    root = np.zeros((dim, dim))
+    for j in range(dim):
+        root[j, j] = radius
+    grad = np.zeros(dim)
+    along = np.zeros(dim)
+    step = np.zeros(dim)
+    best_value = glm_objective(columns, values, labels, weights, centre, l2, kind, param)
+    dilation = dim / math.sqrt(dim * dim - 1.0)
+    squeeze = 1.0 - math.sqrt((dim - 1.0) / (dim + 1.0))
+    for _ in range(iterations):
+        # The value and the gradient at the centre in one pass (the gradient is
+        # evaluated at every centre, feasible or not: the same work every time).
+        value = glm_objective_and_gradient(
+            columns, values, labels, weights, centre, l2, kind, param, grad
+        )
+        norm2 = 0.0
+        for j in range(dim):
+            norm2 += centre[j] * centre[j]
+        feasible = norm2 <= radius * radius
+        if feasible and value < best_value:
+            best_value = value
+            for j in range(dim):
+                best[j] = centre[j]
+        cut = grad if feasible else centre
+        width2 = 0.0
+        for k in range(dim):
+            a = 0.0
+            for j in range(dim):
+                a += root[j, k] * cut[j]
+            along[k] = a
+            width2 += a * a
+        width = math.sqrt(width2)
+        if not width > 0.0:
+            # A zero subgradient at a feasible centre: it is a minimiser, already kept.
+            continue
+        for k in range(dim):
+            along[k] /= width  # now the unit direction p
+        for j in range(dim):
+            s = 0.0
+            for k in range(dim):
+                s += root[j, k] * along[k]
+            step[j] = s
+        for j in range(dim):
+            centre[j] -= step[j] / (dim + 1.0)
+            for k in range(dim):
+                root[j, k] = (root[j, k] - step[j] * along[k] * squeeze) * dilation
+    return best
 
 
 def ellipsoid(problem: ConvexProblem, weights: FloatArray, iterations: int) -> FloatArray:
     """The ellipsoid method: one compiled call for a compiled catalogue loss
-    (:func:`~pmwcm.kernels.compiled.fixed_ellipsoid`, the same loop; equal to
+    (:func:`fixed_ellipsoid`, the same loop; equal to
     :func:`_ellipsoid_reference` up to rounding, ``tests/test_fast_paths.py``), else
     the NumPy loop. The choice reads the problem's type only, never the weights."""
     kind = compiled_kind(problem)

@@ -3,44 +3,35 @@
 The solvers evaluate ``F(theta) = sum_c w_c l(theta; c) + (lambda/2) ||theta||^2``
 and its gradient hundreds of times per query (a fixed-budget FISTA on Adult
 runs about 250 iterations), on tables of a few dozen cells (small cliques) to
-tens of thousands (the occupied cells of a large one). The arithmetic is
-``O(cells B)``; in NumPy the time is a dozen array passes and their per-call
-overhead. :func:`evaluator` binds a problem to its weights once and picks:
+tens of thousands (the occupied cells of a large one). :func:`evaluator` binds a
+problem to its weights once and picks one of three paths; the GLM arithmetic of
+the first two is :mod:`pmwcm.kernels.glm`'s:
 
-* the **compiled kernels** (:mod:`pmwcm.kernels.compiled`) for a catalogue
-  loss they implement (logistic, squared, Huber), on a dense or a block design:
-  one pass over the rows per call, equal to the reference up to rounding
-  (about ``1e-16`` relative; ``tests/test_compiled.py``);
-* for another loss on a dense design, the NumPy arithmetic of
-  :meth:`ConvexProblem.objective` and :meth:`ConvexProblem.gradient`,
-  operation for operation (the same ufuncs writing into buffers, the products
-  through ``np.dot``), so it is bit for bit the reference
-  (``tests/test_fast_paths.py``);
-* the reference methods otherwise.
+* :class:`CompiledGLMEvaluator`: a catalogue GLM whose loss has a compiled form
+  (:data:`~pmwcm.kernels.glm.LOSS_KINDS`: logistic, squared, Huber), on a dense
+  or a block design: one compiled pass over the rows per call, equal to the
+  NumPy form up to rounding (about ``1e-16`` relative; ``tests/test_glm.py``,
+  ``tests/test_compiled.py``);
+* :class:`NumpyGLMEvaluator`: another catalogue GLM: the NumPy form, the very
+  functions :class:`~pmwcm.kernels.queries.GLMProblem` is written with, so bit
+  for bit the problem's own methods (``tests/test_fast_paths.py``);
+* :class:`Evaluator`: any other problem, through its own methods.
 
-The returned arrays are buffers reused by the next call: consume them first.
+The compiled evaluator's gradient is a buffer reused by the next call: consume it first.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pmwcm.kernels.compiled import (
-    LOGISTIC,
-    VECTOR_EXP_MIN_ROWS,
-    fixed_fista,
-    fixed_fista_signed_logistic,
-    glm_gradient,
-    glm_hessian,
-    glm_objective,
-    loss_kind,
-)
+from pmwcm.kernels import glm
 from pmwcm.kernels.design import BlockDesign, DenseDesign
+from pmwcm.kernels.fista import VECTOR_EXP_MIN_ROWS, fixed_fista, fixed_fista_signed_logistic
+from pmwcm.kernels.glm import LOGISTIC, glm_gradient, glm_hessian, glm_objective, loss_kind
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -48,6 +39,7 @@ __all__ = [
     "COMPILED_DESIGNS",
     "CompiledGLMEvaluator",
     "Evaluator",
+    "NumpyGLMEvaluator",
     "compiled_kind",
     "compiled_objective",
     "evaluator",
@@ -80,43 +72,27 @@ class Evaluator:
         return self.problem.data_hessian(theta, self.weights)
 
 
-class _DenseGLMEvaluator(Evaluator):
-    """A GLM on a dense design: ``z = Phi theta``, ``g = Phi' (w f'(z, y)) + lambda theta``."""
+class NumpyGLMEvaluator(Evaluator):
+    """A catalogue GLM by :mod:`pmwcm.kernels.glm`'s NumPy form, its fields bound once
+    (the problem's methods reach the same functions through a few more look-ups)."""
 
     def __init__(self, problem: GLMProblem, weights: FloatArray) -> None:
         super().__init__(problem, weights)
-        assert isinstance(problem.design, DenseDesign)
-        self._matrix = problem.design.matrix
-        self._transpose = self._matrix.T
-        self._labels = problem.labels
-        self._l2 = problem.l2
-        cells, dim = self._matrix.shape
-        self._z = np.empty(cells)
-        self._cell = np.empty(cells)
-        self._gradient = np.empty(dim)
-        self._regulariser = np.empty(dim)
-        # Only losses without a compiled kernel come here (logistic, squared and
-        # Huber take CompiledGLMEvaluator), so the loss's own vectorised methods.
-        loss, labels = problem.loss, self._labels
-        self._derivative: Callable[[FloatArray], FloatArray] = lambda z: loss.derivative(z, labels)
-        self._value: Callable[[FloatArray], FloatArray] = lambda z: loss.value(z, labels)
+        self._loss, self._design = problem.loss, problem.design
+        self._labels, self._l2 = problem.labels, problem.l2
 
     def objective(self, theta: FloatArray) -> float:
-        np.dot(self._matrix, theta, out=self._z)
-        losses = self._value(self._z)
-        return float(self.weights @ losses + 0.5 * self._l2 * (theta @ theta))
+        return glm.objective(self._loss, self._design, self._labels, self.weights, theta, self._l2)
 
     def gradient(self, theta: FloatArray) -> FloatArray:
-        np.dot(self._matrix, theta, out=self._z)
-        slopes = self._derivative(self._z)
-        np.multiply(self.weights, slopes, out=self._cell)
-        np.dot(self._transpose, self._cell, out=self._gradient)
-        np.multiply(self._l2, theta, out=self._regulariser)
-        return np.add(self._gradient, self._regulariser, out=self._gradient)
+        return glm.gradient(self._loss, self._design, self._labels, self.weights, theta, self._l2)
+
+    def hessian(self, theta: FloatArray) -> FloatArray | None:
+        return glm.data_hessian(self._loss, self._design, self._labels, self.weights, theta)
 
 
 class CompiledGLMEvaluator(Evaluator):
-    """A compiled catalogue GLM (:mod:`pmwcm.kernels.compiled`): one pass over the rows per call.
+    """A catalogue GLM by :mod:`pmwcm.kernels.glm`'s compiled form: one pass over the rows per call.
 
     Equal to the reference path up to rounding (about ``1e-16`` relative), not
     bit for bit. The design is read as its row-major entries, so a dense design
@@ -126,9 +102,9 @@ class CompiledGLMEvaluator(Evaluator):
     query's public shape only, never from the table it is given: on the private
     data a sparse clique table holds the data's occupied cells, and a choice by
     their count would branch on the data. Logistic labels are ``+-1`` by
-    construction when the target has two values (``CMQuery._features`` scales
+    construction when the target has two values (:func:`~pmwcm.kernels.encoding.scaled` maps
     codes onto ``[-1, 1]``), and a clique of at least
-    :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells takes the
+    :data:`~pmwcm.kernels.fista.VECTOR_EXP_MIN_ROWS` cells takes the
     vectorised ``exp`` whatever number of them a table holds; every sparse
     clique (more than ``2^12`` cells) is such a clique.
     """
@@ -199,16 +175,17 @@ def compiled_objective(
     kind: int,
     param: float,
 ) -> float:
-    """``F(theta)`` by :func:`~pmwcm.kernels.compiled.glm_objective` on a row-major
-    design: :meth:`CompiledGLMEvaluator.objective`'s arithmetic, for callers that hold
-    the arrays already (:func:`~pmwcm.kernels.fixed_budget.fixed_budget_minimum`)."""
+    """``F(theta)`` by :func:`~pmwcm.kernels.glm.glm_objective` on a row-major design,
+    ``theta`` made a contiguous float64 vector first: :meth:`CompiledGLMEvaluator.objective`'s
+    arithmetic, for callers that hold the arrays already
+    (:func:`~pmwcm.kernels.fixed_budget.fixed_budget_minimum`)."""
     point = np.ascontiguousarray(theta, dtype=np.float64)
     return float(glm_objective(columns, values, labels, weights, point, l2, kind, param))
 
 
 def is_signed_logistic(problem: ConvexProblem) -> bool:
     """A logistic query on a two-valued target: its labels are exactly ``+-1`` by
-    construction (``CMQuery._features`` scales the codes onto ``[-1, 1]``). Reads
+    construction (:func:`~pmwcm.kernels.encoding.scaled` maps the codes onto ``[-1, 1]``). Reads
     the compiled query only, never the table it is evaluated on."""
     return (
         isinstance(problem, GLMProblem)
@@ -221,7 +198,7 @@ def is_signed_logistic(problem: ConvexProblem) -> bool:
 def compiled_kind(problem: ConvexProblem) -> tuple[int, float] | None:
     """The compiled loss kind :func:`evaluator` binds ``problem`` with, or ``None``
     when it takes a NumPy path: a catalogue GLM on a dense or block design whose
-    loss is compiled (:func:`~pmwcm.kernels.compiled.loss_kind`)."""
+    loss is compiled (:func:`~pmwcm.kernels.glm.loss_kind`)."""
     if type(problem) is GLMProblem and isinstance(problem.design, COMPILED_DESIGNS):
         return loss_kind(problem.loss)
     return None
@@ -230,19 +207,16 @@ def compiled_kind(problem: ConvexProblem) -> tuple[int, float] | None:
 def evaluator(problem: ConvexProblem, weights: FloatArray) -> Evaluator:
     """``problem`` bound to ``weights`` (float64, flat), on its fastest path.
 
-    A catalogue GLM whose loss is compiled (:data:`~pmwcm.kernels.compiled.LOSS_KINDS`)
-    takes the compiled kernels; another GLM on a dense design the NumPy path
-    with reused buffers (bit for bit the reference); anything else the reference.
+    A catalogue GLM whose loss is compiled (:data:`~pmwcm.kernels.glm.LOSS_KINDS`)
+    takes the compiled form; another catalogue GLM the NumPy form (bit for bit
+    the reference); anything else, a subclass of :class:`GLMProblem` included, the
+    reference methods.
     """
     weights = np.ascontiguousarray(weights, dtype=np.float64)
     kind = compiled_kind(problem)
     if kind is not None:
         assert isinstance(problem, GLMProblem)
         return CompiledGLMEvaluator(problem, weights, kind)
-    if (
-        type(problem) is GLMProblem
-        and isinstance(problem.design, DenseDesign)
-        and problem.design.matrix.flags.c_contiguous
-    ):
-        return _DenseGLMEvaluator(problem, weights)
+    if type(problem) is GLMProblem:
+        return NumpyGLMEvaluator(problem, weights)
     return Evaluator(problem, weights)

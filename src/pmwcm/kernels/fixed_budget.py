@@ -51,13 +51,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pmwcm.errors import Refused
-from pmwcm.kernels.compiled import (
-    LOGISTIC,
-    VECTOR_EXP_MIN_ROWS,
-    fixed_fista_paired_logistic,
-    fixed_fista_paired_logistic_value,
-    paired_logistic_rows,
-)
 from pmwcm.kernels.design import DenseDesign
 from pmwcm.kernels.ellipsoid import bisection, ellipsoid
 from pmwcm.kernels.evaluator import (
@@ -65,6 +58,13 @@ from pmwcm.kernels.evaluator import (
     compiled_objective,
     evaluator,
     is_signed_logistic,
+)
+from pmwcm.kernels.fista import VECTOR_EXP_MIN_ROWS
+from pmwcm.kernels.glm import LOGISTIC
+from pmwcm.kernels.paired_logistic import (
+    fixed_fista_paired_logistic,
+    fixed_fista_paired_logistic_value,
+    paired_logistic_rows,
 )
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
@@ -329,7 +329,7 @@ def _paired_form(
     (float64, contiguous: as the compiled evaluator reads them), or ``None``.
 
     Only for a logistic query on a two-valued target whose clique is below
-    :data:`~pmwcm.kernels.compiled.VECTOR_EXP_MIN_ROWS` cells (the evaluator's
+    :data:`~pmwcm.kernels.fista.VECTOR_EXP_MIN_ROWS` cells (the evaluator's
     ``vector_exp`` takes the larger ones) and whose problem is dense, that is
     compiled on every cell in C order, so its rows pair up as ``(x, -1), (x, +1)``
     (checked on the design and labels, :func:`paired_logistic_rows`). All of it

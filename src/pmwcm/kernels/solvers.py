@@ -23,7 +23,7 @@ accelerated projected gradient (Beck-Teboulle 2009) with backtracking on the
 Lipschitz constant and O'Donoghue-Candès adaptive restarts.
 
 For a loss the compiled kernels implement (logistic, squared, Huber) the Newton
-loop runs as one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`):
+loop runs as one compiled call (:func:`~pmwcm.kernels.newton.newton_solve`):
 the same steps, equal to the NumPy loop up to rounding, without NumPy's per-call
 cost on a table of a few dozen cells (about 90 us to 25 us per solve on Adult).
 The certificate is computed here either way.
@@ -37,9 +37,11 @@ from typing import cast
 
 import numpy as np
 
-from pmwcm.kernels.compiled import loss_kind, newton_solve
+from pmwcm.kernels.ball import numpy_ball_quadratic_min, project_ball
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.evaluator import CompiledGLMEvaluator, Evaluator, compiled_kind, evaluator
+from pmwcm.kernels.glm import loss_kind
+from pmwcm.kernels.newton import newton_solve
 from pmwcm.kernels.problem import ConvexProblem, FloatArray
 from pmwcm.kernels.queries import GLMProblem
 
@@ -93,14 +95,6 @@ class Solution:
     iterations: int
     converged: bool
     method: str
-
-
-def project_ball(theta: FloatArray, radius: float) -> FloatArray:
-    """Euclidean projection onto ``{||theta|| <= radius}``."""
-    # sqrt(<theta, theta>) is what np.linalg.norm computes for a vector, bit for bit,
-    # without its per-call checks (this runs once per solver iteration).
-    norm = math.sqrt(float(np.dot(theta, theta)))
-    return theta if norm <= radius else theta * (radius / norm)
 
 
 def frank_wolfe_gap(grad: FloatArray, theta: FloatArray, radius: float) -> float:
@@ -225,7 +219,7 @@ def _compiled_newton(
     *,
     kind: tuple[int, float] | None = None,
 ) -> tuple[FloatArray, int, bool]:
-    """:func:`_newton` in one compiled call (:func:`~pmwcm.kernels.compiled.newton_solve`),
+    """:func:`_newton` in one compiled call (:func:`~pmwcm.kernels.newton.newton_solve`),
     for a problem :func:`~pmwcm.kernels.evaluator.evaluator` compiles: the same
     steps, equal up to rounding (``tests/test_round_fast_paths.py``), without
     NumPy's per-call cost on a table of a few dozen cells."""
@@ -241,38 +235,6 @@ def _compiled_newton(
         np.array(theta, dtype=np.float64), tol, max_iter,
     )  # fmt: skip
     return theta, int(iterations), bool(converged)
-
-
-def _ball_quadratic_min(hess: FloatArray, lin: FloatArray, radius: float) -> FloatArray:
-    """``argmin_{||v|| <= R} v'Hv/2 + lin'v`` for symmetric PSD ``H`` (Moré-Sorensen 1983)."""
-    evals, evecs = np.linalg.eigh(hess)
-    b = evecs.T @ lin
-    lam_min = float(evals[0])
-    if lam_min > 1e-12 * max(1.0, float(evals[-1])):
-        v = -b / evals
-        if float(v @ v) <= radius * radius:
-            return evecs @ v
-    # Boundary solution: find nu > max(0, -lam_min) with ||(H + nu I)^{-1} b|| = R.
-    lo = max(0.0, -lam_min)
-    nu = lo + max(1e-12, float(np.linalg.norm(b)) / radius)
-    for _ in range(100):
-        denom = evals + nu
-        if denom[0] <= 0.0:
-            # nu has reached lo to machine precision: the "hard case", where b has no
-            # component along the bottom eigenvector(s) (b_i = 0 over lam_i + nu = 0).
-            break
-        v = -b / denom
-        norm = math.sqrt(float(v @ v))
-        if norm == 0.0 or abs(norm - radius) <= 1e-13 * radius:
-            break
-        dnorm = -float((b * b / denom**3).sum()) / norm  # d||v||/dnu
-        # Newton on 1/||v|| - 1/R, which is nearly linear in nu.
-        step = (1.0 / norm - 1.0 / radius) / (dnorm / norm**2)
-        nu = max(lo + 0.5 * (nu - lo), nu + step)
-    denom = evals + nu
-    # Hard case: those components of v are 0 (b_i = 0 there); never 0/0.
-    v = evecs @ np.divide(-b, denom, out=np.zeros_like(b), where=denom > 0.0)
-    return project_ball(v, radius)
 
 
 def _newton(
@@ -302,7 +264,7 @@ def _newton(
             hess = fast.hessian(theta)
         assert hess is not None
         hess = hess + (problem.l2 + 1e-12) * eye
-        target = _ball_quadratic_min(hess, grad - hess @ theta, radius)
+        target = numpy_ball_quadratic_min(hess, grad - hess @ theta, radius)
         direction = target - theta
         slope = float(grad @ direction)
         if slope >= 0.0:
