@@ -41,6 +41,7 @@ import platform
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -115,13 +116,19 @@ class TimedOracle:
         return self._answer(data, noise_level=noise_level, noise=noise)
 
 
-def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[], None]:
-    """Wraps the engine's hypothesis, oracle and the data's marginal in timers.
+def instrument(
+    engine: OnlinePMW, data: PrivateData, clock: Clock
+) -> tuple[OnlinePMW, Callable[[], None]]:
+    """``engine`` with its hypothesis and oracle in timers (a new engine from its parts
+    and state: drop the old one), and the ledger's spend and the data's marginal timed.
 
-    Returns a function that removes the (instance-level) timer from ``data``.
+    Returns the timed engine and a function that removes the (instance-level) timer
+    from ``data``.
     """
-    engine.hypothesis = TimedHistogram(engine.hypothesis, clock)
-    engine.oracle = TimedOracle(engine.oracle, clock)
+    timed_parts = replace(engine.parts, oracle=TimedOracle(engine.oracle, clock))
+    timed_start = TimedHistogram(engine.hypothesis, clock)
+    state = replace(engine.state(), hypothesis=timed_start)  # type: ignore[arg-type]
+    engine = OnlinePMW.from_parts(timed_parts, state=state)
     engine.ledger.spend = clock.timed("ledger", engine.ledger.spend)  # type: ignore[method-assign]
     data.marginal = clock.timed("data marginal", data.marginal)  # type: ignore[method-assign]
     data.clique_table = clock.timed("data marginal", data.clique_table)  # type: ignore[method-assign]
@@ -130,7 +137,7 @@ def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[
         del data.marginal
         del data.clique_table
 
-    return restore
+    return engine, restore
 
 
 def run_stream(
@@ -138,7 +145,7 @@ def run_stream(
 ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Answers ``queries``; returns wall seconds, the split (plus ``"cpu"``) and the sources."""
     clock = Clock()
-    restore = instrument(engine, data, clock)
+    engine, restore = instrument(engine, data, clock)
     sources: dict[str, int] = defaultdict(int)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
@@ -262,7 +269,9 @@ def _below_rounds(
     data: PrivateData, k: int, *, seed: int, noise: Callable[[], NoiseSource]
 ) -> list[float]:
     """One repeat of :func:`below_round_split`: its row of numbers."""
+    import pmwcm.engine.data_side as data_side_module
     import pmwcm.engine.online as online_module
+    import pmwcm.engine.round_compiler as compiler_module
     import pmwcm.engine.rounds as rounds_module
 
     config = PMWConfig(epsilon=1.0, delta=1e-6, threshold=NEVER)
@@ -281,14 +290,15 @@ def _below_rounds(
             finally:
                 parts[label].append(time.perf_counter_ns() - start)
 
-        if isinstance(owner, type) or owner in (online_module, rounds_module):
+        if isinstance(owner, type) or owner in (online_module, compiler_module, rounds_module):
             restore.append((owner, name, inner))  # shared: put back afterwards
         setattr(owner, name, timed)
 
     wrap(online_module, "query_key", "query key")
-    wrap(online_module.OnlinePMW, "_compile_round", "compile")
+    wrap(compiler_module, "query_key", "query key")
+    wrap(compiler_module.RoundCompiler, "_compile", "compile")
     wrap(engine.hypothesis, "clique_table", "hyp marginal")
-    wrap(engine._data_side, "table", "data marginal")
+    wrap(data_side_module.DataSide, "table", "data marginal")
     wrap(rounds_module.CMRound, "hypothesis_answer", "hyp solve")
     # The solve and its value (fixed_budget_minimum); the solve alone before it existed.
     solve = "fixed_budget_minimum" if hasattr(rounds_module, "fixed_budget_minimum") else None
