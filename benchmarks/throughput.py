@@ -128,7 +128,7 @@ def instrument(
     timed_parts = replace(engine.parts, oracle=TimedOracle(engine.oracle, clock))
     timed_start = TimedHistogram(engine.hypothesis, clock)
     state = replace(engine.state(), hypothesis=timed_start)  # type: ignore[arg-type]
-    engine = OnlinePMW.from_parts(timed_parts, state=state)
+    engine = type(engine).from_parts(timed_parts, state=state)
     engine.ledger.spend = clock.timed("ledger", engine.ledger.spend)  # type: ignore[method-assign]
     data.marginal = clock.timed("data marginal", data.marginal)  # type: ignore[method-assign]
     data.clique_table = clock.timed("data marginal", data.clique_table)  # type: ignore[method-assign]
@@ -475,7 +475,6 @@ def main() -> None:
     def noise() -> NoiseSource:
         return OpenDPNoise() if args.noise == "opendp" else NumpyNoise(seed=0)
 
-    scale = 0.25 if args.quick else 1.0
     print(
         f"pmwcm throughput benchmark, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -485,19 +484,7 @@ def main() -> None:
         flush=True,
     )
     if args.round_only:
-        binary = load_adult("binary")
-        binary_data = PrivateData.from_records(binary.domain, binary.records)
-        split = below_round_split(binary_data, 2000, repeats=args.repeats, noise=noise)
-        growth = oracle_round_growth(binary_data, args.updates, noise=noise)
-        print(
-            "\nBelow-threshold rounds, Adult binary (2^14), default configuration, "
-            "2,000 distinct logistic queries per repeat (us; part columns are medians):\n"
-        )
-        header = ["", "round wall p50", "round cpu mean", "x copy", *ROUND_PARTS]
-        print(markdown(header, split))
-        print(f"\nOracle rounds, Adult binary, T = {args.updates}, uniform prior (cpu ms):\n")
-        print(markdown(["sweeps", "first fifth p50", "last fifth p50", "rounds / cpu s"], growth))
-        print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+        report_rounds(repeats=args.repeats, updates=args.updates, noise=noise)
         return
     cli = cli_run_ratio(args.e2e, repeats=args.repeats)
     print(
@@ -511,6 +498,31 @@ def main() -> None:
     )
     if args.cli_only:
         return
+    report_paths(e2e=args.e2e, scale=0.25 if args.quick else 1.0, max_log2=args.max_log2,
+                 noise=noise)  # fmt: skip
+
+
+def report_rounds(*, repeats: int, updates: int, noise: Callable[[], NoiseSource]) -> None:
+    """``--round-only``: the below-threshold round split and the oracle rounds' growth."""
+    binary = load_adult("binary")
+    binary_data = PrivateData.from_records(binary.domain, binary.records)
+    split = below_round_split(binary_data, 2000, repeats=repeats, noise=noise)
+    growth = oracle_round_growth(binary_data, updates, noise=noise)
+    print(
+        "\nBelow-threshold rounds, Adult binary (2^14), default configuration, "
+        "2,000 distinct logistic queries per repeat (us; part columns are medians):\n"
+    )
+    header = ["", "round wall p50", "round cpu mean", "x copy", *ROUND_PARTS]
+    print(markdown(header, split))
+    print(f"\nOracle rounds, Adult binary, T = {updates}, uniform prior (cpu ms):\n")
+    print(markdown(["sweeps", "first fifth p50", "last fifth p50", "rounds / cpu s"], growth))
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+
+
+def report_paths(
+    *, e2e: int, scale: float, max_log2: int, noise: Callable[[], NoiseSource]
+) -> None:
+    """The end-to-end stream and the per-path rates on Adult and the synthetic universes."""
     adult = load_adult()
     adult_data = PrivateData.from_records(adult.domain, adult.records)
 
@@ -523,8 +535,8 @@ def main() -> None:
         "sources",
         "answer split, wall s",
     ]
-    e2e = [end_to_end(adult_data, args.e2e, noise=noise)]
-    print(f"  end to end: {e2e[0][1]} s (cpu)", flush=True)
+    e2e_rows = [end_to_end(adult_data, e2e, noise=noise)]
+    print(f"  end to end: {e2e_rows[0][1]} s (cpu)", flush=True)
 
     rows: list[list[str]] = []
     n_below, n_above = max(10, int(1000 * scale)), max(5, int(50 * scale))
@@ -546,7 +558,7 @@ def main() -> None:
         above=max(5, int(20 * scale)),
         noise=noise,
     )
-    for log2 in range(20, args.max_log2 + 1, 2):
+    for log2 in range(20, max_log2 + 1, 2):
         data = synthetic_binary(log2, seed=log2)
         rows += path_rates(
             f"synthetic 2^{log2}",
@@ -559,7 +571,7 @@ def main() -> None:
 
     print()
     print("End to end on Adult (binary, 2^14), default configuration, eps = 1:\n")
-    print(markdown(e2e_header, e2e))
+    print(markdown(e2e_header, e2e_rows))
     print()
     print(
         "Per path (wall ms per query; 'rest' = certified solves, sparse vector, bookkeeping;"

@@ -699,7 +699,7 @@ def test_a_failed_sweep_leaves_the_hypothesis_and_updates_as_they_were(
     engine = make_engine(toy_data, recording_noise, threshold=ALWAYS, sweeps=2)
     engine.answer(QUERIES[0])
     before = engine.hypothesis.to_array().copy()
-    updates = list(engine.updates)
+    updates = engine.updates
 
     def broken_replay(hypothesis: Histogram, past: Any, *rule_and_context: Any) -> None:
         raise RuntimeError("sweep failed")

@@ -175,7 +175,7 @@ class EngineModel:
         sv = SparseVectorModel.of(engine.sparse_vector)  # type: ignore[arg-type]
         recorder = _Recorder(engine.sparse_vector)
         parts = replace(engine.parts, sparse_vector=recorder)
-        engine = OnlinePMW.from_parts(parts, state=engine.state())
+        engine = type(engine).from_parts(parts, state=engine.state())  # its own class
         kinds: list[str] = []
         centers, sigmas, radii = [], [], []
         for q in self.queries:

@@ -73,7 +73,7 @@ def _noiseless_measurement(data: PrivateData, config: PMWConfig, noise: NoiseSou
     assert update is not None
     fields = {f.name: getattr(update, f.name) for f in dataclasses.fields(update)}
     parts = dataclasses.replace(engine.parts, measured_update=_NoiselessMeasurement(**fields))
-    return OnlinePMW.from_parts(parts, state=engine.state())
+    return type(engine).from_parts(parts, state=engine.state())
 
 
 #: Deliberately broken measured pipelines the audit must flag.

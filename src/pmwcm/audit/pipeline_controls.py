@@ -80,7 +80,7 @@ def small_sv_sensitivity(data: PrivateData, config: PMWConfig, noise: NoiseSourc
     engine = build_engine(data, config, noise=noise)
     settings = dataclasses.replace(engine.settings, sensitivity_factor=0.2)
     parts = dataclasses.replace(engine.parts, settings=settings)
-    return OnlinePMW.from_parts(parts, state=engine.state())
+    return type(engine).from_parts(parts, state=engine.state())
 
 
 def add_remove_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
