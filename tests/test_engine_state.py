@@ -1,8 +1,10 @@
 """Engine state and snapshots continue an engine exactly: same hypothesis, ledger, answers.
 
 The engine owns its state: it is read as one :class:`EngineState` value and
-taken back only through :meth:`OnlinePMW.restore`; nothing outside
-``engine/online.py`` assigns an engine's attributes.
+taken back only through :meth:`OnlinePMW.from_parts` (or ``restore``); its
+attributes are read-only, and nothing in ``src/`` outside ``pmwcm/engine`` or in
+``benchmarks/`` assigns one (an AST scan, shown to fail on planted assignments).
+A snapshot round-trips every field of the state (read from ``dataclasses.fields``).
 """
 
 from __future__ import annotations
