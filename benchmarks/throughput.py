@@ -41,6 +41,7 @@ import platform
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -115,13 +116,19 @@ class TimedOracle:
         return self._answer(data, noise_level=noise_level, noise=noise)
 
 
-def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[], None]:
-    """Wraps the engine's hypothesis, oracle and the data's marginal in timers.
+def instrument(
+    engine: OnlinePMW, data: PrivateData, clock: Clock
+) -> tuple[OnlinePMW, Callable[[], None]]:
+    """``engine`` with its hypothesis and oracle in timers (a new engine from its parts
+    and state: drop the old one), and the ledger's spend and the data's marginal timed.
 
-    Returns a function that removes the (instance-level) timer from ``data``.
+    Returns the timed engine and a function that removes the (instance-level) timer
+    from ``data``.
     """
-    engine.hypothesis = TimedHistogram(engine.hypothesis, clock)
-    engine.oracle = TimedOracle(engine.oracle, clock)
+    timed_parts = replace(engine.parts, oracle=TimedOracle(engine.oracle, clock))
+    timed_start = TimedHistogram(engine.hypothesis, clock)
+    state = replace(engine.state(), hypothesis=timed_start)  # type: ignore[arg-type]
+    engine = type(engine).from_parts(timed_parts, state=state)
     engine.ledger.spend = clock.timed("ledger", engine.ledger.spend)  # type: ignore[method-assign]
     data.marginal = clock.timed("data marginal", data.marginal)  # type: ignore[method-assign]
     data.clique_table = clock.timed("data marginal", data.clique_table)  # type: ignore[method-assign]
@@ -130,7 +137,7 @@ def instrument(engine: OnlinePMW, data: PrivateData, clock: Clock) -> Callable[[
         del data.marginal
         del data.clique_table
 
-    return restore
+    return engine, restore
 
 
 def run_stream(
@@ -138,7 +145,7 @@ def run_stream(
 ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Answers ``queries``; returns wall seconds, the split (plus ``"cpu"``) and the sources."""
     clock = Clock()
-    restore = instrument(engine, data, clock)
+    engine, restore = instrument(engine, data, clock)
     sources: dict[str, int] = defaultdict(int)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
@@ -262,7 +269,9 @@ def _below_rounds(
     data: PrivateData, k: int, *, seed: int, noise: Callable[[], NoiseSource]
 ) -> list[float]:
     """One repeat of :func:`below_round_split`: its row of numbers."""
+    import pmwcm.engine.data_side as data_side_module
     import pmwcm.engine.online as online_module
+    import pmwcm.engine.round_compiler as compiler_module
     import pmwcm.engine.rounds as rounds_module
 
     config = PMWConfig(epsilon=1.0, delta=1e-6, threshold=NEVER)
@@ -281,14 +290,15 @@ def _below_rounds(
             finally:
                 parts[label].append(time.perf_counter_ns() - start)
 
-        if isinstance(owner, type) or owner in (online_module, rounds_module):
+        if isinstance(owner, type) or owner in (online_module, compiler_module, rounds_module):
             restore.append((owner, name, inner))  # shared: put back afterwards
         setattr(owner, name, timed)
 
     wrap(online_module, "query_key", "query key")
-    wrap(online_module.OnlinePMW, "_compile_round", "compile")
+    wrap(compiler_module, "query_key", "query key")
+    wrap(compiler_module.RoundCompiler, "_compile", "compile")
     wrap(engine.hypothesis, "clique_table", "hyp marginal")
-    wrap(engine._data_side, "table", "data marginal")
+    wrap(data_side_module.DataSide, "table", "data marginal")
     wrap(rounds_module.CMRound, "hypothesis_answer", "hyp solve")
     # The solve and its value (fixed_budget_minimum); the solve alone before it existed.
     solve = "fixed_budget_minimum" if hasattr(rounds_module, "fixed_budget_minimum") else None
@@ -465,7 +475,6 @@ def main() -> None:
     def noise() -> NoiseSource:
         return OpenDPNoise() if args.noise == "opendp" else NumpyNoise(seed=0)
 
-    scale = 0.25 if args.quick else 1.0
     print(
         f"pmwcm throughput benchmark, {datetime.datetime.now():%Y-%m-%d %H:%M}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
@@ -475,19 +484,7 @@ def main() -> None:
         flush=True,
     )
     if args.round_only:
-        binary = load_adult("binary")
-        binary_data = PrivateData.from_records(binary.domain, binary.records)
-        split = below_round_split(binary_data, 2000, repeats=args.repeats, noise=noise)
-        growth = oracle_round_growth(binary_data, args.updates, noise=noise)
-        print(
-            "\nBelow-threshold rounds, Adult binary (2^14), default configuration, "
-            "2,000 distinct logistic queries per repeat (us; part columns are medians):\n"
-        )
-        header = ["", "round wall p50", "round cpu mean", "x copy", *ROUND_PARTS]
-        print(markdown(header, split))
-        print(f"\nOracle rounds, Adult binary, T = {args.updates}, uniform prior (cpu ms):\n")
-        print(markdown(["sweeps", "first fifth p50", "last fifth p50", "rounds / cpu s"], growth))
-        print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+        report_rounds(repeats=args.repeats, updates=args.updates, noise=noise)
         return
     cli = cli_run_ratio(args.e2e, repeats=args.repeats)
     print(
@@ -501,6 +498,31 @@ def main() -> None:
     )
     if args.cli_only:
         return
+    report_paths(e2e=args.e2e, scale=0.25 if args.quick else 1.0, max_log2=args.max_log2,
+                 noise=noise)  # fmt: skip
+
+
+def report_rounds(*, repeats: int, updates: int, noise: Callable[[], NoiseSource]) -> None:
+    """``--round-only``: the below-threshold round split and the oracle rounds' growth."""
+    binary = load_adult("binary")
+    binary_data = PrivateData.from_records(binary.domain, binary.records)
+    split = below_round_split(binary_data, 2000, repeats=repeats, noise=noise)
+    growth = oracle_round_growth(binary_data, updates, noise=noise)
+    print(
+        "\nBelow-threshold rounds, Adult binary (2^14), default configuration, "
+        "2,000 distinct logistic queries per repeat (us; part columns are medians):\n"
+    )
+    header = ["", "round wall p50", "round cpu mean", "x copy", *ROUND_PARTS]
+    print(markdown(header, split))
+    print(f"\nOracle rounds, Adult binary, T = {updates}, uniform prior (cpu ms):\n")
+    print(markdown(["sweeps", "first fifth p50", "last fifth p50", "rounds / cpu s"], growth))
+    print(f"\nload average at end {os.getloadavg()[0]:.1f}")
+
+
+def report_paths(
+    *, e2e: int, scale: float, max_log2: int, noise: Callable[[], NoiseSource]
+) -> None:
+    """The end-to-end stream and the per-path rates on Adult and the synthetic universes."""
     adult = load_adult()
     adult_data = PrivateData.from_records(adult.domain, adult.records)
 
@@ -513,8 +535,8 @@ def main() -> None:
         "sources",
         "answer split, wall s",
     ]
-    e2e = [end_to_end(adult_data, args.e2e, noise=noise)]
-    print(f"  end to end: {e2e[0][1]} s (cpu)", flush=True)
+    e2e_rows = [end_to_end(adult_data, e2e, noise=noise)]
+    print(f"  end to end: {e2e_rows[0][1]} s (cpu)", flush=True)
 
     rows: list[list[str]] = []
     n_below, n_above = max(10, int(1000 * scale)), max(5, int(50 * scale))
@@ -536,7 +558,7 @@ def main() -> None:
         above=max(5, int(20 * scale)),
         noise=noise,
     )
-    for log2 in range(20, args.max_log2 + 1, 2):
+    for log2 in range(20, max_log2 + 1, 2):
         data = synthetic_binary(log2, seed=log2)
         rows += path_rates(
             f"synthetic 2^{log2}",
@@ -549,7 +571,7 @@ def main() -> None:
 
     print()
     print("End to end on Adult (binary, 2^14), default configuration, eps = 1:\n")
-    print(markdown(e2e_header, e2e))
+    print(markdown(e2e_header, e2e_rows))
     print()
     print(
         "Per path (wall ms per query; 'rest' = certified solves, sparse vector, bookkeeping;"

@@ -177,8 +177,7 @@ class RefusingEngine(OnlinePMW):
 def with_engine_class(model: EngineModel, cls: type[OnlinePMW]) -> EngineModel:
     def build(data: PrivateData, noise: NoiseSource) -> OnlinePMW:
         engine = model.build(data, noise)
-        engine.__class__ = cls
-        return engine
+        return cls.from_parts(engine.parts, state=engine.state())
 
     return dataclasses.replace(model, build=build)
 

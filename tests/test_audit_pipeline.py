@@ -31,9 +31,9 @@ from pmwcm.audit.pipeline import (
     crosscheck_pipeline,
     parity_pair,
     pipeline_case,
-    refusing_solve,
     shipped,
 )
+from pmwcm.audit.pipeline_controls import refusing_solve
 from pmwcm.engine.practical import PMWConfig
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent

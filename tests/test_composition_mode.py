@@ -163,7 +163,8 @@ def test_composition_mode_is_the_composition_baseline_inside_the_engine(seed: in
     assert engine.answer(queries[0]).repeated
     with pytest.raises(EngineHalted):
         engine.answer(queries[k])
-    engine.settings = replace(engine.settings, after_halt="synthetic")
+    synthetic = replace(engine.settings, after_halt="synthetic")
+    engine = OnlinePMW.from_parts(replace(engine.parts, settings=synthetic), state=engine.state())
     assert engine.answer(queries[k]).source == "synthetic"
 
 

@@ -99,7 +99,7 @@ def test_leaving_the_announced_order_changes_nothing(data: PrivateData) -> None:
 
 def test_work_started_ahead_is_used(data: PrivateData, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = _engine(data)
-    side = engine._data_side
+    side = engine._steps.data_side
     submitted: list[tuple[str, ...]] = []
     original = side.solve
 

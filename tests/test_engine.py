@@ -699,12 +699,12 @@ def test_a_failed_sweep_leaves_the_hypothesis_and_updates_as_they_were(
     engine = make_engine(toy_data, recording_noise, threshold=ALWAYS, sweeps=2)
     engine.answer(QUERIES[0])
     before = engine.hypothesis.to_array().copy()
-    updates = list(engine.updates)
+    updates = engine.updates
 
     def broken_replay(hypothesis: Histogram, past: Any, *rule_and_context: Any) -> None:
         raise RuntimeError("sweep failed")
 
-    monkeypatch.setattr("pmwcm.engine.online._replay", broken_replay)
+    monkeypatch.setattr("pmwcm.engine.update_step._replay", broken_replay)
     with pytest.raises(RuntimeError, match="sweep failed"):
         engine.answer(QUERIES[1])
     assert engine.updates == updates

@@ -33,6 +33,7 @@ import pytest
 from conftest import TOY_DOMAIN, toy_records
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.round_compiler import RoundCompiler
 from pmwcm.kernels.clique_scale import broadcast_factor, scale_by_clique
 from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
@@ -152,24 +153,24 @@ def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
     np.testing.assert_allclose(fast, reference, rtol=1e-10, atol=0)
 
 
-def test_each_query_is_compiled_once_and_again_when_the_settings_change(
+def test_each_query_is_compiled_once_and_again_for_other_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Planning, answering and certifying one query compile it once; a repeat (in any
-    spelling) compiles nothing; replacing the settings makes the next use compile again."""
+    spelling) compiles nothing; an engine built with other settings compiles it again."""
     engine = build_engine(
         PrivateData.from_records(TOY_DOMAIN, toy_records(0)),
         PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", threshold=1e12),
         noise=NumpyNoise(seed=0),
     )
     compiled: list[CMQuery] = []
-    original = OnlinePMW._compile_round
+    original = RoundCompiler._compile
 
-    def counting(self: OnlinePMW, query: CMQuery) -> Any:
+    def counting(self: RoundCompiler, query: CMQuery) -> Any:
         compiled.append(query)
         return original(self, query)
 
-    monkeypatch.setattr(OnlinePMW, "_compile_round", counting)
+    monkeypatch.setattr(RoundCompiler, "_compile", counting)
     query = CMQuery(loss="huber", target="y", features=("a", "c"))
     same = CMQuery(loss="huber", target="y", features=("a", "c"), loss_param=1.0, radius=1)
     assert TOY_DOMAIN.size_of("c") == 3
@@ -179,6 +180,8 @@ def test_each_query_is_compiled_once_and_again_when_the_settings_change(
     assert engine.answer(same).repeated
     assert len(compiled) == 1
     assert engine.cm_round(same) is first
-    engine.settings = dataclasses.replace(engine.settings, sensitivity_factor=3.0)
+    other = dataclasses.replace(engine.settings, sensitivity_factor=3.0)
+    engine = OnlinePMW.from_parts(dataclasses.replace(engine.parts, settings=other),
+                                  state=engine.state())  # fmt: skip
     assert engine.cm_round(query) is not first
     assert len(compiled) == 2

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from conftest import counting, degenerate_weights
+from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.kernels.domain import Domain
@@ -283,7 +284,9 @@ def test_the_engine_refuses_an_unaffordable_query_before_reading_anything(seed: 
     data = PrivateData.from_records(DOMAIN, records)
     config = PMWConfig(epsilon=1.0, delta=1e-6, prior="uniform", max_updates=2)
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
-    engine.settings = dataclasses.replace(engine.settings, max_solver_iterations=50)
+    capped = dataclasses.replace(engine.settings, max_solver_iterations=50)
+    parts = dataclasses.replace(engine.parts, settings=capped)
+    engine = OnlinePMW.from_parts(parts, state=engine.state())
     with pytest.raises(SolveRefused, match="over the limit of 50"):
         engine.answer(CMQuery(loss="hinge", target="y", features=("a", "b", "c")))
     assert not engine.ledger.entries and not engine.answers

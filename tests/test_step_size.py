@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from pmwcm.engine.baselines import NonPrivateBaseline, excess_risk
-from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.engine.step_size import (
@@ -38,6 +37,7 @@ from pmwcm.engine.step_size import (
     shrinkage_weight,
     step_factor,
 )
+from pmwcm.engine.steps import EngineSteps
 from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
@@ -107,11 +107,28 @@ class AfterAnswer:
         return out
 
 
+class SwappableData(PrivateData):
+    """The parity data, whose marginals are a decoy's while :attr:`swapped` is set."""
+
+    def __init__(self) -> None:
+        real = parity_data()
+        super().__init__(domain=DOMAIN, n=N, histogram=real.histogram())
+        self.decoy = parity_data(flip=0.4)
+        self.swapped = False
+
+    def marginal(self, clique: Sequence[str]) -> np.ndarray:
+        return self.decoy.marginal(clique) if self.swapped else super().marginal(clique)
+
+    def clique_table(self, clique: Sequence[str]) -> CliqueTable:
+        if self.swapped:
+            return self.decoy.clique_table(clique)
+        return super().clique_table(clique)
+
+
 def trajectory(backend: str, *, swap: bool, seed: int = 3) -> list[np.ndarray]:
     """The hypothesis's marginals after every query; with ``swap``, the data is a decoy
     from each oracle answer until the query's answer is returned."""
-    data = parity_data()
-    decoy = parity_data(flip=0.4)
+    data = SwappableData()
     hooks: list[Callable[[], None]] = []
     config = PMWConfig(
         epsilon=2.0,
@@ -128,11 +145,11 @@ def trajectory(backend: str, *, swap: bool, seed: int = 3) -> list[np.ndarray]:
     assert config.refit_iterations > 0  # and the refit onto the prior's marginals after it
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
     if swap:
-        hooks.append(lambda: setattr(engine, "data", decoy))
+        hooks.append(lambda: setattr(data, "swapped", True))
     out = []
     for query in STREAM:
         engine.answer(query)
-        engine.data = data  # the real data again before the next test
+        data.swapped = False  # the real data again before the next test
         out.append(engine.hypothesis.marginal(DOMAIN.names))
     assert len(engine.updates) >= 3
     return out
@@ -150,24 +167,24 @@ def test_an_update_that_reads_the_data_fails_the_swap_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The check has teeth: a step that peeks at the data (here, through the
-    engine's data attribute) gives a different trajectory once the data is swapped."""
-    import pmwcm.engine.online as online
+    engine's data part) gives a different trajectory once the data is swapped."""
+    import pmwcm.engine.update_step as update_step
 
-    honest = online.step_factor
-    engines: list[OnlinePMW] = []
-    original_update = OnlinePMW._update
+    honest = update_step.step_factor
+    engines: list[EngineSteps] = []
+    original_update = EngineSteps._update
 
-    def remember(self: OnlinePMW, *args: Any) -> None:
+    def remember(self: EngineSteps, *args: Any) -> None:
         engines.append(self)
         original_update(self, *args)
 
     def peeking(rule: Any, round_: Any, table: CliqueTable, *args: Any, **kwargs: Any) -> Any:
         factor = honest(rule, round_, table, *args, **kwargs)
-        data_mass = engines[-1].data.clique_table(round_.clique).mass
+        data_mass = engines[-1].parts.data.clique_table(round_.clique).mass
         return factor + 1e-3 * data_mass.reshape(np.shape(factor))
 
-    monkeypatch.setattr(OnlinePMW, "_update", remember)
-    monkeypatch.setattr(online, "step_factor", peeking)
+    monkeypatch.setattr(EngineSteps, "_update", remember)
+    monkeypatch.setattr(update_step, "step_factor", peeking)
     kept, swapped = trajectory("dense", swap=False), trajectory("dense", swap=True)
     assert any(not np.array_equal(a, b) for a, b in zip(kept, swapped, strict=True))
 
@@ -400,17 +417,17 @@ def test_each_sweep_replays_only_the_window_of_recent_updates(
     """With ``sweep_window = W`` an update's sweeps replay its W most recent updates
     (the new one included), so an oracle round costs the same whatever T; within the
     window the engine is the unwindowed one, transcript for transcript."""
-    from pmwcm.engine import online
+    from pmwcm.engine import update_step
 
     data = parity_data()
     replayed: list[int] = []
-    honest = online._replay
+    honest = update_step._replay
 
     def counting(hypothesis: Any, past: Any, *args: Any) -> None:
         replayed.append(id(past))
         honest(hypothesis, past, *args)
 
-    monkeypatch.setattr(online, "_replay", counting)
+    monkeypatch.setattr(update_step, "_replay", counting)
     transcripts = {}
     for window in (None, 3, 6):
         config = PMWConfig(

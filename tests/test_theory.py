@@ -30,7 +30,7 @@ import pytest
 from scipy import stats
 
 from pmwcm.engine.baselines import excess_risk
-from pmwcm.engine.online import EngineHalted
+from pmwcm.engine.online import EngineHalted, OnlinePMW
 from pmwcm.engine.theory import TheoryParameters, build_theory_engine, theory_oracle_event
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
@@ -234,7 +234,8 @@ def test_theory_engine_refuses_after_t_updates(seed: int) -> None:
     data = true_data(np.random.default_rng(seed), 10**9)
     engine = build_theory_engine(data, p, noise=NumpyNoise(seed=seed), enforce_n=False)
     # every query crosses: force the updates
-    engine.settings = replace(engine.settings, absolute_threshold=-1e9)
+    crossing = replace(engine.settings, absolute_threshold=-1e9)
+    engine = OnlinePMW.from_parts(replace(engine.parts, settings=crossing), state=engine.state())
     queries = [
         CMQuery(loss="logistic", target="a", features=("b", "c"), radius=r)
         for r in np.linspace(0.1, 1.0, p.max_updates)

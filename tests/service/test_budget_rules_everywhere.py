@@ -123,7 +123,7 @@ def test_one_radius_cap_on_the_cli_the_library_and_the_service(
     else:
         with pytest.raises(RadiusRefused, match="radius must be at most 100"):
             engine.ask(query)
-        assert engine.ledger.entries == () and engine.answers == []
+        assert engine.ledger.entries == () and not engine.answers
     # The command line: an error line naming the radius, the run goes on.
     (tmp_path / "q.jsonl").write_text(json.dumps(spec))
     args = ["run", "--data", str(service.data), "--schema", str(service.schema),

@@ -19,6 +19,7 @@ from pmwcm.data.table import Dataset
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.round_compiler import RoundCompiler
 from pmwcm.estimators import Session
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -63,12 +64,12 @@ def test_a_query_line_is_canonicalised_once_and_each_problem_compiled_once(
     calls: Counter[str] = Counter()
     _counting(monkeypatch, CMQuery, "_canonical_fields", calls)
     _counting(monkeypatch, CMQuery, "_build_canonical", calls)
-    _counting(monkeypatch, OnlinePMW, "_compile_round", calls)
+    _counting(monkeypatch, RoundCompiler, "_compile", calls)
     _counting(monkeypatch, OnlinePMW, "ask", calls)
     result = _run(service, tmp_path)
     assert result.exit_code == 0, result.stderr
     assert calls["_canonical_fields"] == calls["_build_canonical"] == len(LINES)
-    assert calls["_compile_round"] == 3
+    assert calls["_compile"] == 3
     assert calls["ask"] == len(LINES)  # every line through the one door
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["source"] for r in records if r["id"] in ("ba", "c again")] == [

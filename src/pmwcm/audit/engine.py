@@ -101,7 +101,9 @@ class _Recorder:
         return {"positives": 0, "rho": None}
 
     def import_state(self, state: dict[str, float | int | None]) -> None:
-        raise NotImplementedError("a recorder has no state to restore")
+        """Takes a fresh engine's state (nothing to restore: it always answers "below")."""
+        if state.get("positives"):
+            raise ValueError("a recorder starts a fresh engine: it has no positives to restore")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +174,8 @@ class EngineModel:
             raise ValueError("EngineModel needs after_halt='refuse'.")
         sv = SparseVectorModel.of(engine.sparse_vector)  # type: ignore[arg-type]
         recorder = _Recorder(engine.sparse_vector)
-        engine.sparse_vector = recorder
+        parts = replace(engine.parts, sparse_vector=recorder)
+        engine = type(engine).from_parts(parts, state=engine.state())  # its own class
         kinds: list[str] = []
         centers, sigmas, radii = [], [], []
         for q in self.queries:

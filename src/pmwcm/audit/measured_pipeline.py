@@ -72,8 +72,8 @@ def _noiseless_measurement(data: PrivateData, config: PMWConfig, noise: NoiseSou
     update = engine.measured_update
     assert update is not None
     fields = {f.name: getattr(update, f.name) for f in dataclasses.fields(update)}
-    engine.measured_update = _NoiselessMeasurement(**fields)
-    return engine
+    parts = dataclasses.replace(engine.parts, measured_update=_NoiselessMeasurement(**fields))
+    return type(engine).from_parts(parts, state=engine.state())
 
 
 #: Deliberately broken measured pipelines the audit must flag.

@@ -44,17 +44,13 @@ run (a pure function of them), and
 :func:`crosscheck_pipeline` confirms that memoised and plain runs release the
 same transcripts on identical draws.
 
-**Negative controls** (:data:`BROKEN`), deliberately broken pipelines the audit
-must flag: the pre-fix real-data solve, which certified its gap on the data and
-raised when it could not (a free, data-dependent refusal); and, to measure what
-a whole-pipeline audit can and cannot see, the sparse vector fed a sensitivity
-10 times too small and the prior measured at the add/remove calibration.
+**Negative controls**: deliberately broken pipelines the audit must flag, in
+:mod:`pmwcm.audit.pipeline_controls`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -75,19 +71,14 @@ from pmwcm.audit.events import (
 )
 from pmwcm.audit.oracles import _Tape
 from pmwcm.engine.online import EngineHalted, OnlinePMW
-from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
-from pmwcm.engine.rounds import CMRound, as_table
-from pmwcm.kernels.clique_table import CliqueTable
+from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery
-from pmwcm.kernels.solvers import SolverError, minimize
-from pmwcm.mechanisms.accounting import PLDAccountant, PrivacyLedger, calibrate_gaussian_multiplier
+from pmwcm.mechanisms.accounting import PLDAccountant
 from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
-from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
 from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
-    "BROKEN",
     "Build",
     "Opener",
     "PipelineMechanism",
@@ -330,86 +321,6 @@ def default_stream() -> tuple[CMQuery, ...]:
         CMQuery(loss="squared", target="x1", features=("x2", "x3")),
         CMQuery(loss="logistic", target="x0", features=("x3",), radius=0.5, intercept=False),
     )
-
-
-# --- Negative controls: deliberately broken pipelines the audit must flag. ---
-
-
-class _CertifiedDataRound(CMRound):
-    """The pre-fix real-data side: a certified solve that raises when it cannot certify.
-
-    The pre-fix code allowed 1000 Newton steps; this one allows
-    :data:`CERTIFY_BUDGET` (counting the FISTA steps its fallback takes), so the
-    refusal shows on a small worst-case pair. Any budget that some datasets exceed
-    is the same bug: whether the solve succeeds depends on the data.
-    """
-
-    def error(self, data_marginal: FloatArray | CliqueTable, answer: FloatArray) -> float:
-        table = as_table(data_marginal)
-        weights = table.mass
-        p = self.problem_on(table)
-        tol = self.hypothesis_tol  # the pre-fix tolerance (1e-5 non-smooth, 1e-8 smooth)
-        solution = minimize(p, weights, tol=tol, max_iter=1000)
-        if not solution.converged or solution.iterations > CERTIFY_BUDGET:
-            raise SolverError(
-                f"Solver could not certify gap {tol} in {CERTIFY_BUDGET} iterations "
-                f"(reached {solution.gap:.3g})."
-            )
-        return p.objective(answer, weights) - p.objective(solution.theta, weights)
-
-
-#: Iterations the broken certified solve may take (on :func:`parity_pair`, ``D0``'s
-#: tables certify within 1 and ``D1``'s hinge and Huber tables need 10 and 3).
-CERTIFY_BUDGET = 2
-
-
-class _CertifyingEngine(OnlinePMW):
-    def cm_round(self, query: CMQuery) -> CMRound:
-        r = super().cm_round(query)
-        fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
-        return _CertifiedDataRound(**fields)
-
-
-def refusing_solve(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
-    """Broken: the real-data solve certifies its gap on the data within
-    :data:`CERTIFY_BUDGET` iterations and raises :class:`~pmwcm.kernels.solvers.SolverError` when
-    it cannot (the pre-fix code, whose budget was 1000 steps)."""
-    engine = build_engine(data, config, noise=noise)
-    engine.__class__ = _CertifyingEngine
-    return engine
-
-
-def small_sv_sensitivity(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
-    """Broken: the sparse vector's query divided by a sensitivity 10 times too small
-    (``c = 0.2`` instead of 2 in ``c S / n + tau``)."""
-    engine = build_engine(data, config, noise=noise)
-    engine.settings = dataclasses.replace(engine.settings, sensitivity_factor=0.2)
-    return engine
-
-
-def add_remove_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
-    """Broken: the prior charged for ``sigma = m sqrt(2K) / n`` but measured with the
-    add/remove ``sigma = m sqrt(K) / n`` (as in ``tests/test_audit_prior.py``)."""
-    ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta,
-                           accountant=make_accountant(config.accountant))  # fmt: skip
-    multiplier = calibrate_gaussian_multiplier(
-        fixed=None,
-        gaussian_count=1,
-        epsilon=config.prior_fraction * config.epsilon,
-        delta=config.prior_fraction * config.delta,
-        accountant=ledger.accountant,
-    )
-    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
-    prior = marginal_prior(data, noise_multiplier=multiplier / math.sqrt(2), noise=noise).hypothesis
-    return build_engine(data, config, noise=noise, prior=prior, ledger=ledger)
-
-
-#: The negative controls by label.
-BROKEN: dict[str, Build] = {
-    "refusing real-data solve": refusing_solve,
-    "sparse vector sensitivity / 10": small_sv_sensitivity,
-    "prior at add/remove sigma": add_remove_prior,
-}
 
 
 def pipeline_case(

@@ -31,7 +31,8 @@ from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_sour
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import BROKEN_ORACLES, crosscheck_oracle, oracle_case
-from pmwcm.audit.pipeline import BROKEN, crosscheck_pipeline, pipeline_case
+from pmwcm.audit.pipeline import crosscheck_pipeline, pipeline_case
+from pmwcm.audit.pipeline_controls import BROKEN
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.reach import Source, source_case, sparse_table_case, support_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 class RoundSteps(Protocol):
-    """The steps of a round an engine offers its mode (implemented by ``OnlinePMW``)."""
+    """The steps of a round an engine offers its mode (implemented by ``EngineSteps``)."""
 
     def hypothesis_side(self, round_: QueryRound) -> tuple[Any, Any]:
         """The hypothesis's clique table and its answer (public)."""

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, fields
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -107,24 +109,95 @@ def answer_from_dict(data: dict[str, Any]) -> Answer:
     )
 
 
-def encode_state(state: EngineState) -> EngineSnapshot:
-    """The JSON form of ``state`` (the format every stored snapshot has)."""
-    encoded = {
-        "version": STATE_VERSION,
-        "updates": [
-            {"query": query_to_dict(u.query), "private": _value_to_json(u.private)}
-            for u in state.updates
-        ],
-        "answers": [answer_to_dict(a) for a in state.answers],
-        "released": dict(state.released),
-        "sv_paid": state.sv_paid,
-        "sparse_vector": dict(state.sparse_vector),
-        "ledger": [{"label": e.label, "event": event_to_dict(e.event)} for e in state.ledger],
-        "prior_measurements": [
-            {"clique": list(m.clique), "values": m.values.tolist(), "sigma": m.sigma}
-            for m in state.prior_measurements
-        ],
+def _encode_updates(updates: tuple[PastUpdate, ...]) -> list[dict[str, Any]]:
+    return [
+        {"query": query_to_dict(u.query), "private": _value_to_json(u.private)} for u in updates
+    ]
+
+
+def _decode_updates(items: list[dict[str, Any]], domain: Domain) -> tuple[PastUpdate, ...]:
+    del domain
+    return tuple(
+        PastUpdate(query=query_from_dict(item["query"]), private=_value_from_json(item["private"]))
+        for item in items
+    )
+
+
+def _decode_released(items: dict[str, Any], domain: Domain) -> dict[str, int]:
+    """Released keys, re-keyed canonically (snapshots from before canonical keys;
+    see :func:`_canonical_key`)."""
+    return {_canonical_key(key, domain): int(index) for key, index in items.items()}
+
+
+def _decode_ledger(items: list[dict[str, Any]], domain: Domain) -> tuple[LedgerEntry, ...]:
+    """The JSON keeps no running totals, so ``epsilon_after`` is NaN: the restoring
+    ledger composes the events again and records its own."""
+    del domain
+    return tuple(
+        LedgerEntry(label=e["label"], event=event_from_dict(e["event"]), epsilon_after=math.nan)
+        for e in items
+    )
+
+
+def _encode_measurements(measurements: tuple[Measurement, ...]) -> list[dict[str, Any]]:
+    return [
+        {"clique": list(m.clique), "values": m.values.tolist(), "sigma": m.sigma}
+        for m in measurements
+    ]
+
+
+def _decode_measurements(items: list[dict[str, Any]], domain: Domain) -> tuple[Measurement, ...]:
+    del domain
+    return tuple(
+        Measurement(
+            clique=tuple(m["clique"]),
+            values=np.asarray(m["values"], dtype=np.float64),
+            sigma=float(m["sigma"]),
+        )
+        for m in items
+    )
+
+
+@dataclass(frozen=True)
+class _Codec:
+    """How one field of :class:`EngineState` is written as JSON and read back."""
+
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any, Domain], Any]
+
+
+#: The JSON codec of every field of :class:`EngineState` but the ``APART`` hypothesis
+#: (a field without one fails the first snapshot and ``tests/test_engine_state.py``).
+FIELD_CODECS: Mapping[str, _Codec] = MappingProxyType(
+    {
+        "updates": _Codec(_encode_updates, _decode_updates),
+        "answers": _Codec(
+            lambda answers: [answer_to_dict(a) for a in answers],
+            lambda items, _: tuple(answer_from_dict(a) for a in items),
+        ),
+        "released": _Codec(dict, _decode_released),
+        "sv_paid": _Codec(bool, lambda value, _: bool(value)),
+        "sparse_vector": _Codec(dict, lambda value, _: dict(value)),
+        "ledger": _Codec(
+            lambda entries: [{"label": e.label, "event": event_to_dict(e.event)} for e in entries],
+            _decode_ledger,
+        ),
+        "prior_measurements": _Codec(_encode_measurements, _decode_measurements),
     }
+)
+
+
+def _saved_fields() -> list[Field[Any]]:
+    """The fields of :class:`EngineState` the JSON holds (all but the ``APART`` ones)."""
+    return [item for item in fields(EngineState) if item.metadata["kept"] != "apart"]
+
+
+def encode_state(state: EngineState) -> EngineSnapshot:
+    """The JSON form of ``state`` (the format every stored snapshot has): one key per
+    field of :class:`EngineState` but the hypothesis, which travels apart."""
+    encoded: dict[str, Any] = {"version": STATE_VERSION}
+    for item in _saved_fields():
+        encoded[item.name] = FIELD_CODECS[item.name].encode(getattr(state, item.name))
     return EngineSnapshot(state=encoded, hypothesis=state.hypothesis)
 
 
@@ -132,9 +205,9 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
     """The inverse of :func:`encode_state`, for an engine over ``domain``.
 
     ``domain`` re-keys released CM queries canonically (snapshots from before
-    canonical keys; see :func:`_canonical_key`). The JSON keeps no running
-    totals, so the decoded ledger entries have ``epsilon_after`` NaN: the
-    restoring ledger composes the events again and records its own.
+    canonical keys; see :func:`_canonical_key`). A field the JSON lacks (a
+    snapshot saved before the field existed, e.g. ``prior_measurements`` before
+    the refit) takes its default: an engine without it.
 
     Raises:
         ValueError: the snapshot's version is unsupported, or it is malformed.
@@ -142,35 +215,12 @@ def decode_state(snap: EngineSnapshot, domain: Domain) -> EngineState:
     state = snap.state
     if state.get("version") != STATE_VERSION:
         raise ValueError(f"Unsupported engine state version {state.get('version')!r}.")
-    released: dict[str, int] = {}
-    for key, index in state["released"].items():
-        released[_canonical_key(key, domain)] = int(index)
-    return EngineState(
-        hypothesis=_histogram(snap.hypothesis, domain),
-        updates=tuple(
-            PastUpdate(
-                query=query_from_dict(item["query"]), private=_value_from_json(item["private"])
-            )
-            for item in state["updates"]
-        ),
-        answers=tuple(answer_from_dict(a) for a in state["answers"]),
-        released=released,
-        sv_paid=bool(state["sv_paid"]),
-        sparse_vector=state["sparse_vector"],
-        ledger=tuple(
-            LedgerEntry(label=e["label"], event=event_from_dict(e["event"]), epsilon_after=math.nan)
-            for e in state["ledger"]
-        ),
-        # Absent from snapshots saved before the refit: an engine without measurements.
-        prior_measurements=tuple(
-            Measurement(
-                clique=tuple(m["clique"]),
-                values=np.asarray(m["values"], dtype=np.float64),
-                sigma=float(m["sigma"]),
-            )
-            for m in state.get("prior_measurements", ())
-        ),
-    )
+    decoded = {
+        item.name: FIELD_CODECS[item.name].decode(state[item.name], domain)
+        for item in _saved_fields()
+        if item.name in state
+    }
+    return EngineState(hypothesis=_histogram(snap.hypothesis, domain), **decoded)
 
 
 def _histogram(hypothesis: Histogram | FloatArray, domain: Domain) -> Histogram:
@@ -224,6 +274,7 @@ def _canonical_key(key: str, domain: Domain) -> str:
 
 
 __all__ = [
+    "FIELD_CODECS",
     "EngineSnapshot",
     "answer_from_dict",
     "answer_to_dict",

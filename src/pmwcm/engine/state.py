@@ -8,7 +8,7 @@ the private data.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -97,6 +97,21 @@ def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(value))
 
 
+#: How a field of :class:`EngineState` is kept, in its ``metadata["kept"]``: the
+#: snapshot codec (:mod:`pmwcm.engine.snapshot`) and the service's durable log
+#: (``pmwcm.service.durable``) read these marks instead of naming fields.
+Kept = Literal["apart", "log", "grows", "value"]
+#: Saved apart from the JSON (the hypothesis: an array of up to millions of cells).
+#: Replaced only by an update, so the count of ``updates`` shows when it changed.
+APART: Mapping[str, Kept] = MappingProxyType({"kept": "apart"})
+#: What a log of answers holds (a service's rows), so its snapshots need not.
+LOG: Mapping[str, Kept] = MappingProxyType({"kept": "log"})
+#: Append-only: its length shows when it changed.
+GROWS: Mapping[str, Kept] = MappingProxyType({"kept": "grows"})
+#: A small value, compared whole.
+VALUE: Mapping[str, Kept] = MappingProxyType({"kept": "value"})
+
+
 @dataclass(frozen=True, kw_only=True)
 class EngineState:
     """Everything an engine's future behaviour depends on, beyond its public ingredients.
@@ -106,6 +121,10 @@ class EngineState:
     (:meth:`OnlinePMW.state`, :meth:`OnlinePMW.restore`) instead of assigning its
     attributes from outside. It is secret: ``sparse_vector`` holds the threshold
     noise, ``updates`` the private answers behind every update.
+
+    Each field's ``metadata["kept"]`` says how it is kept (:data:`APART`, :data:`LOG`,
+    :data:`GROWS`, :data:`VALUE`): snapshots and the service's log are written from
+    these marks, so a new field is saved, restored and marked without a list to update.
 
     Attributes:
         hypothesis: the hypothesis ``Dhat_t``, the engine's own histogram object,
@@ -125,14 +144,14 @@ class EngineState:
             marginal prior).
     """
 
-    hypothesis: Histogram
-    updates: tuple[PastUpdate, ...] = ()
-    answers: tuple[Answer, ...] = ()
-    released: Mapping[str, int] = field(default_factory=dict)
-    sv_paid: bool = False
-    sparse_vector: Mapping[str, Any] = field(default_factory=dict)
-    ledger: tuple[LedgerEntry, ...] = ()
-    prior_measurements: tuple[Measurement, ...] = ()
+    hypothesis: Histogram = field(metadata=APART)
+    updates: tuple[PastUpdate, ...] = field(default=(), metadata=GROWS)
+    answers: tuple[Answer, ...] = field(default=(), metadata=LOG)
+    released: Mapping[str, int] = field(default_factory=dict, metadata=LOG)
+    sv_paid: bool = field(default=False, metadata=VALUE)
+    sparse_vector: Mapping[str, Any] = field(default_factory=dict, metadata=VALUE)
+    ledger: tuple[LedgerEntry, ...] = field(default=(), metadata=GROWS)
+    prior_measurements: tuple[Measurement, ...] = field(default=(), metadata=GROWS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "updates", tuple(self.updates))
@@ -144,3 +163,20 @@ class EngineState:
         for key, index in self.released.items():
             if not 0 <= index < len(self.answers):
                 raise ValueError(f"Released key {key!r} points at no answer (index {index}).")
+
+    def mark(self) -> tuple[Any, ...]:
+        """In brief, every field but the ``LOG`` and ``APART`` ones: equal marks before and
+        after an answer mean it changed nothing but the log (no snapshot is needed).
+
+        A ``GROWS`` field is marked by its length, a ``VALUE`` field by itself (a
+        mapping by its sorted items); the ``APART`` hypothesis is replaced only by an
+        update, which the length of ``updates`` marks.
+        """
+        out: list[Any] = []
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.metadata["kept"] == "grows":
+                out.append(len(value))
+            elif item.metadata["kept"] == "value":
+                out.append(tuple(sorted(value.items())) if isinstance(value, Mapping) else value)
+        return tuple(out)

@@ -105,8 +105,7 @@ def encode_snapshot(engine: OnlinePMW) -> StoredSnapshot:
 
     Its size is bounded by the cutoff ``T`` (updates and ledger entries), never by the
     number of answers."""
-    state = dataclasses.replace(engine.state(), answers=(), released={})
-    snap = encode_state(state)
+    snap = encode_state(engine.state(log=False))
     return StoredSnapshot(state=snap.state, hypothesis=encode_histogram(snap.hypothesis))
 
 
@@ -114,16 +113,10 @@ def state_mark(engine: OnlinePMW) -> tuple[Any, ...]:
     """What a snapshot holds besides the hypothesis, in brief: equal marks before and after
     an answer mean the answer changed nothing but the log (no snapshot is needed).
 
-    The hypothesis only changes with an update (which the update count shows); the
-    sparse vector's state only with its first test or a positive; the ledger only
-    with a debit.
+    Read from the state's own fields (:meth:`~pmwcm.engine.state.EngineState.mark`),
+    so a field added to the state is marked (and snapshotted) without a change here.
     """
-    return (
-        len(engine.ledger.entries),
-        len(engine.updates),
-        engine.sv_paid,
-        tuple(sorted(engine.sparse_vector.export_state().items())),
-    )
+    return engine.state(log=False).mark()
 
 
 def take_released(engine: OnlinePMW, releases: Sequence[ReleaseRecord]) -> OnlinePMW:

@@ -1,0 +1,148 @@
+"""The engine's running state: what its rounds change, written by the engine alone.
+
+:class:`RunningState` is the mutable form of :class:`~pmwcm.engine.state.EngineState`
+(the frozen value a caller saves and restores): the hypothesis, the updates made,
+whether the sparse vector is paid, the released marginals the refit reads, and
+the answer log. The round steps (:class:`~pmwcm.engine.steps.EngineSteps`) change
+it; :class:`StateView` gives the engine's readers read-only attributes over it,
+and :meth:`StateView.state` the frozen value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pmwcm.engine.answer_log import AnswerLog
+from pmwcm.engine.parts import EngineParts
+from pmwcm.engine.state import Answer, EngineState, PastUpdate, UpdateRecord
+from pmwcm.kernels.histogram import Histogram
+from pmwcm.mechanisms.priors.marginals import Measurement
+
+__all__ = ["RunningState", "StateView"]
+
+
+class RunningState:
+    """The hypothesis, the updates, the sparse vector's payment, the measurements, the log.
+
+    Args:
+        hypothesis: the starting hypothesis ``Dhat_0`` (kept, not copied).
+        measurements: the released marginals it was fitted to (for the refit).
+    """
+
+    def __init__(self, hypothesis: Histogram, measurements: tuple[Measurement, ...]) -> None:
+        self.hypothesis = hypothesis
+        self.measurements = measurements
+        self.updates: list[UpdateRecord] = []
+        self.sv_paid = False
+        self.log = AnswerLog()
+
+    def export(self, parts: EngineParts, *, log: bool) -> EngineState:
+        """The frozen value of this state and of ``parts``' ledger and sparse vector."""
+        answers, released = self.log.export() if log else ((), {})
+        return EngineState(
+            hypothesis=self.hypothesis,
+            updates=tuple(PastUpdate(query=u.query, private=u.private) for u in self.updates),
+            answers=answers,
+            released=released,
+            sv_paid=self.sv_paid,
+            sparse_vector=parts.sparse_vector.export_state(),
+            ledger=tuple(parts.ledger.entries),
+            prior_measurements=self.measurements,
+        )
+
+    def adopt(self, state: EngineState, updates: list[UpdateRecord], parts: EngineParts) -> None:
+        """Takes ``state`` (its updates compiled again as ``updates``) into a fresh engine's
+        running state, ``parts``' sparse vector and, if empty, ``parts``' ledger.
+
+        Everything that can fail runs before the ledger is touched, so a refused
+        state leaves the caller's ledger as it was.
+
+        Raises:
+            ValueError: the state does not fit (too many updates, another domain, a
+                ledger that does not begin with the state's).
+        """
+        if len(state.updates) > parts.settings.max_updates:
+            raise ValueError(
+                f"The state holds {len(state.updates)} updates; max_updates is "
+                f"{parts.settings.max_updates}."
+            )
+        if state.hypothesis.domain != parts.data.domain:
+            raise ValueError("The state's hypothesis is over a different domain than the data.")
+        entries = parts.ledger.entries
+        if entries and (
+            len(entries) < len(state.ledger)
+            or any(
+                (mine.label, mine.event) != (theirs.label, theirs.event)
+                for mine, theirs in zip(entries, state.ledger, strict=False)
+            )
+        ):
+            raise ValueError("The ledger's entries do not begin with the state's ledger.")
+        parts.sparse_vector.import_state(dict(state.sparse_vector))
+        if not entries:
+            for entry in state.ledger:
+                parts.ledger.spend(entry.event, label=entry.label)
+        self.hypothesis = state.hypothesis  # shared: see EngineState.hypothesis
+        self.measurements = state.prior_measurements
+        self.sv_paid = state.sv_paid
+        self.updates = updates
+        self.log.load(state.answers, state.released)
+
+
+class StateView:
+    """Read-only attributes over an engine's running state, and its frozen value."""
+
+    _parts: EngineParts
+    _running: RunningState
+
+    @property
+    def hypothesis(self) -> Histogram:
+        """The current hypothesis ``Dhat_t`` (replaced by each update, never changed in place)."""
+        return self._running.hypothesis
+
+    @property
+    def updates(self) -> tuple[UpdateRecord, ...]:
+        """The updates made so far, in order."""
+        return tuple(self._running.updates)
+
+    @property
+    def answers(self) -> Sequence[Answer]:
+        """Every answer given, in order (repeats included)."""
+        return self._running.log.answers
+
+    @property
+    def released(self) -> Mapping[str, Answer]:
+        """The released answer of each query key (repeats are answered from here)."""
+        return self._running.log.released
+
+    @property
+    def sv_paid(self) -> bool:
+        """Whether the sparse vector's event is in the ledger."""
+        return self._running.sv_paid
+
+    @property
+    def prior_measurements(self) -> tuple[Measurement, ...]:
+        """The released marginals the refit pulls towards (the prior's, then issue 35's)."""
+        return self._running.measurements
+
+    @property
+    def halted(self) -> bool:
+        """Whether the ``T`` updates are spent, or the sparse vector has halted.
+
+        The two agree except after crash recovery: a positive whose oracle debit
+        was committed but whose answer never was (an orphan) still counts towards
+        the sparse vector's cutoff, with no update behind it. The sparse vector
+        can then halt first; the engine is halted from then on, so
+        ``after_halt="synthetic"`` serves the final hypothesis as promised
+        instead of refusing every later query.
+        """
+        updates = len(self._running.updates)
+        return updates >= self._parts.settings.max_updates or self._parts.sparse_vector.halted
+
+    def state(self, *, log: bool = True) -> EngineState:
+        """The engine's state as one frozen value (secret; see :class:`EngineState`).
+
+        With ``log=False`` its ``LOG`` fields (the answers, the released keys) are
+        left empty: what a service that logs its answers apart snapshots, at a
+        cost bounded by ``T`` rather than by the answers.
+        """
+        return self._running.export(self._parts, log=log)

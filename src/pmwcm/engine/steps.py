@@ -1,0 +1,233 @@
+"""The steps of a round, over the engine's running state (private to the engine).
+
+The engine (:class:`~pmwcm.engine.online.OnlinePMW`) keys a query, answers a
+repeat, compiles the round and hands it to its mode (:mod:`pmwcm.engine.modes`);
+the mode runs the round through :class:`EngineSteps`, which holds everything a
+round changes -- the hypothesis, the updates, whether the sparse vector is paid,
+the measurements, the answer log (:mod:`pmwcm.engine.running_state`) -- and is
+the only writer of it.
+
+**Privacy** (Ullman 2015, Theorem "dp"). The data is read only by the data side
+(:mod:`pmwcm.engine.data_side`), whose error goes to the sparse vector (charged
+whole before its first test: :meth:`EngineSteps.sparse_vector_test`), and by
+the oracle (each call charged before its noise is drawn:
+:meth:`EngineSteps.private_answer`) or issue 35's clique measurement (likewise).
+The update after an oracle answer (:mod:`pmwcm.engine.update_step`) reads
+released values only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from pmwcm.engine.data_side import DataSide
+from pmwcm.engine.parts import EngineParts
+from pmwcm.engine.rounds import CMRound, QueryRound, as_table
+from pmwcm.engine.running_state import RunningState
+from pmwcm.engine.state import Answer, Source, UpdateRecord
+from pmwcm.engine.step_size import PublicContext
+from pmwcm.engine.update_step import updated_hypothesis
+from pmwcm.kernels.clique_table import is_dense
+from pmwcm.kernels.counting import LinearQuery
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.queries import CMQuery
+from pmwcm.mechanisms.priors.marginals import Measurement
+
+__all__ = ["SECOND_CORE_MIN_WORK", "EngineSteps", "worth_a_second_core"]
+
+#: The least planned real-data work (rows times iterations) handed to the worker
+#: thread: below it (small dense cliques) the hand-off costs more than it saves.
+SECOND_CORE_MIN_WORK = 2**15
+
+
+def worth_a_second_core(domain: Domain, round_: CMRound) -> bool:
+    """Whether the round's real-data solve runs on a worker thread: a public rule.
+
+    A large clique's data table is sparse and its row count is the data's
+    occupied cells, so it always goes (deciding by the count would let the data
+    choose); a small one goes when its cells times the planned iterations are
+    many, since below that the hand-off costs more than it saves.
+    """
+    shape = domain.sizes_of(round_.clique)
+    if not is_dense(shape):
+        return True
+    return math.prod(shape) * round_.data_solve.iterations >= SECOND_CORE_MIN_WORK
+
+
+class EngineSteps:
+    """The steps of a round (:class:`~pmwcm.engine.modes.RoundSteps`) over the running state.
+
+    Args:
+        parts: the engine's parts.
+        running: the engine's running state (these steps are its only writer).
+    """
+
+    def __init__(self, parts: EngineParts, running: RunningState) -> None:
+        self.parts = parts
+        self.running = running
+        #: the real-data side of rounds: worker threads, the only reader of the data.
+        self.data_side = DataSide(parts.data)
+
+    def hypothesis_side(self, round_: QueryRound) -> tuple[Any, Any]:
+        """The hypothesis's clique table and its answer (public)."""
+        table = self.running.hypothesis.clique_table(round_.clique)
+        return table, round_.hypothesis_answer(table)
+
+    def begin_data_side(self, key: str, round_: QueryRound) -> Callable[[Any], tuple[Any, float]]:
+        """Starts the real-data side (its counts, then the fixed-work solve, independent
+        of the answer) on a worker thread, unless it already ran ahead or the clique is
+        small (then it runs when the answer is known: :mod:`pmwcm.engine.data_side`)."""
+        if isinstance(round_, CMRound) and worth_a_second_core(self.parts.data.domain, round_):
+            pending = self.data_side.start(key, round_)
+
+            def finish_pending(hyp_answer: Any) -> tuple[Any, float]:
+                table, error_of = pending.result()
+                return table, error_of(hyp_answer)
+
+            return finish_pending
+
+        def finish_inline(hyp_answer: Any) -> tuple[Any, float]:
+            table = self.data_side.table(round_.clique)
+            return table, round_.error(table, hyp_answer)
+
+        return finish_inline
+
+    def data_table(self, round_: QueryRound) -> Any:
+        """The data's clique table (what the oracle reads)."""
+        return self.data_side.table(round_.clique)
+
+    def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:
+        """Charges the sparse vector's event (once, before its first test), then tests
+        ``error`` in units of the round's sensitivity; ``True`` above the threshold."""
+        parts = self.parts
+        if not self.running.sv_paid:
+            parts.ledger.spend(parts.sparse_vector.privacy_event(), label="sparse vector")
+            self.running.sv_paid = True
+        # Issue 35's pacing: an update due by the public schedule skips the sparse
+        # vector's test (it reads only the released count of answers and updates).
+        update = parts.measured_update
+        if update is not None and update.due(
+            answered=len(self.running.log.answers),
+            updates=len(self.running.updates),
+            cutoff=parts.settings.max_updates,
+        ):
+            return True
+        sensitivity = round_.sensitivity(parts.data.n)
+        threshold = self.threshold_units(sensitivity)
+        return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
+
+    def threshold_units(self, sensitivity: float) -> float:
+        """The sparse vector's threshold in units of the query's sensitivity."""
+        settings = self.parts.settings
+        if settings.absolute_threshold is not None:
+            return settings.absolute_threshold / sensitivity
+        return settings.threshold
+
+    def count_oracle_call(self) -> None:
+        """Counts an unconditional oracle call (composition mode's 0-DP counter)."""
+        self.parts.sparse_vector.above(0.0, threshold=0.0)  # reads nothing
+
+    def oracle_release(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        key: str,
+        hypothesis: tuple[Any, Any],
+        data_table: Any,
+    ) -> Answer:
+        """A paid oracle answer, the update it defines, and its release (source ``oracle``).
+
+        With issue 35's measured update the flagged clique's marginal is measured (and
+        paid) first; ``update="measure"`` then releases the hypothesis's answer after
+        it absorbs the measurement, with no oracle call (:meth:`_measured_release`).
+        """
+        measurement = self._measurement(round_, data_table)
+        update = self.parts.measured_update
+        if measurement is not None and update is not None and not update.calls_oracle:
+            return self._measured_release(query, round_, key, measurement)
+        private = self.private_answer(round_, data_table)
+        self._update(query, round_, hypothesis[0], hypothesis[1], private, measurement)
+        return self.release(key, private, "oracle")
+
+    def _measurement(self, round_: QueryRound, data_marginal: Any) -> Measurement | None:
+        """The flagged clique's noisy marginal, charged to the ledger before any noise
+        is drawn, when the measured update asks for it (a public decision: the
+        setting and the clique's shape); ``None`` otherwise."""
+        parts, update = self.parts, self.parts.measured_update
+        if update is None or not update.measures(parts.data.domain, round_.clique):
+            return None
+        label = f"clique measurement {len(self.running.updates) + 1}"
+        parts.ledger.spend(update.event(), label=label)
+        table = as_table(data_marginal).table()
+        return update.measure(table, round_.clique, n=parts.data.n, noise=parts.noise)
+
+    def _measured_release(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, key: str, measurement: Measurement
+    ) -> Answer:
+        """``update="measure"``: the hypothesis absorbs the measurement and its answer
+        is released (source ``"oracle"``: a private release paid in this round; its
+        certificate is :meth:`~pmwcm.engine.measured_update.MeasuredUpdate.certificate`).
+        Post-processing of the measurement; committed at once."""
+        assert self.parts.measured_update is not None
+        every = (*self.running.measurements, measurement)
+        updated = self.parts.measured_update.absorb(self.running.hypothesis, measurement, every)
+        answer = round_.hypothesis_answer(updated.clique_table(round_.clique))
+        self.running.hypothesis = updated
+        self.running.measurements = every
+        self.running.updates.append(UpdateRecord(query=query, round=round_, private=answer))
+        return self.release(key, answer, "oracle")
+
+    def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
+        """A fresh private answer, paid for in the ledger before any noise is drawn."""
+        parts = self.parts
+        event = round_.privacy_event(parts.oracle_noise_level)
+        parts.ledger.spend(event, label=f"oracle call {len(self.running.updates) + 1}")
+        return round_.private_answer(
+            data_marginal, n=parts.data.n, noise_level=parts.oracle_noise_level, noise=parts.noise
+        )
+
+    def _update(
+        self,
+        query: CMQuery | LinearQuery,
+        round_: QueryRound,
+        marginal: Any,
+        answer: Any,
+        private: Any,
+        measurement: Measurement | None = None,
+    ) -> None:
+        """Builds the updated hypothesis (:func:`~pmwcm.engine.update_step.updated_hypothesis`,
+        on a copy), then commits it and the update at once: an update that raised
+        leaves the hypothesis and the updates as they were, so no later round replays
+        a half-made one."""
+        record = UpdateRecord(query=query, round=round_, private=private)
+        parts = self.parts
+        self.running.hypothesis, self.running.measurements = updated_hypothesis(
+            self.running.hypothesis,
+            self.running.updates,
+            record,
+            marginal=marginal,
+            answer=answer,
+            measurements=self.running.measurements,
+            measurement=measurement,
+            settings=parts.settings,
+            context=PublicContext(n=parts.data.n, noise_level=parts.oracle_noise_level),
+        )
+        self.running.updates.append(record)
+
+    def release(self, key: str, value: Any, source: Source) -> Answer:
+        """Records and releases ``value`` under ``key``."""
+        return self.running.log.release(
+            key, value, source, updates=len(self.running.updates), ledger=self.parts.ledger
+        )
+
+    def repeat(self, released: Answer) -> Answer:
+        """Records a repeat of a released answer (the same value, no noise, no cost)."""
+        return self.running.log.record(
+            released.value,
+            released.source,
+            repeated=True,
+            updates=len(self.running.updates),
+            ledger=self.parts.ledger,
+        )
