@@ -124,16 +124,10 @@ def serve_command(
     setup.check_port_free(host, port)
     store = setup.open_store(state, store_url)
     app = create_app(store, data_dirs=dirs, connections=connections, **limits)
-    request = None
-    if located:
-        given = {"connection": connection, "table": table, "engine": engine}
-        request = {
-            "name": session,
-            **({} if data is None else {"data_path": str(data)}),
-            **{k: v for k, v in given.items() if v is not None},
-            "schema_path": str(schema), "epsilon": epsilon, "delta": delta,
-            "accept_drafted_schema": accept_drafted_schema,
-        }  # fmt: skip
+    given = {"data": data, "connection": connection, "table": table, "engine": engine}
+    request = setup.session_request(
+        session, schema, epsilon, delta, given=given, accept_drafted=accept_drafted_schema
+    ) if located else None  # fmt: skip
     token = setup.prepare(
         app, store, request, params=params, flags=flags, rotate=rotate_curator_token,
         connections=connections,

@@ -203,6 +203,31 @@ def open_store(state: Path | None, store_url: str | None) -> StateStore:
         raise fail(str(err)) from None
 
 
+def session_request(
+    name: str,
+    schema: Path | None,
+    epsilon: float | None,
+    delta: float | None,
+    *,
+    given: dict[str, Any],
+    accept_drafted: bool,
+) -> dict[str, Any]:
+    """The start session's ``SessionCreate`` fields from the flags (``given``: ``--data``,
+    ``--connection``, ``--table``, ``--engine``, those not given being ``None``), all but
+    its ``parameters`` (:func:`prepare` adds them)."""
+    data = given.get("data")
+    located = {k: v for k, v in given.items() if k != "data" and v is not None}
+    return {
+        "name": name,
+        **({} if data is None else {"data_path": str(data)}),
+        **located,
+        "schema_path": str(schema),
+        "epsilon": epsilon,
+        "delta": delta,
+        "accept_drafted_schema": accept_drafted,
+    }
+
+
 def prepare(
     app: Any,
     store: StateStore,
