@@ -80,6 +80,7 @@ class _EngineAnswers:
         self.engine = engine
         self._key = lambda query: query_key(query, engine.domain)
         self._expected = deque((self._key(query), query) for query in firsts)
+        self._announced = {key for key, _ in self._expected}
         self._outcomes = engine.ask_each([query for _, query in self._expected])
 
     def __call__(self, query: CMQuery) -> Any:
@@ -88,12 +89,17 @@ class _EngineAnswers:
         if released is not None:
             return self._repeat(query, released.value, released.source)
         if self._expected and self._expected[0][0] == key:
-            self._expected.popleft()
+            self._announced.discard(self._expected.popleft()[0])
             outcome = next(self._outcomes)
-        else:  # a key refused before, asked again: then announce the rest anew
+        else:  # a key refused before, asked again
             outcome = self._ask(query)
-            self._expected = deque(item for item in self._expected if item[0] != key)
-            self._outcomes = self.engine.ask_each([query for _, query in self._expected])
+            if key in self._announced or not isinstance(outcome, PmwcmError):
+                # Answered this time, so it may have read the data outside the announced
+                # batch (the data side then drops the batch): announce the rest anew. A
+                # refusal is decided before the data is touched and changes nothing.
+                self._expected = deque(item for item in self._expected if item[0] != key)
+                self._announced.discard(key)
+                self._outcomes = self.engine.ask_each([q for _, q in self._expected])
         if isinstance(outcome, PmwcmError):
             raise outcome
         return outcome
