@@ -8,7 +8,7 @@ it in a subprocess per source tree (``--tree``, each a ``src`` folder put first
 on ``PYTHONPATH``: this branch's and main's) and prints one JSON line each: the
 process's own peak resident memory (``VmHWM`` from ``/proc/self/status``, read
 at exit by the child itself: ``ru_maxrss`` would report the forking parent's
-high-water mark), the wall time, the exit status, and a digest of the output
+high-water mark), the wall and CPU time, the exit status, and a digest of the output
 with the noise fixed (``--insecure-seeded-noise``) so the trees' answers can be
 compared::
 
@@ -27,6 +27,7 @@ import hashlib
 import itertools
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -122,9 +123,12 @@ def run_tree(tree: str, files: dict[str, Path], method: str, epsilon: str) -> di
         "--queries", str(files["queries"]), "--epsilon", epsilon, "--delta", "1e-6",
         "--method", method, "--insecure-seeded-noise", "7", "-o", str(output),
     ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     digest = hashlib.sha256(output.read_bytes()).hexdigest()[:16] if output.exists() else None
     result: dict[str, object] = {
         "tree": tree,
@@ -132,6 +136,7 @@ def run_tree(tree: str, files: dict[str, Path], method: str, epsilon: str) -> di
         "exit": done.returncode,
         "peak_mb": round(int(peak_file.read_text()) / 1024, 1),
         "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
         "output_sha256": digest,
         "stderr_tail": done.stderr.strip().splitlines()[-1:] if done.stderr else [],
     }
