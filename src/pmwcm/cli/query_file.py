@@ -112,8 +112,12 @@ class QueryFile:
         if is_stdio(self.path):
             folder = Path(tempfile.mkdtemp(prefix="pmwcm-queries-"))  # mode 0700
             self._spool = folder / "queries.jsonl"
-            with self._spool.open("wb") as sink:
-                shutil.copyfileobj(sys.stdin.buffer, sink)
+            try:
+                with self._spool.open("wb") as sink:
+                    shutil.copyfileobj(sys.stdin.buffer, sink)
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         elif not self.path.exists():
             raise fail(f"queries file not found: '{self.path}'.")
         return self

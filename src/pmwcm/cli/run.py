@@ -32,6 +32,7 @@ The shared options live in :mod:`pmwcm.cli.options`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -200,22 +201,46 @@ def run_command(
     if method != "pmw":  # online PMW's plan applies every rule, with n (public)
         check_budget(epsilon, delta, dataset.n)
     public = None if public_prior is None else load_data(public_prior, parsed).records
-    options = {
-        "epsilon": epsilon, "delta": delta, "after_halt": after_halt, "max_updates": max_updates,
-        "prior": start, "backend": settings, "mode": mode, "dry_run": dry_run,
-        "insecure_seeded_noise": insecure_seeded_noise,
-    }  # fmt: skip
+    options = _RunOptions(
+        epsilon=epsilon, delta=delta, after_halt=after_halt, max_updates=max_updates,
+        prior=start, backend=settings, mode=mode, dry_run=dry_run,
+        insecure_seeded_noise=insecure_seeded_noise,
+    )  # fmt: skip
     with QueryFile(queries) as file, answer_stream(None if dry_run else output) as stream:
-        outcome = _answer(method, dataset, public, file, stream, output, options)
-    if outcome is None:  # --dry-run: the plan was printed
+        done = _answer(method, dataset, public, file, stream, output, options)
+    if done is None:  # --dry-run: the plan was printed
         return
-    tally, noise_name, how = outcome
-    choice = how.get("backend") or choice  # the support size follows the data's n
+    choice = done.backend or choice  # the support size follows the data's n
     if metadata is not None:
-        about = {"method": method, "noise": noise_name, "epsilon": epsilon, "delta": delta}
+        about = {"method": method, "noise": done.noise, "epsilon": epsilon, "delta": delta}
         about["backend"] = None if choice is None else choice.to_dict()
-        write_json(metadata, about | {"mode": how.get("mode")})
-    _report(tally, method, noise_name, how.get("mode"), choice, output)
+        write_json(metadata, about | {"mode": done.mode})
+    _report(done.tally, method, done.noise, done.mode, choice, output)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RunOptions:
+    """The options the answering step reads, checked."""
+
+    epsilon: float
+    delta: float
+    after_halt: str
+    max_updates: int | None
+    prior: str
+    backend: dict[str, Any]
+    mode: str
+    dry_run: bool
+    insecure_seeded_noise: int | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Answered:
+    """What the closing lines and ``--metadata`` report of the answering step."""
+
+    tally: AnswerTally
+    noise: str
+    mode: str | None = None  # online PMW's mode and why
+    backend: BackendChoice | None = None  # online PMW's hypothesis backend
 
 
 def _check_choices(method: str, after_halt: str, mode: str, dry_run: bool) -> None:
@@ -261,34 +286,31 @@ def _answer(
     file: QueryFile,
     stream: Any,
     output: Path,
-    options: dict[str, Any],
-) -> tuple[AnswerTally, str, dict[str, Any]] | None:
-    """Surveys the query file, then answers it into ``stream``: the tally, the noise's
-    name and, for online PMW, the mode's reason and the backend (``None`` after a dry run).
+    options: _RunOptions,
+) -> _Answered | None:
+    """Surveys the query file, then answers it into ``stream`` (``None`` after a dry run).
 
     The file is the analysts', not the data: its number of distinct queries is public.
     """
     survey = file.survey(dataset.domain)
-    noise_seed = options["insecure_seeded_noise"]
     if method != "pmw":
-        noise = make_noise(noise_seed)
+        noise = make_noise(options.insecure_seeded_noise)
         records = answer_with_baseline(
-            method, dataset, file, epsilon=options["epsilon"], delta=options["delta"], noise=noise
+            method, dataset, file, epsilon=options.epsilon, delta=options.delta, noise=noise
         )
-        return write_records(records, stream, output), noise.name, {}
+        return _Answered(tally=write_records(records, stream, output), noise=noise.name)
     plan = plan_run(
-        dataset, epsilon=options["epsilon"], delta=options["delta"],
-        after_halt=options["after_halt"], max_updates=options["max_updates"],
-        prior=options["prior"], public_start=public is not None, backend=options["backend"],
-        announced_queries=max(survey.answerable, 1), mode=options["mode"],
+        dataset, epsilon=options.epsilon, delta=options.delta, after_halt=options.after_halt,
+        max_updates=options.max_updates, prior=options.prior, public_start=public is not None,
+        backend=options.backend, announced_queries=max(survey.answerable, 1), mode=options.mode,
     )  # fmt: skip
-    if options["dry_run"]:
+    if options.dry_run:
         typer.echo(describe_plan(plan))
         return None
-    noise = make_noise(noise_seed)
+    noise = make_noise(options.insecure_seeded_noise)
     engine = build_run_engine(dataset, plan, noise=noise, public=public)
     tally = write_records(answer_with_engine(engine, file), stream, output)
-    return tally, noise.name, {"mode": plan.mode_reason, "backend": engine.backend}
+    return _Answered(tally=tally, noise=noise.name, mode=plan.mode_reason, backend=engine.backend)
 
 
 def _report(
