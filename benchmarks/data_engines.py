@@ -165,7 +165,7 @@ def part_duckdb(rows: int, cliques: int, threads: int | None, repeats: int) -> d
 
 def answer_stream(data: PrivateData, queries: list[Any], seed: int) -> tuple[list[Any], float]:
     """Online PMW (the CLI's configuration) on ``data``; answers and seconds per query."""
-    from pmwcm.cli.common import build_run_engine, plan_run
+    from pmwcm.cli.planning import build_run_engine, plan_run
     from pmwcm.mechanisms.noise import NumpyNoise
 
     t0 = time.perf_counter()

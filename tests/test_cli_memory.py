@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.cli.common import physical_memory
+from pmwcm.cli.memory_size import physical_memory
 
 runner = CliRunner()
 WIDE = 20

@@ -2,13 +2,14 @@
 
 A query line is accepted or rejected, with the same message, exactly as
 :meth:`CMQuery.from_dict` decides; refusals at answer time become error lines
-through :data:`pmwcm.cli.common.REFUSALS`; any other exception is a bug that
+through :data:`pmwcm.cli.answers.REFUSALS`; any other exception is a bug that
 stops the run without its message.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmwcm.cli import app
-from pmwcm.cli.common import REFUSALS, _query_line, refusal_message
+from pmwcm.cli.answers import REFUSALS, refusal_message
+from pmwcm.cli.query_file import QueryFile, QueryLine
+from pmwcm.data.schema import Schema
 from pmwcm.errors import BudgetExhausted, Halted, InvalidQuery, PmwcmError, Refused
 from pmwcm.kernels.queries import CMQuery, QueryError
 from test_cli_run import (
     ERROR_KEYS,
     QUERIES,
+    SCHEMA,
     args,
     one_error_line,
     runner,
@@ -87,10 +91,21 @@ def _decision(spec: dict[str, Any]) -> str | None:
     return None
 
 
+def _read_one_line(spec: dict[str, Any]) -> QueryLine:
+    """``spec`` as the one line of a query file, read back by the CLI's reader."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "one.jsonl"
+        path.write_text(json.dumps(spec) + "\n")
+        with QueryFile(path) as queries:
+            queries.survey(Schema.from_json(SCHEMA).domain())
+            (line,) = queries.lines()
+    return line
+
+
 @settings(max_examples=300, deadline=None)
 @given(spec=SPECS)
 def test_a_query_line_is_decided_by_from_dict_alone(spec: dict[str, Any]) -> None:
-    line = _query_line(1, {"id": "q", **spec}, {})
+    line = _read_one_line({"id": "q", **spec})
     expected = _decision({"id": "q", **spec})
     assert line.error == expected
     assert (line.query is None) == (expected is not None)

@@ -20,7 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.cli.common import answer_with_engine, build_run_engine, plan_run, read_queries
+from pmwcm.cli.answers import answer_with_engine
+from pmwcm.cli.planning import build_run_engine, plan_run
+from pmwcm.cli.query_file import QueryFile
 from pmwcm.data.schema import Schema
 from pmwcm.data.table import Dataset
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -67,7 +69,9 @@ def in_memory(files: dict[str, Path]) -> list[dict[str, Any]]:
         prior="marginals",
     )  # fmt: skip
     engine = build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
-    return json.loads(json.dumps(answer_with_engine(engine, read_queries(files["queries"]))))
+    with QueryFile(files["queries"]) as queries:
+        queries.survey(dataset.domain)
+        return json.loads(json.dumps(list(answer_with_engine(engine, queries))))
 
 
 def test_files_are_read_by_duckdb_with_the_in_memory_answers(files: dict[str, Path]) -> None:

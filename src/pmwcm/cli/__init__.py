@@ -25,7 +25,7 @@ import typer
 from pmwcm.cli.ask import ask_command
 from pmwcm.cli.audit import audit_command
 from pmwcm.cli.demo import demo_command
-from pmwcm.cli.run import run_command
+from pmwcm.cli.run import RUN_HELP, run_command
 from pmwcm.cli.schema import schema_command
 from pmwcm.cli.serve import serve_command
 from pmwcm.cli.synth import synth_command
@@ -73,7 +73,7 @@ def _root(
 
 
 app.command("demo")(demo_command)
-app.command("run")(run_command)
+app.command("run", help=RUN_HELP)(run_command)
 app.command("synth")(synth_command)
 app.command("schema")(schema_command)
 app.command("serve")(serve_command)

@@ -192,10 +192,10 @@ def _control_rows(
 
 def _reach_sources(folder: Path, postgres: str | None) -> list[Any]:
     """The reach rows' pair as a Parquet file in ``folder`` and, with ``postgres``, as two
-    tables there; each opened by :func:`~pmwcm.cli.common.open_data`, as ``pmwcm run
+    tables there; each opened by :func:`~pmwcm.cli.loading.open_data`, as ``pmwcm run
     --data`` opens it."""
     from pmwcm.audit import reach
-    from pmwcm.cli.common import open_data
+    from pmwcm.cli.loading import open_data
     from pmwcm.data.schema import Schema
 
     pair = reach.wide_parity_pair()

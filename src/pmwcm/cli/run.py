@@ -11,56 +11,57 @@ with a pointer to ``--insecure-seeded-noise``. A file that is not JSON Lines
 (a line that is not a JSON object) is fatal; a well-formed line whose query
 cannot be served (unknown attribute, radius <= 0, a duplicate id, ...) gets
 an ``{"id": ..., "error": ...}`` line and the run goes on. The output has one
-line per query line, in input order, and is written atomically at the end;
+line per query line, in input order, and replaces the output file only at the end;
 every line names the noise source (``"noise"``: ``"opendp"``, or
 ``"numpy(seed=S)"`` under ``--insecure-seeded-noise S``).
 
 Refusals at answer time are decided from public inputs before the data or the
 budget is touched (the :mod:`pmwcm.errors` hierarchy, reported through
-:data:`pmwcm.cli.common.REFUSALS`); their messages go into the output. Any
+:data:`pmwcm.cli.answers.REFUSALS`); their messages go into the output. Any
 other exception while the data is read would be a bug: the run stops with a
 one-line error that names only the exception's type, never its message, and
 writes nothing.
 
-The shared helpers live in :mod:`pmwcm.cli.common`, the shared options in
-:mod:`pmwcm.cli.options`.
+The query file is read in two streaming passes (:mod:`pmwcm.cli.query_file`):
+the first finds ``k`` and the distinct queries, the second answers line by
+line, each record written as it comes (:mod:`pmwcm.cli.answer_output`), so the
+memory used grows with the distinct queries, not with the file's length.
+
+The shared options live in :mod:`pmwcm.cli.options`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pmwcm.cli.common import (
+from pmwcm.cli.answer_output import (
     EXIT_SYNTHETIC,
-    answer_with_baseline,
-    answer_with_engine,
+    AnswerTally,
+    answer_stream,
+    summarize,
+    synthetic_report,
+    write_json,
+    write_records,
+)
+from pmwcm.cli.answers import answer_with_baseline, answer_with_engine
+from pmwcm.cli.common import (
     backend_settings,
-    build_run_engine,
     check_backend,
     check_budget,
     check_distinct_outputs,
     check_engine_options,
     check_output,
     check_seed,
-    describe_plan,
-    distinct_queries,
     fail,
     is_stdio,
-    load_data,
-    load_schema,
     make_noise,
-    open_data,
-    plan_run,
-    read_queries,
     resolve_prior,
-    summarize,
-    synthetic_report,
-    write_json,
-    write_jsonl,
 )
+from pmwcm.cli.loading import load_data, load_schema, open_data
 from pmwcm.cli.options import (
     AcceptDraftedOption,
     BackendOption,
@@ -80,6 +81,12 @@ from pmwcm.cli.options import (
     SupportSizeOption,
     TableOption,
 )
+from pmwcm.cli.planning import build_run_engine, describe_plan, plan_run
+from pmwcm.cli.query_file import QueryFile
+
+if TYPE_CHECKING:
+    from pmwcm.kernels.backend import BackendChoice
+    from pmwcm.mechanisms.private_data import PrivateData
 
 METHODS = ("pmw", "composition", "nonprivate")
 AFTER_HALT = ("synthetic", "refuse")
@@ -110,6 +117,48 @@ _METADATA_HELP = (
 )
 
 
+RUN_HELP = """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
+
+\b
+A query line (JSON): {"id": "q1", "loss": "logistic", "target": "income>50K",
+  "features": ["age>=37", "male"], "radius": 1.0, "l2": 0.0, "intercept": true,
+  "loss_param": null, "encodings": {"age": "onehot"}, "interactions": [["a", "b"]]}
+Only id, loss, target and features are required. Losses: logistic, hinge,
+smoothed_hinge (binary target; its second value is +1), squared, huber,
+absolute, quantile (target code scaled onto [-1, 1]).
+
+\b
+An answer line: {"id", "theta", "source", "updates", "epsilon_spent",
+  "delta", "noise", "coefficients", "on_boundary"}; a refused query gives
+  {"id", "error", "noise"}.
+"coefficients" names each coordinate of theta, in order ("male=yes": +1 if
+yes, -1 if no; "race=white": one-hot; "intercept" last). "source" is
+hypothesis (checked against the data by the sparse vector), oracle (a fresh
+private fit), synthetic (after the engine halted: NO accuracy check; the line
+also has a "warning"), composition or nonprivate. "noise" is "opendp",
+"numpy(seed=S)" (--insecure-seeded-noise S) or "none".
+
+The radius R: every fit is constrained to ||theta|| <= R (default 1).
+"on_boundary": true says the constraint binds, so the unconstrained fit has
+larger coefficients. A larger R fits such a model better but costs accuracy
+for the same privacy: every noise scale grows in proportion to R. theta
+acts on features scaled by 1/sqrt(blocks) (features, interactions and
+intercept: one block each); theta / sqrt(blocks) are the coefficients on the
+raw +/-1 and one-hot features (README, "Reading the answers").
+
+The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
+chosen from the schema and these settings alone; the choice and its reason
+go to stderr and, with --metadata FILE, into that file. So does the mode
+(--mode): the file's number of distinct queries k is announced, and with
+auto a public rule of (epsilon, delta, n, k) may answer every query by a
+private fit under the composed budget (source "oracle") instead of online PMW.
+
+Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
+usage mistake; 3 answers written but some are synthetic (engine halted).
+"""
+"""``pmwcm run --help`` (the command's docstring is short, the help is long)."""
+
+
 def run_command(
     data: DataOption,
     schema: SchemaOption,
@@ -138,48 +187,67 @@ def run_command(
     mode: ModeOption = "auto",
     dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY_RUN_HELP)] = False,
 ) -> None:
-    """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
+    """``pmwcm run``: its help is :data:`RUN_HELP`; its steps are this module's functions."""
+    check_seed(seed)
+    _check_choices(method, after_halt, mode, dry_run)
+    start = resolve_prior(prior, public_prior)
+    check_engine_options(max_updates, start)
+    check_budget(epsilon, delta)  # the rules that need no n, before anything is opened
+    settings = backend_settings(backend, hypothesis_memory, support_size)
+    _check_paths(data, schema, queries, public_prior, output, metadata)
+    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    choice = check_backend(parsed.domain(), settings) if method == "pmw" else None
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
+    if method != "pmw":  # online PMW's plan applies every rule, with n (public)
+        check_budget(epsilon, delta, dataset.n)
+    public = None if public_prior is None else load_data(public_prior, parsed).records
+    options = _RunOptions(
+        epsilon=epsilon, delta=delta, after_halt=after_halt, max_updates=max_updates,
+        prior=start, backend=settings, mode=mode, dry_run=dry_run,
+        insecure_seeded_noise=insecure_seeded_noise,
+    )  # fmt: skip
+    with QueryFile(queries) as file, answer_stream(None if dry_run else output) as stream:
+        done = _answer(method, dataset, public, file, stream, output, options)
+    if done is None:  # --dry-run: the plan was printed
+        return
+    choice = done.backend or choice  # the support size follows the data's n
+    if metadata is not None:
+        about = {"method": method, "noise": done.noise, "epsilon": epsilon, "delta": delta}
+        about["backend"] = None if choice is None else choice.to_dict()
+        write_json(metadata, about | {"mode": done.mode})
+    _report(done.tally, method, done.noise, done.mode, choice, output)
 
-    \b
-    A query line (JSON): {"id": "q1", "loss": "logistic", "target": "income>50K",
-      "features": ["age>=37", "male"], "radius": 1.0, "l2": 0.0, "intercept": true,
-      "loss_param": null, "encodings": {"age": "onehot"}, "interactions": [["a", "b"]]}
-    Only id, loss, target and features are required. Losses: logistic, hinge,
-    smoothed_hinge (binary target; its second value is +1), squared, huber,
-    absolute, quantile (target code scaled onto [-1, 1]).
 
-    \b
-    An answer line: {"id", "theta", "source", "updates", "epsilon_spent",
-      "delta", "noise", "coefficients", "on_boundary"}; a refused query gives
-      {"id", "error", "noise"}.
-    "coefficients" names each coordinate of theta, in order ("male=yes": +1 if
-    yes, -1 if no; "race=white": one-hot; "intercept" last). "source" is
-    hypothesis (checked against the data by the sparse vector), oracle (a fresh
-    private fit), synthetic (after the engine halted: NO accuracy check; the line
-    also has a "warning"), composition or nonprivate. "noise" is "opendp",
-    "numpy(seed=S)" (--insecure-seeded-noise S) or "none".
+@dataclass(frozen=True, kw_only=True)
+class _RunOptions:
+    """The options the answering step reads, checked."""
 
-    The radius R: every fit is constrained to ||theta|| <= R (default 1).
-    "on_boundary": true says the constraint binds, so the unconstrained fit has
-    larger coefficients. A larger R fits such a model better but costs accuracy
-    for the same privacy: every noise scale grows in proportion to R. theta
-    acts on features scaled by 1/sqrt(blocks) (features, interactions and
-    intercept: one block each); theta / sqrt(blocks) are the coefficients on the
-    raw +/-1 and one-hot features (README, "Reading the answers").
+    epsilon: float
+    delta: float
+    after_halt: str
+    max_updates: int | None
+    prior: str
+    backend: dict[str, Any]
+    mode: str
+    dry_run: bool
+    insecure_seeded_noise: int | None
 
-    The hypothesis backend (--backend, --hypothesis-memory, --support-size) is
-    chosen from the schema and these settings alone; the choice and its reason
-    go to stderr and, with --metadata FILE, into that file. So does the mode
-    (--mode): the file's number of distinct queries k is announced, and with
-    auto a public rule of (epsilon, delta, n, k) may answer every query by a
-    private fit under the composed budget (source "oracle") instead of online PMW.
 
-    Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
-    usage mistake; 3 answers written but some are synthetic (engine halted).
-    """
+@dataclass(frozen=True, kw_only=True)
+class _Answered:
+    """What the closing lines and ``--metadata`` report of the answering step."""
+
+    tally: AnswerTally
+    noise: str
+    mode: str | None = None  # online PMW's mode and why
+    backend: BackendChoice | None = None  # online PMW's hypothesis backend
+
+
+def _check_choices(method: str, after_halt: str, mode: str, dry_run: bool) -> None:
+    """Refuses an unknown ``--method``, ``--after-halt`` or ``--mode``, and a dry run
+    of another method than online PMW."""
     from pmwcm.engine.practical import MODES
 
-    check_seed(seed)
     if method not in METHODS:
         raise fail(f"--method must be one of {', '.join(METHODS)}, got {method!r}.")
     if after_halt not in AFTER_HALT:
@@ -188,10 +256,17 @@ def run_command(
         raise fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}.")
     if dry_run and method != "pmw":
         raise fail("--dry-run shows online PMW's budget plan; it needs --method pmw.")
-    start = resolve_prior(prior, public_prior)
-    check_engine_options(max_updates, start)
-    check_budget(epsilon, delta)  # the rules that need no n, before anything is opened
-    settings = backend_settings(backend, hypothesis_memory, support_size)
+
+
+def _check_paths(
+    data: str,
+    schema: Path,
+    queries: Path,
+    public_prior: Path | None,
+    output: Path,
+    metadata: Path | None,
+) -> None:
+    """Refuses outputs that would overwrite an input or each other, and two stdin readers."""
     inputs: list[tuple[str, Path | str | None]] = [
         ("--data", data), ("--schema", schema), ("--queries", queries),
         ("--public-prior", public_prior),
@@ -202,48 +277,60 @@ def run_command(
     check_distinct_outputs([("--output", output), ("--metadata", metadata)])
     if data == "-" and is_stdio(queries):
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
-    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
-    choice = check_backend(parsed.domain(), settings) if method == "pmw" else None
-    dataset = open_data(data, parsed, table=table, engine=data_engine)
-    if method != "pmw":  # online PMW's plan applies every rule, with n (public)
-        check_budget(epsilon, delta, dataset.n)
-    public = None if public_prior is None else load_data(public_prior, parsed).records
-    lines = read_queries(queries)
-    how = None
-    if method == "pmw":
-        # The file is the analysts', not the data: its number of queries is public.
-        plan = plan_run(
-            dataset, epsilon=epsilon, delta=delta, after_halt=after_halt,
-            max_updates=max_updates, prior=start, public_start=public is not None,
-            backend=settings, announced_queries=max(distinct_queries(lines, dataset.domain), 1),
-            mode=mode,
-        )  # fmt: skip
-        if dry_run:
-            typer.echo(describe_plan(plan))
-            return
-        how, noise = plan.mode_reason, make_noise(insecure_seeded_noise)
-        engine = build_run_engine(dataset, plan, noise=noise, public=public)
-        records = answer_with_engine(engine, lines)
-        choice = engine.backend or choice  # the support size follows the data's n
-    else:
-        noise = make_noise(insecure_seeded_noise)
+
+
+def _answer(
+    method: str,
+    dataset: PrivateData,
+    public: Any,
+    file: QueryFile,
+    stream: Any,
+    output: Path,
+    options: _RunOptions,
+) -> _Answered | None:
+    """Surveys the query file, then answers it into ``stream`` (``None`` after a dry run).
+
+    The file is the analysts', not the data: its number of distinct queries is public.
+    """
+    survey = file.survey(dataset.domain)
+    if method != "pmw":
+        noise = make_noise(options.insecure_seeded_noise)
         records = answer_with_baseline(
-            method, dataset, lines, epsilon=epsilon, delta=delta, noise=noise
+            method, dataset, file, epsilon=options.epsilon, delta=options.delta, noise=noise
         )
-    write_jsonl(output, records)
-    if metadata is not None:
-        about = {"method": method, "noise": noise.name, "epsilon": epsilon, "delta": delta}
-        about["backend"] = None if choice is None else choice.to_dict()
-        write_json(metadata, about | {"mode": how})
+        return _Answered(tally=write_records(records, stream, output), noise=noise.name)
+    plan = plan_run(
+        dataset, epsilon=options.epsilon, delta=options.delta, after_halt=options.after_halt,
+        max_updates=options.max_updates, prior=options.prior, public_start=public is not None,
+        backend=options.backend, announced_queries=max(survey.answerable, 1), mode=options.mode,
+    )  # fmt: skip
+    if options.dry_run:
+        typer.echo(describe_plan(plan))
+        return None
+    noise = make_noise(options.insecure_seeded_noise)
+    engine = build_run_engine(dataset, plan, noise=noise, public=public)
+    tally = write_records(answer_with_engine(engine, file), stream, output)
+    return _Answered(tally=tally, noise=noise.name, mode=plan.mode_reason, backend=engine.backend)
+
+
+def _report(
+    tally: AnswerTally,
+    method: str,
+    noise_name: str,
+    how: str | None,
+    choice: BackendChoice | None,
+    output: Path,
+) -> None:
+    """The closing lines on stderr; exit status 3 if some answers are synthetic."""
     if how is not None:
         typer.echo(f"mode {how}", err=True)
     if choice is not None:
         typer.echo(f"backend {choice.reason}", err=True)
-    typer.echo(summarize(records, method, noise.name), err=True)
+    typer.echo(summarize(tally, method, noise_name), err=True)
     if method == "nonprivate":
         typer.echo("warning: --method nonprivate answers are NOT differentially private.", err=True)
     typer.echo("wrote the answers to stdout" if is_stdio(output) else f"wrote '{output}'", err=True)
-    halted = synthetic_report(records)
+    halted = synthetic_report(tally)
     if halted is not None:
         typer.echo(f"{halted} Exit status {EXIT_SYNTHETIC}.", err=True)
         raise typer.Exit(EXIT_SYNTHETIC)

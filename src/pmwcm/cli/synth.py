@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from pmwcm.cli.answer_output import answer_stream, summarize, synthetic_report, write_records
+from pmwcm.cli.answers import answer_with_engine
 from pmwcm.cli.common import (
-    answer_with_engine,
     backend_settings,
-    build_run_engine,
     check_backend,
     check_budget,
     check_distinct_outputs,
@@ -49,17 +49,10 @@ from pmwcm.cli.common import (
     check_seed,
     fail,
     is_stdio,
-    load_data,
-    load_schema,
     make_noise,
-    open_data,
-    plan_run,
-    read_queries,
     resolve_prior,
-    summarize,
-    synthetic_report,
-    write_jsonl,
 )
+from pmwcm.cli.loading import load_data, load_schema, open_data
 from pmwcm.cli.options import (
     AcceptDraftedOption,
     BackendOption,
@@ -78,6 +71,12 @@ from pmwcm.cli.options import (
     SupportSizeOption,
     TableOption,
 )
+from pmwcm.cli.planning import build_run_engine, plan_run
+from pmwcm.cli.query_file import QueryFile
+
+if TYPE_CHECKING:
+    from pmwcm.engine.online import OnlinePMW
+    from pmwcm.mechanisms.private_data import PrivateData
 
 _OUTPUT_HELP = (
     "Write the synthetic dataset here (CSV of value labels, atomically); - writes it to "
@@ -120,12 +119,6 @@ def synth_command(
     The rows are sampled from the final hypothesis; everything written is
     post-processing of the one run, so the total cost is at most (epsilon, delta).
     """
-    import numpy as np
-
-    from pmwcm._atomic import atomic_write_bytes
-    from pmwcm.data.table import Dataset
-    from pmwcm.kernels.histogram_codec import encode_histogram
-
     check_seed(seed)
     if rows is not None and rows < 1:
         raise fail(f"--rows must be a positive integer, got {rows}.")
@@ -133,6 +126,42 @@ def synth_command(
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)
     settings = backend_settings(backend, hypothesis_memory, support_size)
+    paths = _check_paths(data, schema, queries, public_prior, output, histogram, answers)
+    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
+    choice = check_backend(parsed.domain(), settings)
+    dataset = open_data(data, parsed, table=table, engine=data_engine)
+    public = None if public_prior is None else load_data(public_prior, parsed).records
+    with QueryFile(queries) as file, answer_stream(answers) as stream:
+        file.survey(dataset.domain)
+        plan = plan_run(
+            dataset, epsilon=epsilon, delta=delta, after_halt="synthetic",
+            max_updates=max_updates, prior=start, public_start=public is not None,
+            backend=settings,
+        )  # fmt: skip
+        noise = make_noise(insecure_seeded_noise)
+        engine = build_run_engine(dataset, plan, noise=noise, public=public)
+        tally = write_records(answer_with_engine(engine, file), stream, answers)
+        n_rows = dataset.n if rows is None else rows
+        _write_synthetic(engine, dataset, n_rows, insecure_seeded_noise, output, histogram)
+    typer.echo(f"backend {(engine.backend or choice).reason}", err=True)
+    typer.echo(summarize(tally, "pmw", noise.name), err=True)
+    halted = synthetic_report(tally)
+    if halted is not None:
+        typer.echo(halted, err=True)
+    written = ", ".join("stdout" if is_stdio(p) else f"'{p}'" for p, _ in paths)
+    typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)
+
+
+def _check_paths(
+    data: str,
+    schema: Path,
+    queries: Path,
+    public_prior: Path | None,
+    output: Path,
+    histogram: Path | None,
+    answers: Path | None,
+) -> list[tuple[Path, str]]:
+    """The outputs given, each refused if it would overwrite an input or another output."""
     targets = [(output, "--output"), (histogram, "--histogram"), (answers, "--answers")]
     paths = [(p, o) for p, o in targets if p is not None]
     inputs: list[tuple[str, Path | str | None]] = [
@@ -146,21 +175,26 @@ def synth_command(
     check_distinct_outputs([(o, p) for p, o in paths])
     if data == "-" and is_stdio(queries):
         raise fail("--data - and --queries - cannot both read stdin; give one of them a file.")
-    parsed = load_schema(schema, accept_drafted=accept_drafted_schema)
-    choice = check_backend(parsed.domain(), settings)
-    dataset = open_data(data, parsed, table=table, engine=data_engine)
-    public = None if public_prior is None else load_data(public_prior, parsed).records
-    lines = read_queries(queries)
-    plan = plan_run(
-        dataset, epsilon=epsilon, delta=delta, after_halt="synthetic",
-        max_updates=max_updates, prior=start, public_start=public is not None, backend=settings,
-    )  # fmt: skip
-    noise = make_noise(insecure_seeded_noise)
-    engine = build_run_engine(dataset, plan, noise=noise, public=public)
-    records = answer_with_engine(engine, lines)
-    seed_ = insecure_seeded_noise
-    rng = np.random.default_rng() if seed_ is None else np.random.default_rng([seed_, 1])
-    n_rows = dataset.n if rows is None else rows
+    return paths
+
+
+def _write_synthetic(
+    engine: OnlinePMW,
+    dataset: PrivateData,
+    n_rows: int,
+    seed: int | None,
+    output: Path,
+    histogram: Path | None,
+) -> None:
+    """Samples ``n_rows`` records from the final hypothesis and writes them (and the
+    hypothesis itself, with ``--histogram``): post-processing, no privacy cost."""
+    import numpy as np
+
+    from pmwcm._atomic import atomic_write_bytes
+    from pmwcm.data.table import Dataset
+    from pmwcm.kernels.histogram_codec import encode_histogram
+
+    rng = np.random.default_rng() if seed is None else np.random.default_rng([seed, 1])
     synthetic = Dataset(domain=dataset.domain, records=engine.synthetic_records(n_rows, rng=rng))
     try:
         if is_stdio(output):
@@ -171,12 +205,3 @@ def synth_command(
             atomic_write_bytes(histogram, encode_histogram(engine.hypothesis))
     except OSError as exc:
         raise fail(f"cannot write output: {exc.strerror or exc}.") from None
-    if answers is not None:
-        write_jsonl(answers, records)
-    typer.echo(f"backend {(engine.backend or choice).reason}", err=True)
-    typer.echo(summarize(records, "pmw", noise.name), err=True)
-    halted = synthetic_report(records)
-    if halted is not None:
-        typer.echo(halted, err=True)
-    written = ", ".join("stdout" if is_stdio(p) else f"'{p}'" for p, _ in paths)
-    typer.echo(f"wrote {n_rows:,} synthetic rows; files: {written}", err=True)
