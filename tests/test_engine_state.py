@@ -29,6 +29,7 @@ from pmwcm.engine.snapshot import (
     restore,
     snapshot,
 )
+from pmwcm.engine.state import query_key
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
@@ -499,3 +500,31 @@ def test_durable_recovery_round_trips_every_field(seed: int) -> None:
             np.testing.assert_array_equal(back.hypothesis.to_array(), state.hypothesis.to_array())
         else:
             assert _field_json(back, item.name) == _field_json(state, item.name), item.name
+
+
+def test_an_unlogged_repeat_answers_as_a_logged_one_and_leaves_the_log_alone(seed: int) -> None:
+    """``ask(..., log_repeat=False)`` (a streamed query file's repeats): the same
+    value, source, updates and spend as a logged repeat, in the asked order; the
+    answers log does not grow, so it stays bounded by the distinct queries."""
+    engine = _engine(_data(seed), seed)
+    for q in _queries()[:6]:
+        engine.ask(q)
+    permuted = CMQuery(loss="logistic", target="y", features=("b", "a"))
+    size = len(engine.answers)
+    spent = engine.ledger.spent_epsilon()
+    unlogged = engine.ask(permuted, log_repeat=False)
+    assert len(engine.answers) == size and engine.ledger.spent_epsilon() == spent
+    logged = engine.ask(permuted)
+    assert len(engine.answers) == size + 1
+    assert unlogged.repeated and logged.repeated
+    np.testing.assert_array_equal(unlogged.value, logged.value)
+    assert (unlogged.source, unlogged.updates, unlogged.epsilon_spent) == (
+        logged.source,
+        logged.updates,
+        logged.epsilon_spent,
+    )
+    first = engine.released[query_key(permuted, DOMAIN)]
+    assert unlogged.index == first.index
+    order = permuted.coordinate_order(DOMAIN)
+    assert order is not None  # the permutation is asked in another coordinate order
+    np.testing.assert_array_equal(unlogged.value, np.asarray(first.value)[list(order)])

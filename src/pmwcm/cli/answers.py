@@ -9,12 +9,14 @@ is touched) become error lines; any other exception is a bug: the run stops
 with a one-line error that names only the exception's type, never its
 message, and writes nothing.
 
-A repeated query (the same key, :func:`~pmwcm.engine.state.query_key`, in any
-spelling) is answered from the released answer, as the engine's door answers
-a repeat: the same ``theta`` in the line's coordinate order, no new noise, no
-cost, with the running ``updates`` and ``epsilon_spent``. Only the first
-occurrence of each key goes to the engine, so the engine's transcript grows
-with the distinct queries, not with the file's lines.
+Every line goes through the engine's one door
+(:meth:`~pmwcm.engine.online.OnlinePMW.ask`). A repeated query (the same key,
+:func:`~pmwcm.engine.state.query_key`, in any spelling) is answered there from
+the released answer: the same ``theta`` in the line's coordinate order, no new
+noise, no cost, with the running ``updates`` and ``epsilon_spent``. It is asked
+with ``log_repeat=False``, since this module writes its own record of every
+line: the engine's transcript grows with the distinct queries, not with the
+file's lines.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class _EngineAnswers:
     """Online PMW's answers to a surveyed file: each new key through the engine's door
     for a known batch (:meth:`~pmwcm.engine.online.OnlinePMW.ask_each`, told the first
     query of every distinct key, so the data sides of the next large-clique queries run
-    while one is answered); a repeat from the released answers (module docstring)."""
+    while one is answered); a repeat through the same door, not logged (module docstring)."""
 
     def __init__(self, engine: OnlinePMW, firsts: list[CMQuery]) -> None:
         from pmwcm.engine.state import query_key
@@ -85,9 +87,8 @@ class _EngineAnswers:
 
     def __call__(self, query: CMQuery) -> Any:
         key = self._key(query)  # a QueryError here is the line's refusal
-        released = self.engine.released.get(key)
-        if released is not None:
-            return self._repeat(query, released.value, released.source)
+        if key in self.engine.released:
+            return self.engine.ask(query, log_repeat=False)
         if self._expected and self._expected[0][0] == key:
             self._announced.discard(self._expected.popleft()[0])
             outcome = next(self._outcomes)
@@ -109,16 +110,6 @@ class _EngineAnswers:
             return self.engine.ask(query)
         except PmwcmError as refusal:
             return refusal
-
-    def _repeat(self, query: CMQuery, value: Any, source: str) -> _Released:
-        import numpy as np
-
-        order = query.coordinate_order(self.engine.domain)
-        theta = value if order is None else np.asarray(value)[list(order)]
-        ledger = self.engine.ledger
-        return _Released(
-            theta, source, len(self.engine.updates), ledger.spent_epsilon(), ledger.delta
-        )
 
 
 def answer_with_engine(engine: OnlinePMW, queries: QueryFile) -> Iterator[dict[str, Any]]:

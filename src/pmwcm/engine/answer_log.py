@@ -86,6 +86,21 @@ class AnswerLog:
         self._answers.append(answer)
         return answer
 
+    def echo(self, released: Answer, *, updates: int, ledger: PrivacyLedger) -> Answer:
+        """A repeat of ``released`` that is not appended: its ``index`` is the
+        released answer's own (a caller that keeps its own record of every line,
+        such as a streamed query file, keeps the log's size bounded by the distinct
+        queries)."""
+        return Answer(
+            index=released.index,
+            value=released.value,
+            source=released.source,
+            updates=updates,
+            epsilon_spent=ledger.spent_epsilon(),
+            delta=ledger.delta,
+            repeated=True,
+        )
+
     def release(
         self, key: str, value: Any, source: Source, *, updates: int, ledger: PrivacyLedger
     ) -> Answer:

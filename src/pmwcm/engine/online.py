@@ -245,6 +245,7 @@ class OnlinePMW(PartsView, StateView):
         *,
         ahead: Iterable[CMQuery] | None = None,
         proceed: Callable[[], None] | None = None,
+        log_repeat: bool = True,
     ) -> Answer:
         """Answers one query: the engine's one door (the CLI, the service, the estimators).
 
@@ -264,6 +265,11 @@ class OnlinePMW(PartsView, StateView):
             proceed: called once everything public is done (the query keyed, compiled
                 and found servable), right before the data is read; raising from it
                 gives the query up with nothing spent (the service's deadline).
+            log_repeat: whether a repeat is appended to :attr:`answers`. A caller that
+                writes its own record of every line (a streamed query file) passes
+                ``False``, so the transcript grows with the distinct queries only; the
+                repeat's answer is the same either way, its ``index`` then the
+                released answer's.
 
         Raises:
             QueryError: the spec is invalid for this domain (nothing is spent).
@@ -274,7 +280,7 @@ class OnlinePMW(PartsView, StateView):
         key = query_key(query, self.domain)
         if ahead is not None:  # announced from this query on
             self._steps.data_side.expect([(key, query), *self._keyed(ahead)], self._plan_ahead)
-        return self._ask(query, key, proceed)
+        return self._ask(query, key, proceed, log_repeat)
 
     def ask_each(self, queries: Iterable[CMQuery]) -> Iterator[Answer | PmwcmError]:
         """:meth:`ask` for a batch known in advance: the answer of each, in order, or the
@@ -313,14 +319,18 @@ class OnlinePMW(PartsView, StateView):
         return self.ask(query)
 
     def _ask(
-        self, query: CMQuery | LinearQuery, key: str, proceed: Callable[[], None] | None
+        self,
+        query: CMQuery | LinearQuery,
+        key: str,
+        proceed: Callable[[], None] | None,
+        log_repeat: bool = True,
     ) -> Answer:
         """:meth:`ask` once ``query`` is keyed."""
         released = self._running.log.repeat_of(key)
         if released is not None:  # a repeat: nothing to compile, nothing to spend
             if proceed is not None:
                 proceed()
-            return self._as_asked(query, self._steps.repeat(released))
+            return self._as_asked(query, self._steps.repeat(released, log=log_repeat))
         canonical = query
         if isinstance(query, CMQuery):
             check_radius(query)

@@ -222,8 +222,13 @@ class EngineSteps:
             key, value, source, updates=len(self.running.updates), ledger=self.parts.ledger
         )
 
-    def repeat(self, released: Answer) -> Answer:
-        """Records a repeat of a released answer (the same value, no noise, no cost)."""
+    def repeat(self, released: Answer, *, log: bool = True) -> Answer:
+        """A repeat of a released answer (the same value, no noise, no cost), recorded
+        in the transcript unless ``log`` is false (:meth:`AnswerLog.echo`)."""
+        if not log:
+            return self.running.log.echo(
+                released, updates=len(self.running.updates), ledger=self.parts.ledger
+            )
         return self.running.log.record(
             released.value,
             released.source,
