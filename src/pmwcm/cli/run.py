@@ -109,6 +109,23 @@ _METADATA_HELP = (
     'and "mode" the engine that answered and why (--mode; null for other methods).'
 )
 
+_DEVICE_HELP = (
+    "Where a support hypothesis computes: cpu (NumPy and numba), cuda (a CUDA array library, "
+    "pmwcm[gpu]; refused without a GPU) or auto (CUDA when one is visible)."
+)
+
+
+def _check_device(device: str) -> None:
+    """``--device`` refused in one line, before any data is opened."""
+    from pmwcm.kernels.array_device import DEVICES, resolve_device
+
+    if device not in DEVICES:
+        raise fail(f"--device must be one of {', '.join(DEVICES)}, got {device!r}.")
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
 
 def run_command(
     data: DataOption,
@@ -132,6 +149,9 @@ def run_command(
     backend: BackendOption = "auto",
     hypothesis_memory: HypothesisMemoryOption = None,
     support_size: SupportSizeOption = 0,
+    device: Annotated[
+        str, typer.Option("--device", metavar="[auto|cpu|cuda]", help=_DEVICE_HELP)
+    ] = "cpu",
     metadata: Annotated[Path | None, typer.Option("--metadata", help=_METADATA_HELP)] = None,
     table: TableOption = None,
     data_engine: EngineOption = None,
@@ -191,7 +211,8 @@ def run_command(
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)  # the rules that need no n, before anything is opened
-    settings = backend_settings(backend, hypothesis_memory, support_size)
+    settings = backend_settings(backend, hypothesis_memory, support_size) | {"device": device}
+    _check_device(device)  # before any data is opened
     inputs: list[tuple[str, Path | str | None]] = [
         ("--data", data), ("--schema", schema), ("--queries", queries),
         ("--public-prior", public_prior),
