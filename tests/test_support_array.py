@@ -10,6 +10,7 @@ fit of :mod:`pmwcm.kernels.support_passes`) to ``1e-12`` relative.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import array_api_compat.numpy
@@ -150,3 +151,26 @@ def test_device_names_are_checked_before_anything_runs() -> None:
         assert resolve_device("auto") is None
     else:
         assert resolve_device("cuda") == found
+
+
+def test_run_refuses_a_device_it_cannot_use_before_reading_anything(tmp_path: Path) -> None:
+    """``pmwcm run --device``: an unknown name, or cuda without a GPU, is one ``error:`` line
+    naming the option, decided before the data is opened (the data path here does not exist)."""
+    from typer.testing import CliRunner
+
+    from pmwcm.cli import app
+
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"id": "q", "loss": "logistic", "target": "c", "features": ["a"]}\n')
+    base = ["run", "--data", str(tmp_path / "absent.csv"), "--schema", "adult-full",
+            "--queries", str(queries), "--epsilon", "1", "--delta", "1e-6",
+            "--output", str(tmp_path / "out.jsonl")]  # fmt: skip
+    cases = [("gpu", "--device must be one of auto, cpu, cuda, got 'gpu'.")]
+    if _cuda_device() is None:
+        cases.append(("cuda", "--device cuda: no CUDA array library sees a GPU"))
+    for device, message in cases:
+        result = CliRunner().invoke(app, [*base, "--device", device])
+        assert result.exit_code == 1
+        assert result.output.strip().splitlines() == [result.output.strip()]
+        assert message in result.output
+        assert not (tmp_path / "out.jsonl").exists()
