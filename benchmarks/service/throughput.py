@@ -5,17 +5,18 @@ The server is a real ``pmwcm serve`` process (``synchronous=FULL``: every answer
 fsync'd commit). Every measured request is a **distinct** query (no earlier request of
 the run posed the same problem) on a session whose threshold no query reaches, so each
 one runs the full below-threshold path: compile, hypothesis solve, the fixed-budget data
-solve, the sparse-vector test and the commit. The queries cycle through a pool of
-logistic queries on the table (``--table``: ``tiny``, four attributes; ``adult``, the
-dense Adult schema, 14 binary attributes; ``adult-full``, Adult at full resolution, a
-support hypothesis), 1 to 4 features each, each request with its own radius
+solve, the sparse-vector test and the commit. The queries cycle through ``--pool``
+logistic feature sets on the table (``--table``: ``tiny``, four attributes; ``adult``,
+the dense Adult schema, 14 binary attributes; ``adult-full``, Adult at full resolution,
+a support hypothesis), 1 to 4 features each, each request with its own radius
 (``1 + i/10^6``: the same clique, a new problem), so the answers are distinct while
-their cliques recur as an analyst's would. After each distinct measurement the same
-clients **repeat** requests already answered (the engine's log answers them without a
-solve); those are reported apart (``repeat_per_s``). ``--backend`` picks the sessions'
-hypothesis backend (``support`` with ``--support-size`` records). The clients spread
-over ``--sessions`` sessions (client ``i`` on session ``i mod sessions``); each client
-sends for ``--seconds``.
+their cliques recur as an analyst's would (a large pool: mostly new cliques within a
+short measurement; a small one: cliques already seen). After each distinct measurement
+the same clients **repeat** requests already answered (the engine's log answers them
+without a solve); those are reported apart (``repeat_per_s``). ``--backend`` picks the
+sessions' hypothesis backend (``support`` with ``--support-size`` records). The clients
+spread over ``--sessions`` sessions (client ``i`` on session ``i mod sessions``); each
+client sends for ``--seconds``.
 
 Between measurements the server is stopped and the log of session ``s0`` is filled
 up to the next size with answers to repeated queries, in this process, with
@@ -300,6 +301,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--workers", type=int, default=None, help="pmwcm serve --workers")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument(
+        "--pool", type=int, default=512, help="distinct feature sets the queries cycle through"
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pmwcm-throughput-"))
@@ -309,7 +313,7 @@ def main() -> None:
     try:
         state, tokens = _setup(workdir, args.sessions, args.table, parameters)
         schema = workdir / ADULT_SCHEMAS.get(args.table, "tiny.schema.json")
-        query = {"pool": feature_pool(args.table, schema), "target": target}
+        query = {"pool": feature_pool(args.table, schema, args.pool), "target": target}
         offset = 0
         for k, size in enumerate(sorted(args.sizes)):
             filled = fill(state, size, query["pool"], target)
@@ -335,7 +339,7 @@ def main() -> None:
     base = next(r for r in rows if r["clients"] == most)
     one = next(r for r in rows if r["clients"] == min(args.clients))
     print(
-        f"\n{args.table}, backend {args.backend}:\n\n| s0 log answers | clients "
+        f"\n{args.table}, backend {args.backend}, pool {args.pool}:\n\n| s0 log answers | clients "
         "| distinct below-threshold/s | x 1 client | p95 ms | s0 p95 ms | s0 p95 / first "
         "| repeats/s | repeat p95 ms | load s | load average |"
     )
