@@ -174,3 +174,39 @@ def test_run_refuses_a_device_it_cannot_use_before_reading_anything(tmp_path: Pa
         assert result.output.strip().splitlines() == [result.output.strip()]
         assert message in result.output
         assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_an_engine_on_a_device_support_gives_the_host_transcript(device: ArrayDevice) -> None:
+    """Updates, sweeps and answers through the engine, small cliques and one past the dense
+    limit (70 x 70 x 2 cells: the support's occupied cells, reweighted through its table)."""
+    from pmwcm.engine.practical import PMWConfig, build_engine
+    from pmwcm.kernels.queries import CMQuery
+    from pmwcm.mechanisms.noise import NumpyNoise
+    from pmwcm.mechanisms.private_data import PrivateData
+
+    domain = Domain.from_sizes({"a": 70, "b": 70, "c": 3, "y": 2})
+    rng = np.random.default_rng(5)
+    records = np.stack([rng.integers(0, s, 400) for s in domain.sizes], axis=1)
+    records[:, 3] = (records[:, 0] + records[:, 2] > 40).astype(int)
+    data = PrivateData.from_records(domain, records)
+    config = PMWConfig(
+        epsilon=2.0, delta=1e-6, prior="uniform", max_updates=3, threshold=-1.0,
+        after_halt="synthetic", backend="support", support_size=3000,
+    )  # fmt: skip
+    queries = [
+        CMQuery(loss="logistic", target="y", features=("a", "b")),
+        CMQuery(loss="logistic", target="y", features=("c",)),
+        CMQuery(loss="squared", target="c", features=("a",)),
+        CMQuery(loss="logistic", target="y", features=("b", "c")),
+        CMQuery(loss="squared", target="c", features=("a", "b")),
+    ]
+    transcripts = []
+    for where in (None, device):
+        prior = SupportHistogram.uniform(domain, 3000, rng=np.random.default_rng(1), device=where)
+        engine = build_engine(data, config, noise=NumpyNoise(seed=3), prior=prior)
+        transcripts.append([engine.answer(q) for q in queries])
+        assert getattr(engine.hypothesis, "device", None) is where
+    assert [a.source for a in transcripts[0]] == ["oracle"] * 3 + ["synthetic"] * 2
+    for host, moved in zip(*transcripts, strict=True):
+        assert (host.source, host.updates) == (moved.source, moved.updates)
+        np.testing.assert_allclose(moved.value, host.value, rtol=1e-9, atol=1e-12)
