@@ -146,7 +146,7 @@ def test_device_names_are_checked_before_anything_runs() -> None:
         resolve_device("gpu")
     found = _cuda_device()
     if found is None:  # this machine has no GPU: cuda is refused in one line, auto is the host
-        with pytest.raises(DeviceUnavailable, match="--device cuda"):
+        with pytest.raises(DeviceUnavailable, match=r"device='cuda' \(--device cuda\)"):
             resolve_device("cuda")
         assert resolve_device("auto") is None
     else:
@@ -167,7 +167,7 @@ def test_run_refuses_a_device_it_cannot_use_before_reading_anything(tmp_path: Pa
             "--output", str(tmp_path / "out.jsonl")]  # fmt: skip
     cases = [("gpu", "--device must be one of auto, cpu, cuda, got 'gpu'.")]
     if _cuda_device() is None:
-        cases.append(("cuda", "--device cuda: no CUDA array library sees a GPU"))
+        cases.append(("cuda", "(--device cuda): no CUDA array library sees a GPU"))
     for device, message in cases:
         result = CliRunner().invoke(app, [*base, "--device", device])
         assert result.exit_code == 1
@@ -210,3 +210,21 @@ def test_an_engine_on_a_device_support_gives_the_host_transcript(device: ArrayDe
     for host, moved in zip(*transcripts, strict=True):
         assert (host.source, host.updates) == (moved.source, moved.updates)
         np.testing.assert_allclose(moved.value, host.value, rtol=1e-9, atol=1e-12)
+
+
+def test_a_service_session_refuses_a_device_it_cannot_use_at_creation() -> None:
+    """The session's ``device`` is checked with its parameters, before any data is read."""
+    from importlib import resources
+
+    from pmwcm.service.build import session_config
+
+    files = Path(str(resources.files("pmwcm.data.bundled").joinpath("files")))
+    where = {"data_path": str(files / "adult.csv"), "epsilon": 1.0, "delta": 1e-6}
+    where["schema_path"] = str(files / "adult-binary.schema.json")
+    with pytest.raises(ValueError, match="device must be one of"):
+        session_config(**where, parameters={"device": "tpu"})  # type: ignore[arg-type]
+    if _cuda_device() is None:
+        with pytest.raises(DeviceUnavailable, match=r"device='cuda' \(--device cuda\)"):
+            session_config(**where, parameters={"device": "cuda"})  # type: ignore[arg-type]
+    stored = session_config(**where, parameters={"device": "auto"})  # type: ignore[arg-type]
+    assert stored["parameters"]["device"] == "auto"

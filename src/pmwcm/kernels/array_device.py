@@ -170,7 +170,7 @@ def resolve_device(device: str) -> ArrayDevice | None:
     found = _cuda_device()
     if found is None and device == "cuda":
         raise DeviceUnavailable(
-            "--device cuda: no CUDA array library sees a GPU here "
-            "(install pmwcm[gpu] on a machine with one, or use --device cpu)."
+            "device='cuda' (--device cuda): no CUDA array library sees a GPU on this "
+            "machine; install pmwcm[gpu] where one is, or choose device 'cpu'."
         )
     return found
