@@ -121,8 +121,8 @@ class SupportHistogram:
         self._columns: Any = None if device is None else device.asarray(columns_of(self._records))
         # Which cell of a large clique each record sits in depends on the records
         # only, so it outlives every reweight (and is shared with copies).
-        self._cell_index: LRUCache[tuple[str, ...], tuple[NDArray[np.int64], IndexArray]] = (
-            LRUCache(max(4, CELL_INDEX_BYTES // (4 * records.shape[0])))
+        self._cell_index: LRUCache[tuple[str, ...], tuple[NDArray[np.int64], Any]] = LRUCache(
+            max(4, CELL_INDEX_BYTES // (4 * records.shape[0]))
         )
         self._set_log_weights(weights)
 
@@ -249,14 +249,16 @@ class SupportHistogram:
         counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
         return np.asarray(counts, dtype=np.float64).reshape(sizes)
 
-    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray]:
-        """A large clique's occupied cells and each record's index among them (cached)."""
+    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray | Any]:
+        """A large clique's occupied cells and each record's index among them (cached;
+        the index on the support's device, where it has one)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
         if cached is None:
             codes, sizes = self._codes(attrs)
             cells, inverse = occupied_cells(codes, math.prod(sizes))
-            cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
+            index = inverse.astype(np.int32)  # at most M < 2^31 cells
+            cached = (cells, index if self.device is None else self.device.asarray(index))
             self._cell_index.put(key, cached)
         return cached
 
@@ -271,9 +273,11 @@ class SupportHistogram:
             table = CliqueTable.dense(self.marginal(attrs))
         else:
             cells, inverse = self._occupied(attrs)
-            # On a device the occupied cells are found on the host (large cliques only).
-            probabilities = self._probabilities if self.device is None else self.probabilities
-            table = CliqueTable.on_cells(sizes, cells, inverse, probabilities)
+            if self.device is None:
+                table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
+            else:  # the records' masses summed on the device; only the table crosses
+                mass = self.device.scatter_add(inverse, self._probabilities, cells.size)
+                table = CliqueTable(shape=sizes, codes=cells, mass=self.device.to_numpy(mass))
         self._tables.put(key, table)
         return table
 
@@ -291,9 +295,10 @@ class SupportHistogram:
         cells, inverse = self._occupied(attrs)
         if not np.array_equal(table.codes, cells):
             raise ValueError("The table's cells are not this support's cells on the clique.")
-        factor = log_factor[inverse]
-        if self.device is not None:
-            factor = self.device.asarray(factor)
+        if self.device is None:
+            factor = log_factor[inverse]
+        else:
+            factor = self.device.xp.take(self.device.asarray(log_factor), inverse)
         self._set_log_weights(self._log_weights + factor)
 
     def reweight(
