@@ -77,8 +77,9 @@ class ArrayDevice:
         """``values`` (host or device) as an array of this namespace, on this device."""
         return self.xp.asarray(values, dtype=dtype, device=self.device)
 
-    def to_numpy(self, array: Any) -> NDArray[Any]:
-        """A host NumPy copy of ``array``."""
+    def to_numpy(self, array: Any, *, copy: bool = True) -> NDArray[Any]:
+        """``array`` on the host, as NumPy: a copy, or with ``copy=False`` possibly a view of
+        it (a host array read in place: for a result the caller owns)."""
         import array_api_compat
 
         if array_api_compat.is_cupy_array(array):
@@ -86,8 +87,9 @@ class ArrayDevice:
         if array_api_compat.is_torch_array(array):
             return np.asarray(array.detach().cpu().numpy())
         if array_api_compat.is_numpy_array(array):
-            return np.array(array)
-        return np.from_dlpack(array).copy()
+            return np.array(array, copy=copy)
+        host = np.from_dlpack(array)
+        return host.copy() if copy else host
 
     def scatter_add(self, index: Any, weights: Any, size: int) -> Any:
         """``out[j] = sum_{i : index[i] = j} weights[i]`` for ``j < size`` (float64).
@@ -97,7 +99,7 @@ class ArrayDevice:
         import array_api_compat
 
         if array_api_compat.is_numpy_array(index):
-            return np.bincount(index, weights=weights, minlength=size).astype(np.float64)
+            return np.asarray(np.bincount(index, weights=weights, minlength=size), dtype=np.float64)
         if array_api_compat.is_cupy_array(index):
             cupy = importlib.import_module("cupy")
             return cupy.bincount(index, weights=weights, minlength=size)

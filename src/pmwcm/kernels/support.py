@@ -277,7 +277,8 @@ class SupportHistogram:
                 table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
             else:  # the records' masses summed on the device; only the table crosses
                 mass = self.device.scatter_add(inverse, self._probabilities, cells.size)
-                table = CliqueTable(shape=sizes, codes=cells, mass=self.device.to_numpy(mass))
+                mass = self.device.to_numpy(mass, copy=False)  # this call's own
+                table = CliqueTable(shape=sizes, codes=cells, mass=mass)
         self._tables.put(key, table)
         return table
 

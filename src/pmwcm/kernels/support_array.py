@@ -58,7 +58,8 @@ def marginal(
     """The marginal table on the clique (host, shape ``sizes``)."""
     codes = cell_codes(dev, columns, axes, sizes)
     table = dev.scatter_add(codes, probabilities, math.prod(sizes))
-    return dev.to_numpy(table).astype(np.float64).reshape(tuple(sizes))
+    host = dev.to_numpy(table, copy=False)  # the table is this call's own
+    return np.asarray(host, dtype=np.float64).reshape(tuple(sizes))
 
 
 def gathered(
