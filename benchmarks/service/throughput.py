@@ -174,6 +174,16 @@ class ServeProcess:
             self.proc.wait(20)
 
 
+def _distinct(pool: list[list[str]], target: str, client: int, n: int, offset: int) -> dict:
+    """Client ``client``'s ``n``-th distinct query: a feature set of the pool, its own radius."""
+    return {
+        "loss": "logistic",
+        "target": target,
+        "features": pool[(client * 7 + n) % len(pool)],
+        "radius": 1.0 + (offset + client * 100_000 + n) * 1e-6,
+    }
+
+
 def measure(
     url: str,
     tokens: list[str],
@@ -207,17 +217,13 @@ def measure(
             n = 0
             start.wait()
             while time.perf_counter() < stop_at[0]:
-                if repeat is not None:
-                    if not repeat[i]:
-                        break
-                    spec = repeat[i][n % len(repeat[i])]
-                else:
-                    spec = {
-                        "loss": "logistic",
-                        "target": target,
-                        "features": pool[(i * 7 + n) % len(pool)],
-                        "radius": 1.0 + (offset + i * 100_000 + n) * 1e-6,
-                    }
+                if repeat is not None and not repeat[i]:
+                    break
+                spec = (
+                    repeat[i][n % len(repeat[i])]
+                    if repeat is not None
+                    else _distinct(pool, target, i, n, offset)
+                )
                 n += 1
                 t0 = time.perf_counter()
                 response = http.post(f"/v1/sessions/{session}/queries", json=spec, headers=headers)
