@@ -26,12 +26,8 @@ from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors.marginals import fit_histogram, measure_marginals, pairwise_cliques
-from pmwcm.mechanisms.priors.support import (
-    fit_support,
-    support_marginal_prior,
-    tree_edges,
-    tree_proposal,
-)
+from pmwcm.mechanisms.priors.support import fit_support, support_marginal_prior
+from pmwcm.mechanisms.priors.support_proposal import tree_edges, tree_proposal
 from pmwcm.mechanisms.private_data import PrivateData
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=40)

@@ -2,11 +2,21 @@
 16 clients, and the p95 latency as the answer log grows from 10^3 to 10^5 answers.
 
 The server is a real ``pmwcm serve`` process (``synchronous=FULL``: every answer is one
-fsync'd commit). Every measured request is a distinct query (radius ``1 + i/10^6``) on a
-session whose threshold no query reaches, so each one runs the full below-threshold path:
-compile, hypothesis solve, the fixed-budget data solve, the sparse-vector test and the
-commit. The clients spread over ``--sessions`` sessions (client ``i`` on session
-``i mod sessions``); each client sends for ``--seconds``.
+fsync'd commit). Every measured request is a **distinct** query (no earlier request of
+the run posed the same problem) on a session whose threshold no query reaches, so each
+one runs the full below-threshold path: compile, hypothesis solve, the fixed-budget data
+solve, the sparse-vector test and the commit. The queries cycle through ``--pool``
+logistic feature sets on the table (``--table``: ``tiny``, four attributes; ``adult``,
+the dense Adult schema, 14 binary attributes; ``adult-full``, Adult at full resolution,
+a support hypothesis), 1 to 4 features each, each request with its own radius
+(``1 + i/10^6``: the same clique, a new problem), so the answers are distinct while
+their cliques recur as an analyst's would (a large pool: mostly new cliques within a
+short measurement; a small one: cliques already seen). After each distinct measurement
+the same clients **repeat** requests already answered (the engine's log answers them
+without a solve); those are reported apart (``repeat_per_s``). ``--backend`` picks the
+sessions' hypothesis backend (``support`` with ``--support-size`` records). The clients
+spread over ``--sessions`` sessions (client ``i`` on session ``i mod sessions``); each
+client sends for ``--seconds``.
 
 Between measurements the server is stopped and the log of session ``s0`` is filled
 up to the next size with answers to repeated queries, in this process, with
@@ -20,8 +30,8 @@ flat" means the ratio
 of session ``s0``'s p95 (its clients' requests; its log is the one grown) at 10^5
 answers to that at 10^3 (same run, same machine) stays near 1.
 
-Usage: ``python benchmarks/service/throughput.py [--seconds 8] [--sessions 4]
-[--sizes 1000 10000 100000]``; prints a table and a JSON line.
+Usage: ``python benchmarks/service/throughput.py [--table adult] [--backend dense]
+[--seconds 8] [--sessions 4] [--sizes 1000 10000 100000]``; prints a table and a JSON line.
 """
 
 from __future__ import annotations
@@ -46,15 +56,47 @@ from crash import _free_port, write_data
 
 PARAMETERS = {"prior": "uniform", "max_updates": 5, "threshold": 1e6, "expected_queries": 10**6}
 FEATURES = (["a"], ["b"], ["c"], ["a", "b"], ["a", "c"], ["b", "c"])
+#: The bundled schema of each Adult table (the records are the bundled ``adult.csv``).
+ADULT_SCHEMAS = {"adult": "adult-binary.schema.json", "adult-full": "adult-full.schema.json"}
+TARGETS = {"tiny": "y", "adult": "income>50K", "adult-full": "income>50K"}
 
 
-def _setup(workdir: Path, sessions: int) -> tuple[Path, list[str]]:
+def write_table(workdir: Path, table: str) -> tuple[Path, Path]:
+    """The table's CSV and schema, copied into ``workdir`` (the service reads them there)."""
+    if table == "tiny":
+        return write_data(workdir)
+    from importlib import resources
+
+    files = Path(str(resources.files("pmwcm.data.bundled").joinpath("files")))
+    data, schema = workdir / "adult.csv", workdir / ADULT_SCHEMAS[table]
+    shutil.copy(files / "adult.csv", data)
+    shutil.copy(files / ADULT_SCHEMAS[table], schema)
+    return data, schema
+
+
+def feature_pool(table: str, schema: Path, size: int = 512) -> list[list[str]]:
+    """Distinct feature sets (1 to 4 attributes besides the target) the queries cycle through."""
+    if table == "tiny":
+        return [list(f) for f in FEATURES]
+    names = [a["name"] for a in json.loads(schema.read_text())["attributes"]]
+    others = [n for n in names if n != TARGETS[table]]
+    rng = np.random.default_rng(0)
+    pool: dict[tuple[str, ...], None] = {}
+    while len(pool) < size:
+        chosen = rng.choice(len(others), size=int(rng.integers(1, 5)), replace=False)
+        pool[tuple(others[i] for i in sorted(chosen))] = None
+    return [list(f) for f in pool]
+
+
+def _setup(
+    workdir: Path, sessions: int, table: str, parameters: dict[str, Any]
+) -> tuple[Path, list[str]]:
     """A state directory with ``sessions`` sessions and one analyst token for each."""
     from pmwcm.service import SQLiteStore, bootstrap_curator, new_token
     from pmwcm.service.build import session_config
     from pmwcm.service.sessions import SessionManager
 
-    data, schema = write_data(workdir)
+    data, schema = write_table(workdir, table)
     state = workdir / "state"
     store = SQLiteStore(state)
     tokens = []
@@ -65,7 +107,7 @@ def _setup(workdir: Path, sessions: int) -> tuple[Path, list[str]]:
             schema_path=str(schema),
             epsilon=1.0,
             delta=1e-6,
-            parameters=PARAMETERS,
+            parameters=parameters,
         )
         for i in range(sessions):
             SessionManager(store).create(f"s{i}", config)
@@ -77,7 +119,7 @@ def _setup(workdir: Path, sessions: int) -> tuple[Path, list[str]]:
     return state, tokens
 
 
-def fill(state: Path, total: int) -> float:
+def fill(state: Path, total: int, pool: list[list[str]], target: str) -> float:
     """Answers repeated queries on session ``s0`` in process until its log has ``total``
     rows (``synchronous=OFF`` while filling); returns the seconds it took."""
     from pmwcm.kernels.queries import CMQuery
@@ -91,7 +133,8 @@ def fill(state: Path, total: int) -> float:
         session = SessionManager(store).get("s0")
         have = store.head("s0").releases
         queries = [
-            CMQuery.from_dict({"loss": "logistic", "target": "y", "features": f}) for f in FEATURES
+            CMQuery.from_dict({"loss": "logistic", "target": target, "features": f})
+            for f in pool[:6]
         ]
         for i in range(have, total):
             session.ask(queries[i % len(queries)], token_id=None)
@@ -131,10 +174,30 @@ class ServeProcess:
             self.proc.wait(20)
 
 
+def _distinct(pool: list[list[str]], target: str, client: int, n: int, offset: int) -> dict:
+    """Client ``client``'s ``n``-th distinct query: a feature set of the pool, its own radius."""
+    return {
+        "loss": "logistic",
+        "target": target,
+        "features": pool[(client * 7 + n) % len(pool)],
+        "radius": 1.0 + (offset + client * 100_000 + n) * 1e-6,
+    }
+
+
 def measure(
-    url: str, tokens: list[str], clients: int, seconds: float, offset: int
+    url: str,
+    tokens: list[str],
+    clients: int,
+    seconds: float,
+    offset: int,
+    *,
+    pool: list[list[str]],
+    target: str,
+    repeat: list[list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """``clients`` threads send distinct below-threshold queries for ``seconds``."""
+    """``clients`` threads send distinct below-threshold queries for ``seconds`` (or, with
+    ``repeat``, client ``i`` re-sends the requests ``repeat[i]`` it sent then); the row's
+    ``sent`` holds each client's answered requests."""
     latencies: list[float] = []
     grown: list[float] = []  # session s0's, whose log is the one filled
     sources: dict[str, int] = {}
@@ -142,6 +205,7 @@ def measure(
     lock = threading.Lock()
     start = threading.Barrier(clients + 1)
     stop_at: list[float] = []
+    sent: list[list[dict[str, Any]]] = [[] for _ in range(clients)]
 
     def client(i: int) -> None:
         nonlocal errors
@@ -153,12 +217,13 @@ def measure(
             n = 0
             start.wait()
             while time.perf_counter() < stop_at[0]:
-                spec = {
-                    "loss": "logistic",
-                    "target": "y",
-                    "features": FEATURES[n % len(FEATURES)],
-                    "radius": 1.0 + (offset + i * 100_000 + n) * 1e-6,
-                }
+                if repeat is not None and not repeat[i]:
+                    break
+                spec = (
+                    repeat[i][n % len(repeat[i])]
+                    if repeat is not None
+                    else _distinct(pool, target, i, n, offset)
+                )
                 n += 1
                 t0 = time.perf_counter()
                 response = http.post(f"/v1/sessions/{session}/queries", json=spec, headers=headers)
@@ -168,6 +233,7 @@ def measure(
                         source = response.json()["source"]
                         sources[source] = sources.get(source, 0) + 1
                         mine.append(elapsed)
+                        sent[i].append(spec)
                     else:
                         errors += 1
         with lock:
@@ -194,16 +260,17 @@ def measure(
         "s0_p95_ms": round(float(np.percentile(grown, 95)) * 1000, 1) if grown else None,
         "errors": errors,
         "sources": sources,
+        "sent": sent,
     }
 
 
-def warm(url: str, tokens: list[str], offset: int) -> float:
+def warm(url: str, tokens: list[str], offset: int, target: str, features: list[str]) -> float:
     """One query on every session at once (each is loaded by its first request); returns
     the seconds until all have answered."""
     started = time.perf_counter()
 
     def one(i: int) -> None:
-        spec = {"loss": "logistic", "target": "y", "features": ["a"], "radius": 50 + i * 1e-3}
+        spec = {"loss": "logistic", "target": target, "features": features, "radius": 50 + i * 1e-3}
         spec["radius"] += offset * 1e-9
         headers = {"Authorization": f"Bearer {tokens[i]}"}
         response = httpx.post(
@@ -219,28 +286,49 @@ def warm(url: str, tokens: list[str], offset: int) -> float:
     return time.perf_counter() - started
 
 
+def _measured(
+    url: str, tokens: list[str], clients: int, seconds: float, offset: int, **query: Any
+) -> dict[str, Any]:
+    """A distinct measurement, then its clients repeating what they were answered."""
+    row = measure(url, tokens, clients, seconds, offset, **query)
+    again = measure(url, tokens, clients, seconds, offset, **query, repeat=row.pop("sent"))
+    row["repeat_per_s"] = again["answers_per_s"]
+    row["repeat_p95_ms"] = again["p95_ms"]
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--table", default="tiny", choices=["tiny", *ADULT_SCHEMAS])
+    parser.add_argument("--backend", default="auto", choices=["auto", "dense", "support"])
+    parser.add_argument("--support-size", type=int, default=0, help="M (0: the default)")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--workers", type=int, default=None, help="pmwcm serve --workers")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument(
+        "--pool", type=int, default=512, help="distinct feature sets the queries cycle through"
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="pmwcm-throughput-"))
     rows: list[dict[str, Any]] = []
+    parameters = PARAMETERS | {"backend": args.backend, "support_size": args.support_size}
+    target = TARGETS[args.table]
     try:
-        state, tokens = _setup(workdir, args.sessions)
+        state, tokens = _setup(workdir, args.sessions, args.table, parameters)
+        schema = workdir / ADULT_SCHEMAS.get(args.table, "tiny.schema.json")
+        query = {"pool": feature_pool(args.table, schema, args.pool), "target": target}
         offset = 0
         for k, size in enumerate(sorted(args.sizes)):
-            filled = fill(state, size)
+            filled = fill(state, size, query["pool"], target)
             extra = () if args.workers is None else ("--workers", str(args.workers))
             server = ServeProcess(state, workdir / "server.log", extra)
             try:
-                loaded = warm(server.url, tokens, k)
+                loaded = warm(server.url, tokens, k, target, query["pool"][0])
                 for clients in args.clients if k == 0 else (max(args.clients),):
-                    row = measure(server.url, tokens, clients, args.seconds, offset)
+                    row = _measured(server.url, tokens, clients, args.seconds, offset, **query)
                     offset += 10**7
                     row["log_answers_at_start"] = size
                     row["fill_s"] = round(filled, 1)
@@ -257,17 +345,19 @@ def main() -> None:
     base = next(r for r in rows if r["clients"] == most)
     one = next(r for r in rows if r["clients"] == min(args.clients))
     print(
-        "\n| s0 log answers | clients | below-threshold/s | x 1 client | p95 ms "
-        "| s0 p95 ms | s0 p95 / first | load s | load average |"
+        f"\n{args.table}, backend {args.backend}, pool {args.pool}:\n\n| s0 log answers | clients "
+        "| distinct below-threshold/s | x 1 client | p95 ms | s0 p95 ms | s0 p95 / first "
+        "| repeats/s | repeat p95 ms | load s | load average |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         speedup = r["below_threshold_per_s"] / max(one["below_threshold_per_s"], 1e-9)
         ratio = r["s0_p95_ms"] / base["s0_p95_ms"] if r["clients"] == most else float("nan")
         print(
             f"| {r['log_answers_at_start']} | {r['clients']} | {r['below_threshold_per_s']} "
             f"| {speedup:.2f} | {r['p95_ms']} | {r['s0_p95_ms']} | {ratio:.2f} "
-            f"| {r['load_s']} | {r['load_average_1m']} |"
+            f"| {r['repeat_per_s']} | {r['repeat_p95_ms']} | {r['load_s']} "
+            f"| {r['load_average_1m']} |"
         )
     print(json.dumps({"rows": rows}))
 

@@ -20,6 +20,7 @@ from pmwcm.engine.settings import (
     StepRule,
     check_count,
 )
+from pmwcm.kernels.array_device import DeviceName, resolve_device
 from pmwcm.kernels.backend import (
     BACKENDS,
     DEFAULT_HYPOTHESIS_MEMORY,
@@ -119,6 +120,10 @@ class PMWConfig:
             ``hypothesis_memory``, a weighted support beyond), ``"dense"`` or
             ``"support"`` (:func:`~pmwcm.kernels.backend.choose_backend`).
         hypothesis_memory: bytes the hypothesis may take.
+        device: where a support hypothesis computes: ``"cpu"`` (default: NumPy and
+            numba), ``"cuda"`` (a CUDA array library; refused here without a GPU) or
+            ``"auto"`` (CUDA when one sees a device; :mod:`pmwcm.kernels.array_device`).
+            The dense backend always runs on the CPU.
         support_size: ``M`` for the support backend; 0 for the default.
         announced_queries: ``k``, announced up front (public): at most ``k`` queries
             will be asked. ``None`` (default): not announced.
@@ -160,6 +165,7 @@ class PMWConfig:
     accountant: AccountantName = "pld"
     backend: BackendName = "auto"
     hypothesis_memory: int = DEFAULT_HYPOTHESIS_MEMORY
+    device: DeviceName = "cpu"
     support_size: int = 0
     announced_queries: int | None = None
     mode: ModeName = "auto"
@@ -232,6 +238,7 @@ class PMWConfig:
                 f"hypothesis_memory must be a positive integer (bytes), "
                 f"got hypothesis_memory={self.hypothesis_memory!r}."
             )
+        resolve_device(self.device)  # an unknown name, or cuda without a GPU, is refused here
         if not (isinstance(self.support_size, int) and self.support_size >= 0):
             raise ValueError(
                 "support_size must be a non-negative integer, "

@@ -107,6 +107,7 @@ from pmwcm.engine.noise_levels import (
 )
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.plan import BudgetPlan, plan_budget, split_fits
+from pmwcm.kernels.array_device import resolve_device
 from pmwcm.kernels.histogram import Histogram
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import PrivacyLedger
@@ -167,8 +168,9 @@ def _paid_marginal_prior(
     ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
     if plan.backend.kind == "support":
         return support_marginal_prior(
-            data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size
-        )
+            data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size,
+            device=resolve_device(plan.config.device),
+        )  # fmt: skip
     return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
 
 
@@ -293,7 +295,10 @@ def _engine_of_plan(
         prior, measurements = release.hypothesis, release.measurements
     elif prior is None and config.prior == "uniform" and plan.backend.kind == "support":
         rng = post_processing_rng(noise)
-        prior = SupportHistogram.uniform(data.domain, plan.backend.support_size, rng=rng)
+        prior = SupportHistogram.uniform(
+            data.domain, plan.backend.support_size, rng=rng,
+            device=resolve_device(config.device),
+        )  # fmt: skip
     elif prior is None and config.prior in ("aim", "mst"):
         prior = _paid_synthetic_prior(data, plan, ledger=ledger, noise=noise)
     if plan.sparse_vector is None:

@@ -20,16 +20,26 @@ The dense histogram is the special case "support = all of ``X``", which is how
 :class:`~pmwcm.kernels.histogram.DenseHistogram` to ``1e-12``. Probabilities are
 kept normalised after every update, in log space (``logsumexp``), so no weight
 underflows however many updates a cell receives.
+
+**Devices.** Given an :class:`~pmwcm.kernels.array_device.ArrayDevice`
+(``--device cuda``), a support keeps its code columns, log-weights and
+probabilities on that device and runs the marginal, reweight and sampling in
+the array API standard (:mod:`pmwcm.kernels.support_array`); marginals and
+factors (``|C|`` cells) cross to the host, the records' ``M``-long arrays stay.
+Without one (the default) every operation is the NumPy code below.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pmwcm.kernels import support_array
+from pmwcm.kernels.array_device import ArrayDevice
 from pmwcm.kernels.clique_table import (
     CliqueTable,
     FloatArray,
@@ -40,6 +50,7 @@ from pmwcm.kernels.clique_table import (
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import LRUCache
+from pmwcm.kernels.support_passes import columns_of
 
 IndexArray = NDArray[np.int32]
 
@@ -62,7 +73,9 @@ class SupportHistogram:
         domain: the universe the records live in.
         records: integer codes, shape ``(M, len(domain))``, each column within
             its attribute's size (stored in the smallest dtype that holds them).
-        log_weights: ``w``, shape ``(M,)``; ``None`` for uniform weights.
+        log_weights: ``w``, shape ``(M,)`` (host or ``device`` array); ``None`` for
+            uniform weights.
+        device: the array device the support lives on; ``None`` for NumPy on the host.
 
     Raises:
         ValueError: for records outside the domain, an empty support, or
@@ -78,7 +91,9 @@ class SupportHistogram:
         self,
         domain: Domain,
         records: NDArray[np.integer],
-        log_weights: FloatArray | None = None,
+        log_weights: FloatArray | Any | None = None,
+        *,
+        device: ArrayDevice | None = None,
     ) -> None:
         records = np.asarray(records)
         if records.ndim != 2 or records.shape[1] != len(domain):
@@ -90,7 +105,9 @@ class SupportHistogram:
         weights = (
             np.zeros(records.shape[0])
             if log_weights is None
-            else np.asarray(log_weights, dtype=np.float64)
+            else np.asarray(
+                log_weights if device is None else device.to_numpy(log_weights), dtype=np.float64
+            )
         )
         if weights.shape != (records.shape[0],):
             raise ValueError(
@@ -100,36 +117,52 @@ class SupportHistogram:
             raise ValueError("log_weights must be finite.")
         self.domain = domain
         self._records = records.astype(smallest_code_dtype(domain), copy=False)
+        self.device = device
+        self._columns: Any = None if device is None else device.asarray(columns_of(self._records))
         # Which cell of a large clique each record sits in depends on the records
         # only, so it outlives every reweight (and is shared with copies).
-        self._cell_index: LRUCache[tuple[str, ...], tuple[NDArray[np.int64], IndexArray]] = (
-            LRUCache(max(4, CELL_INDEX_BYTES // (4 * records.shape[0])))
+        self._cell_index: LRUCache[tuple[str, ...], tuple[NDArray[np.int64], Any]] = LRUCache(
+            max(4, CELL_INDEX_BYTES // (4 * records.shape[0]))
         )
         self._set_log_weights(weights)
 
-    def _set_log_weights(self, weights: FloatArray) -> None:
+    def _set_log_weights(self, weights: FloatArray | Any) -> None:
         """Normalises ``weights`` in log space and drops every cached marginal."""
-        self._log_weights = weights - logsumexp(weights)
-        self._probabilities = np.exp(self._log_weights)
+        if self.device is None:
+            self._log_weights = weights - logsumexp(weights)
+            self._probabilities = np.exp(self._log_weights)
+        else:
+            on_device = self.device.asarray(weights)
+            self._log_weights, self._probabilities = support_array.normalised(
+                self.device, on_device
+            )
         # Marginals and clique tables by clique, valid until the next reweight.
         self._marginals: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
         self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
 
     @classmethod
     def from_normalized(
-        cls, domain: Domain, records: NDArray[np.integer], log_weights: FloatArray
+        cls,
+        domain: Domain,
+        records: NDArray[np.integer],
+        log_weights: FloatArray,
+        *,
+        device: ArrayDevice | None = None,
     ) -> SupportHistogram:
         """A support holding ``log_weights`` exactly, for weights already normalised.
 
         The constructor renormalises in log space, which can move the last bit of
         weights read back from a snapshot, and with it every later answer.
         """
-        support = cls(domain, records, log_weights)
+        support = cls(domain, records, log_weights, device=device)
         exact = np.array(log_weights, dtype=np.float64)
         if abs(float(logsumexp(exact))) > 1e-9:
             raise ValueError("log_weights must be normalised (logsumexp 0).")
-        support._log_weights = exact
-        support._probabilities = np.exp(exact)
+        if device is None:
+            support._log_weights, support._probabilities = exact, np.exp(exact)
+        else:
+            support._log_weights = device.asarray(exact)
+            support._probabilities = device.xp.exp(support._log_weights)
         return support
 
     @classmethod
@@ -147,13 +180,20 @@ class SupportHistogram:
         return cls(domain, cells[keep], np.log(mass[keep]))
 
     @classmethod
-    def uniform(cls, domain: Domain, size: int, *, rng: np.random.Generator) -> SupportHistogram:
+    def uniform(
+        cls,
+        domain: Domain,
+        size: int,
+        *,
+        rng: np.random.Generator,
+        device: ArrayDevice | None = None,
+    ) -> SupportHistogram:
         """``size`` records drawn uniformly from ``X``, equal weights: the uniform start
         on a support (an unbiased ``size``-point approximation of the uniform histogram)."""
         if size < 1:
             raise ValueError(f"size must be positive, got size={size}.")
         records = np.stack([rng.integers(0, s, size) for s in domain.sizes], axis=1)
-        return cls(domain, records)
+        return cls(domain, records, device=device)
 
     @property
     def size(self) -> int:
@@ -162,8 +202,8 @@ class SupportHistogram:
 
     @property
     def log_weights(self) -> FloatArray:
-        """``log p``, the records' normalised log-weights (a copy)."""
-        return self._log_weights.copy()
+        """``log p``, the records' normalised log-weights (a host copy)."""
+        return self._host(self._log_weights)
 
     @property
     def records(self) -> NDArray[np.integer]:
@@ -174,8 +214,12 @@ class SupportHistogram:
 
     @property
     def probabilities(self) -> FloatArray:
-        """``p``, the records' probabilities (a copy; sums to one)."""
-        return self._probabilities.copy()
+        """``p``, the records' probabilities (a host copy; sums to one)."""
+        return self._host(self._probabilities)
+
+    def _host(self, values: Any) -> FloatArray:
+        """A host copy of one of the support's ``M``-long arrays."""
+        return values.copy() if self.device is None else self.device.to_numpy(values)
 
     def _codes(self, attrs: Sequence[str]) -> tuple[NDArray[np.integer], tuple[int, ...]]:
         axes = self.domain.axes(attrs)
@@ -188,21 +232,33 @@ class SupportHistogram:
         cached = self._marginals.get(key)
         if cached is not None:
             return cached.copy()
-        codes, sizes = self._codes(attrs)
-        cells = int(np.prod(sizes, dtype=np.int64))
-        counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
-        table: FloatArray = np.asarray(counts, dtype=np.float64).reshape(sizes)
+        table = self._marginal(attrs)
         self._marginals.put(key, table)
         return table.copy()
 
-    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray]:
-        """A large clique's occupied cells and each record's index among them (cached)."""
+    def _marginal(self, attrs: Sequence[str]) -> FloatArray:
+        """The weighted bincount of :meth:`marginal`, uncached."""
+        if self.device is not None:
+            axes = self.domain.axes(attrs)
+            sizes = tuple(self.domain.shape[a] for a in axes)
+            return support_array.marginal(
+                self.device, self._columns, self._probabilities, axes, sizes
+            )
+        codes, sizes = self._codes(attrs)
+        cells = int(np.prod(sizes, dtype=np.int64))
+        counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
+        return np.asarray(counts, dtype=np.float64).reshape(sizes)
+
+    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray | Any]:
+        """A large clique's occupied cells and each record's index among them (cached;
+        the index on the support's device, where it has one)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
         if cached is None:
             codes, sizes = self._codes(attrs)
             cells, inverse = occupied_cells(codes, math.prod(sizes))
-            cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
+            index = inverse.astype(np.int32)  # at most M < 2^31 cells
+            cached = (cells, index if self.device is None else self.device.asarray(index))
             self._cell_index.put(key, cached)
         return cached
 
@@ -217,7 +273,12 @@ class SupportHistogram:
             table = CliqueTable.dense(self.marginal(attrs))
         else:
             cells, inverse = self._occupied(attrs)
-            table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
+            if self.device is None:
+                table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
+            else:  # the records' masses summed on the device; only the table crosses
+                mass = self.device.scatter_add(inverse, self._probabilities, cells.size)
+                mass = self.device.to_numpy(mass, copy=False)  # this call's own
+                table = CliqueTable(shape=sizes, codes=cells, mass=mass)
         self._tables.put(key, table)
         return table
 
@@ -235,7 +296,11 @@ class SupportHistogram:
         cells, inverse = self._occupied(attrs)
         if not np.array_equal(table.codes, cells):
             raise ValueError("The table's cells are not this support's cells on the clique.")
-        self._set_log_weights(self._log_weights + log_factor[inverse])
+        if self.device is None:
+            factor = log_factor[inverse]
+        else:
+            factor = self.device.xp.take(self.device.asarray(log_factor), inverse)
+        self._set_log_weights(self._log_weights + factor)
 
     def reweight(
         self, attrs: Sequence[str], log_factor: FloatArray, *, marginal: FloatArray | None = None
@@ -245,18 +310,28 @@ class SupportHistogram:
         ``marginal`` is accepted for the :class:`~pmwcm.kernels.histogram.Histogram`
         contract and not needed: the normaliser is a ``logsumexp`` over the support.
         """
-        codes, sizes = self._codes(attrs)
+        axes = self.domain.axes(attrs)
+        sizes = tuple(self.domain.shape[a] for a in axes)
         log_factor = np.asarray(log_factor, dtype=np.float64)
         if log_factor.shape != sizes:
             raise ValueError(f"log_factor has shape {log_factor.shape}, expected {sizes}.")
         if not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite.")
+        if self.device is not None:
+            factor = support_array.gathered(self.device, self._columns, axes, sizes, log_factor)
+            self._set_log_weights(self._log_weights + factor)
+            return
+        codes = cell_codes(self._records, axes, sizes)
         self._set_log_weights(self._log_weights + log_factor.reshape(-1)[codes])
 
     def sample(self, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
         """``n`` records drawn from the support by their probabilities."""
         if n < 0:
             raise ValueError(f"n must be non-negative, got n={n}.")
+        if self.device is not None:
+            return support_array.sample(
+                self.device, self._columns, self._probabilities, rng.random(n)
+            )
         cdf = np.cumsum(self._probabilities)
         index = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
         index = np.minimum(index, cdf.size - 1)
@@ -264,6 +339,8 @@ class SupportHistogram:
 
     def to_array(self) -> FloatArray:
         """The dense tensor over ``X`` (only for enumerable ``X``)."""
+        if self.device is not None:
+            return self._marginal(self.domain.names)
         codes, sizes = self._codes(self.domain.names)
         table = np.bincount(codes, weights=self._probabilities, minlength=self.domain.size)
         return np.asarray(table, dtype=np.float64).reshape(sizes)
@@ -273,8 +350,15 @@ class SupportHistogram:
         twin = SupportHistogram.__new__(SupportHistogram)
         twin.domain = self.domain
         twin._records = self._records
-        twin._log_weights = self._log_weights.copy()
-        twin._probabilities = self._probabilities.copy()
+        twin.device = self.device
+        twin._columns = self._columns
+        if self.device is None:
+            twin._log_weights = self._log_weights.copy()
+            twin._probabilities = self._probabilities.copy()
+        else:
+            xp = self.device.xp
+            twin._log_weights = xp.asarray(self._log_weights, copy=True)
+            twin._probabilities = xp.asarray(self._probabilities, copy=True)
         twin._marginals = self._marginals.copy()  # cached tables are never written
         twin._tables = self._tables.copy()
         twin._cell_index = self._cell_index

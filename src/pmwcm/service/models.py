@@ -166,6 +166,11 @@ class SessionParameters(_Request):
         description="Bytes the hypothesis may take (default 512 MiB); this service allows "
         f"at most {MAX_HYPOTHESIS_MEMORY} (4 GiB).",
     )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default=_DEFAULTS["device"],
+        description="Where a support hypothesis computes: 'cpu', 'cuda' (refused on a "
+        "server without a GPU) or 'auto' (CUDA when one is visible).",
+    )
     support_size: int = Field(
         default=_DEFAULTS["support_size"],
         ge=0,

@@ -6,20 +6,10 @@ universe too large to enumerate, the same release is fitted on a
 :class:`~pmwcm.kernels.support.SupportHistogram` of ``M`` records instead, in
 two post-processing steps that read **only the released tables**:
 
-1. **Proposal** (:func:`tree_proposal`). A Chow-Liu tree (Chow, Liu 1968) over
-   the attributes, with edge weights estimated from the released pair tables,
-   and ``M`` records drawn from the tree model whose conditionals are the
-   released (clipped, renormalised) pair tables. Edge weights: for the pair
-   ``(a, b)`` the released table ``y_ab`` estimates ``D_ab`` with independent
-   ``N(0, sigma^2)`` noise per cell, so ``||y_ab - y_a y_b^T||^2 - |a||b|
-   sigma^2`` estimates ``||D_ab - D_a D_b^T||^2`` (the noise's expected squared
-   norm removed; ``y_a``, ``y_b`` are the averaged one-way projections, whose
-   own noise is far smaller). Without the correction, larger tables would look
-   more dependent from noise alone. Every conditional is mixed with the child's
-   one-way marginal (weight :data:`CONDITIONAL_MIXING`) and every one-way
-   marginal with the uniform one (:data:`UNIFORM_MIXING`), so that every value
-   of every attribute keeps some records: multiplicative-weights updates only
-   rescale records, they never create one.
+1. **Proposal** (:func:`~pmwcm.mechanisms.priors.support_proposal.tree_proposal`).
+   ``M`` records drawn from a Chow-Liu tree model of the released pair tables,
+   every value of every attribute kept reachable
+   (:mod:`pmwcm.mechanisms.priors.support_proposal`).
 2. **Fit** (:func:`fit_support`). The support's log-weights are fitted to all
    the released tables by the same entropic mirror descent as the dense fit
    (:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`), now on the
@@ -39,29 +29,33 @@ private records would publish which cells hold a record, and
 **Cost.** The proposal is ``O(M m)`` for ``m`` attributes; each fit iteration
 ``O(K M)`` in two streaming passes over the column-major codes
 (:mod:`pmwcm.kernels.support_passes`), with the number
-of iterations from a public work budget (:func:`support_iterations`).
+of iterations from a public work budget (:func:`support_iterations`). On a
+support held on an array device (``--device cuda``,
+:mod:`pmwcm.kernels.array_device`) each iteration is the same step in the array
+API standard (:func:`pmwcm.kernels.support_array.descend`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
+from pmwcm.kernels import support_array
+from pmwcm.kernels.array_device import ArrayDevice
 from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import Histogram
-from pmwcm.kernels.support import SupportHistogram, smallest_code_dtype
+from pmwcm.kernels.support import SupportHistogram
 from pmwcm.kernels.support_passes import (
     CliqueLayout,
     clique_marginals,
     columns_of,
     descent_step,
-    draw_children,
 )
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
@@ -73,26 +67,19 @@ from pmwcm.mechanisms.priors.marginals import (
     pairwise_cliques,
     public_prior,
 )
+from pmwcm.mechanisms.priors.support_proposal import tree_proposal
 from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
-    "CONDITIONAL_MIXING",
-    "UNIFORM_MIXING",
     "fit_support",
-    "one_way_estimates",
     "post_processing_rng",
     "public_start",
     "public_support_prior",
     "support_fit_budget",
     "support_iterations",
     "support_marginal_prior",
-    "tree_proposal",
 ]
 
-#: Share of the child's one-way marginal mixed into every tree conditional.
-CONDITIONAL_MIXING = 0.1
-#: Share of the uniform distribution mixed into every one-way marginal.
-UNIFORM_MIXING = 0.01
 #: The fit's work budget: ``iterations * K * M`` record-clique visits. At 2e9 the
 #: full-resolution Adult fit stopped after 83 iterations, unconverged: 2e10 (300,
 #: where the relative-improvement rule stops it) halved the mean excess risk of
@@ -109,154 +96,6 @@ def post_processing_rng(noise: NoiseSource) -> np.random.Generator:
     """
     seed = (noise.uniform(4) * 2.0**32).astype(np.uint64)
     return np.random.default_rng([int(s) for s in seed])
-
-
-def _normalised(values: FloatArray) -> FloatArray:
-    clipped = np.clip(np.asarray(values, dtype=np.float64), 0.0, None)
-    total = float(clipped.sum())
-    return clipped / total if total > 0 else np.full(clipped.shape, 1.0 / clipped.size)
-
-
-def one_way_estimates(domain: Domain, measurements: Sequence[Measurement]) -> list[FloatArray]:
-    """Each attribute's marginal: the average of the released tables' projections onto it.
-
-    Averaging the ``K_a`` tables that contain attribute ``a`` divides the noise
-    variance by ``K_a``. Clipped at zero, renormalised and mixed with the
-    uniform distribution (:data:`UNIFORM_MIXING`). An attribute no measurement
-    covers gets the uniform distribution.
-    """
-    sums = [np.zeros(s) for s in domain.sizes]
-    counts = [0] * len(domain)
-    for m in measurements:
-        values = np.asarray(m.values, dtype=np.float64)
-        for position, name in enumerate(m.clique):
-            axis = domain.index(name)
-            others = tuple(i for i in range(values.ndim) if i != position)
-            sums[axis] += values.sum(axis=others)
-            counts[axis] += 1
-    out = []
-    for size, total, count in zip(domain.sizes, sums, counts, strict=True):
-        estimate = _normalised(total / count) if count else np.full(size, 1.0 / size)
-        out.append((1 - UNIFORM_MIXING) * estimate + UNIFORM_MIXING / size)
-    return out
-
-
-def _pair_tables(
-    domain: Domain, measurements: Sequence[Measurement]
-) -> dict[tuple[int, int], tuple[FloatArray, float]]:
-    """The released 2-way tables by axis pair ``(i, j)``, ``i < j``, axes in that order."""
-    pairs: dict[tuple[int, int], tuple[FloatArray, float]] = {}
-    for m in measurements:
-        if len(m.clique) != 2:
-            continue
-        i, j = domain.axes(m.clique)
-        values = np.asarray(m.values, dtype=np.float64)
-        if i > j:
-            i, j, values = j, i, values.T
-        pairs[(i, j)] = (values, m.sigma)
-    return pairs
-
-
-def tree_edges(domain: Domain, measurements: Sequence[Measurement]) -> list[tuple[int, int]]:
-    """The Chow-Liu tree's edges ``(parent, child)`` in breadth-first order from axis 0.
-
-    A maximum spanning tree of the debiased dependence weights (module
-    docstring); attributes no released pair connects start their own tree.
-    """
-    one_way = one_way_estimates(domain, measurements)
-    return _tree_edges(len(domain), one_way, _pair_tables(domain, measurements))
-
-
-def _tree_edges(
-    m: int, one_way: list[FloatArray], pairs: dict[tuple[int, int], tuple[FloatArray, float]]
-) -> list[tuple[int, int]]:
-    """:func:`tree_edges` from the one-way estimates and pair tables already computed."""
-    # minimum_spanning_tree drops zero entries: every released pair is shifted below
-    # zero, by its debiased weight, so an independent pair is still an edge.
-    graph = np.zeros((m, m))
-    for (i, j), (table, sigma) in pairs.items():
-        excess = table - np.outer(one_way[i], one_way[j])
-        weight = max(float((excess * excess).sum()) - table.size * sigma**2, 0.0)
-        graph[i, j] = -(weight + 1e-300) - 1e-12
-    tree = minimum_spanning_tree(graph)
-    tree = tree + tree.T
-    edges: list[tuple[int, int]] = []
-    seen = np.zeros(m, dtype=bool)
-    for root in range(m):
-        if seen[root]:
-            continue
-        order, parents = breadth_first_order(tree, root, directed=False)
-        seen[order] = True
-        edges.extend((int(parents[c]), int(c)) for c in order[1:])
-    return edges
-
-
-def _conditionals(table: FloatArray, sigma: float, child: FloatArray) -> FloatArray:
-    """``P(child | parent)`` from a released pair table (rows: parent values).
-
-    Each row is shrunk towards the child's one-way estimate with a pseudo-mass of
-    ``s_child sigma`` (about the mass that clipped noise adds to a row), so a
-    row whose released mass is mostly noise falls back to the one-way marginal;
-    then mixed with it (:data:`CONDITIONAL_MIXING`) so every value stays reachable.
-    """
-    clipped = np.clip(table, 0.0, None)
-    prior_mass = child.size * sigma
-    rows = (clipped + prior_mass * child) / (clipped.sum(axis=1, keepdims=True) + prior_mass)
-    return (1 - CONDITIONAL_MIXING) * rows + CONDITIONAL_MIXING * child
-
-
-def tree_proposal(
-    domain: Domain,
-    measurements: Sequence[Measurement],
-    *,
-    size: int,
-    rng: np.random.Generator,
-) -> NDArray[np.integer]:
-    """``size`` records drawn from the Chow-Liu tree model of the released tables.
-
-    Roots are drawn from their one-way estimates; each child given its parent
-    from the released pair table's row (:func:`_conditionals`). The records come
-    back column-major (shape ``(size, m)``, Fortran order) in the domain's smallest
-    code type, drawn :data:`DRAW_CHUNK` at a time: the proposal's memory is the
-    records' own, ``size * m`` bytes for byte codes.
-    """
-    if size < 1:
-        raise ValueError(f"size must be positive, got size={size}.")
-    one_way = one_way_estimates(domain, measurements)
-    pairs = _pair_tables(domain, measurements)
-    columns = np.zeros((len(domain), size), dtype=smallest_code_dtype(domain))
-    edges = _tree_edges(len(domain), one_way, pairs)
-    children = {child for _, child in edges}
-    roots = np.zeros(1, dtype=columns.dtype)  # every root's draws read parent code 0
-    for axis in range(len(domain)):
-        if axis not in children:
-            cdf = np.cumsum(one_way[axis])[None, :]
-            _draw_column(np.broadcast_to(roots, (size,)), cdf, columns[axis], rng)
-    for parent, child in edges:
-        table, sigma = pairs[(parent, child)] if parent < child else pairs[(child, parent)]
-        if parent > child:
-            table = table.T
-        cdf = np.cumsum(_conditionals(table, sigma, one_way[child]), axis=1)
-        _draw_column(columns[parent], cdf, columns[child], rng)
-    return columns.T
-
-
-#: Records drawn per batch of uniforms (8 bytes each) in :func:`tree_proposal`.
-DRAW_CHUNK = 2**20
-
-
-def _draw_column(
-    parents: NDArray[np.integer],
-    cdf: FloatArray,
-    out: NDArray[np.integer],
-    rng: np.random.Generator,
-) -> None:
-    """Inverse-CDF draws of one column from the rows of ``cdf`` its parents pick, in
-    chunks of :data:`DRAW_CHUNK` uniforms (the generator's stream is the same as one
-    ``rng.random(size)``)."""
-    for begin in range(0, out.size, DRAW_CHUNK):
-        end = min(out.size, begin + DRAW_CHUNK)
-        draw_children(parents[begin:end], cdf, rng.random(end - begin), out[begin:end])
 
 
 class _Fitted:
@@ -281,10 +120,13 @@ class _UniformStart:
     """Records with equal weights: what :func:`fit_support` reads of its start, without a
     :class:`SupportHistogram`'s probabilities (``8 M`` bytes the fit does not need)."""
 
-    def __init__(self, domain: Domain, records: NDArray[np.integer]) -> None:
+    def __init__(
+        self, domain: Domain, records: NDArray[np.integer], device: ArrayDevice | None = None
+    ) -> None:
         self.domain = domain
         self.records = records
         self.size = int(records.shape[0])
+        self.device = device
 
     @property
     def log_weights(self) -> FloatArray:
@@ -312,7 +154,15 @@ def fit_support(
     loose by more than :data:`_SHIFT_SLACK`, the tables are summed again about
     the maximum. Memory: the code columns and two weight vectors (``w`` and the
     trial ``w'``), whatever ``K``.
+
+    A start on an array device is fitted there (:func:`_fit_on_device`), to the
+    same weights up to rounding.
     """
+    if start.device is not None:
+        return _fit_on_device(
+            start, measurements, start.device,
+            iterations=iterations, step=step, rtol=rtol, continuation=continuation,
+        )  # fmt: skip
     domain = start.domain
     columns = columns_of(start.records)
     layout = CliqueLayout(domain, [m.clique for m in measurements])
@@ -347,6 +197,61 @@ def fit_support(
         continuation=continuation,
     )
     return SupportHistogram(domain, start.records, fitted.log_w)
+
+
+class _DeviceFit:
+    """A fit's state on an array device: log-weights, probabilities and (once computed)
+    every clique's marginal (host tables)."""
+
+    __slots__ = ("log_w", "probabilities", "tables")
+
+    def __init__(self, log_w: Any, probabilities: Any, tables: list[FloatArray] | None) -> None:
+        self.log_w = log_w
+        self.probabilities = probabilities
+        self.tables = tables
+
+
+def _fit_on_device(
+    start: SupportHistogram | _UniformStart,
+    measurements: Sequence[Measurement],
+    device: ArrayDevice,
+    *,
+    iterations: int,
+    step: float,
+    rtol: float,
+    continuation: int | None,
+) -> SupportHistogram:
+    """:func:`fit_support`'s descent with the records and weights on ``device``: each step is
+    :func:`pmwcm.kernels.support_array.descend` (one gather per clique for the gradient,
+    one weighted bincount per clique for the marginals)."""
+    domain = start.domain
+    columns = device.asarray(columns_of(start.records))
+    axes = [domain.axes(m.clique) for m in measurements]
+    cliques = [(ax, tuple(domain.shape[a] for a in ax)) for ax in axes]
+
+    def marginals(state: _DeviceFit) -> list[FloatArray]:
+        if state.tables is None:
+            state.tables = [
+                support_array.marginal(device, columns, state.probabilities, ax, sizes)
+                for ax, sizes in cliques
+            ]
+        return state.tables
+
+    def moved(state: _DeviceFit, res: list[FloatArray], s: float) -> _DeviceFit:
+        return _DeviceFit(*support_array.descend(device, columns, state.log_w, cliques, res, s))
+
+    log_w = device.asarray(start.log_weights)
+    fitted = entropic_descent(
+        _DeviceFit(log_w, device.xp.exp(log_w), None),
+        measurements,
+        marginals=marginals,
+        moved=moved,
+        iterations=iterations,
+        step=step,
+        rtol=rtol,
+        continuation=continuation,
+    )
+    return SupportHistogram(domain, start.records, fitted.log_w, device=device)
 
 
 #: The most record-clique visits (``iterations * K * M``) a support fit may take in all,
@@ -384,13 +289,15 @@ def support_marginal_prior(
     size: int,
     cliques: Sequence[tuple[str, ...]] | None = None,
     iterations: int | None = None,
+    device: ArrayDevice | None = None,
 ) -> PriorRelease[SupportHistogram]:
     """Measure (default: all 2-way) marginals, then propose and fit a support of ``size`` records.
 
     The caller charges
     :func:`~pmwcm.mechanisms.priors.marginals.measurement_event` ``(noise_multiplier)``
     first. Only :func:`~pmwcm.mechanisms.priors.marginals.measure_marginals`
-    reads the data; everything after it reads the release.
+    reads the data; everything after it reads the release. The fitted support
+    lives on ``device`` (``None``: the host's NumPy path).
     """
     chosen = list(cliques) if cliques is not None else pairwise_cliques(data.domain)
     measured = measure_marginals(data, chosen, noise_multiplier=noise_multiplier, noise=noise)
@@ -398,7 +305,7 @@ def support_marginal_prior(
     records = tree_proposal(data.domain, measured, size=size, rng=rng)
     budget, continuation = support_fit_budget(size, len(chosen))
     fitted = fit_support(
-        _UniformStart(data.domain, records),
+        _UniformStart(data.domain, records, device),
         measured,
         iterations=budget if iterations is None else iterations,
         continuation=continuation,
