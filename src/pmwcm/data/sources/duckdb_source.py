@@ -9,13 +9,21 @@ through pandas or Python. A CSV is read with every cell as text, exactly as
 
 A connection opened here is capped (``memory_limit``, default
 :data:`DEFAULT_MEMORY_LIMIT`) and spills to a private temporary directory
-that :meth:`DuckDBSource.close` removes.
+that :meth:`DuckDBSource.close` removes. What the snapshot holds is planned
+from the schema (one packed key per distinct record,
+:func:`~pmwcm.data.sources.sql_source.packing`; a wide table is coded row by
+row rather than grouped on its raw text), so a 1,000-column table fits the
+cap; a query that still outgrows it is refused in one line naming the cap,
+never a traceback. Large categoricals are coded by joins with code tables
+bound as parameters (:class:`~pmwcm.data.sources.sql.CodeTable`), on the
+connections opened here.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import dataclasses
 import shutil
 import tempfile
 import weakref
@@ -28,7 +36,7 @@ import numpy as np
 from pmwcm.data.csv_layout import check_csv_layout
 from pmwcm.data.schema import Schema
 from pmwcm.data.sources.sql import DIALECTS, ColumnKind
-from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.sources.sql_source import Parameters, SQLSource
 from pmwcm.data.table import DataError
 
 __all__ = ["DEFAULT_MEMORY_LIMIT", "DuckDBSource", "column_kind", "file_relation"]
@@ -99,6 +107,21 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
+def _prepare(connection: Any) -> None:
+    """Settings for a connection opened here: no progress bar (a library prints nothing),
+    and no common-subexpression pass, which is quadratic in the snapshot query's size
+    (75 of its 85 s of planning on a 1,000-column table; the query names each derived
+    form of a cell once already, so the pass finds nothing to share)."""
+    connection.execute("SET enable_progress_bar = false")
+    connection.execute("SET disabled_optimizers = 'common_subexpressions'")
+
+
+def _out_of_memory(where: str, memory_limit: str | None) -> str:
+    """The one line for a read that outgrew DuckDB's cap (the error's advice is for SQL users)."""
+    cap = f"its memory limit ({memory_limit})" if memory_limit else "memory"
+    return f"DuckDB ran out of {cap} reading {where}."
+
+
 def _release(own: tuple[Any, str]) -> None:
     connection, spill = own
     connection.close()
@@ -115,9 +138,11 @@ class DuckDBSource(SQLSource):
     Args:
         schema: the public schema.
         relation: the ``DuckDBPyRelation`` to read (its columns and types).
-        run: runs a query that names the relation ``pmwcm_source``.
+        run: runs a query that names the relation ``pmwcm_source``, binding its
+            parameters (``None``: only queries without parameters, so no code tables).
         where: names the data in messages.
         own: the connection and spill directory opened here, closed by :meth:`close`.
+        memory_limit: the connection's cap, named when a query outgrows it.
     """
 
     def __init__(
@@ -128,20 +153,27 @@ class DuckDBSource(SQLSource):
         run: Callable[[str], Any],
         where: str,
         own: tuple[Any, str] | None = None,
+        bind: Callable[[str, Parameters], Any] | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         self._run = run
+        self._bind = bind
+        self._memory_limit = memory_limit
         self._own = own
         # The connection and its spill directory go with the source, close() or not.
         self._finalizer = weakref.finalize(self, _release, own) if own is not None else None
         columns = dict(zip(relation.columns, (str(t) for t in relation.types), strict=True))
         kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
+        dialect = DIALECTS["duckdb"]
+        if bind is None:  # the caller's relation runs text only
+            dialect = dataclasses.replace(dialect, code_table="")
         try:
             super().__init__(
                 schema,
                 relation=_VIEW,
                 columns=columns,
                 kinds=kinds,
-                dialect=DIALECTS["duckdb"],
+                dialect=dialect,
                 where=where,
             )
         except Exception:
@@ -175,20 +207,24 @@ class DuckDBSource(SQLSource):
             config["threads"] = threads
         connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
         try:
-            connection.execute("SET enable_progress_bar = false")  # a library prints nothing
+            _prepare(connection)
             connection.execute(f"CREATE TEMP VIEW {_VIEW} AS SELECT * FROM {relation_sql}")
             relation = connection.table(_VIEW)
         except duckdb.Error as exc:
             connection.close()
             shutil.rmtree(spill, ignore_errors=True)
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise DataError(_out_of_memory(f"'{path}'", memory_limit)) from None
             first = str(exc).strip().splitlines()[0]
             raise DataError(f"cannot read data file '{path}': {first}") from None
         return cls(
             schema,
             relation=relation,
             run=connection.execute,  # binds and plans once (a relation, .sql, binds twice)
+            bind=connection.execute,
             where=f"'{path}'",
             own=(connection, spill),
+            memory_limit=memory_limit,
         )
 
     @classmethod
@@ -214,7 +250,7 @@ class DuckDBSource(SQLSource):
         connection = duckdb.connect(config=config)
         stream = _ArrowStream(frame)
         try:
-            connection.execute("SET enable_progress_bar = false")
+            _prepare(connection)
             relation = connection.from_arrow(stream)
             relation.create_view(_VIEW)
         except duckdb.Error as exc:
@@ -225,8 +261,10 @@ class DuckDBSource(SQLSource):
             schema,
             relation=relation,
             run=connection.execute,
+            bind=connection.execute,
             where=f"the {type(frame).__name__}",
             own=(connection, spill),
+            memory_limit=memory_limit,
         )
 
     @classmethod
@@ -258,8 +296,18 @@ class DuckDBSource(SQLSource):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         return list(self._run(query).fetchall())
 
-    def _columns(self, query: str, width: int) -> list[np.ndarray]:
-        fetched = self._run(query).fetchnumpy()  # columns come back as arrays, no row tuples
+    def _columns(self, query: str, width: int, parameters: Parameters) -> list[np.ndarray]:
+        import duckdb
+
+        try:
+            if parameters:
+                assert self._bind is not None  # the dialect asks for tables only then
+                result = self._bind(query, parameters)
+            else:
+                result = self._run(query)
+            fetched = result.fetchnumpy()  # columns come back as arrays, no row tuples
+        except duckdb.OutOfMemoryException:
+            raise DataError(_out_of_memory(self.where, self._memory_limit)) from None
         return [np.asarray(column) for column in fetched.values()]
 
     def close(self) -> None:
