@@ -21,9 +21,9 @@ connections opened here.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-import dataclasses
 import shutil
 import tempfile
 import weakref

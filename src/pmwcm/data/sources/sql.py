@@ -53,11 +53,11 @@ from typing import Literal
 from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, format_number
 
 __all__ = [
+    "CODE_TABLE_MIN_VALUES",
     "DIALECTS",
     "MISSING",
     "NOT_A_NUMBER",
     "OUTSIDE",
-    "CODE_TABLE_MIN_VALUES",
     "Cell",
     "CodeTable",
     "ColumnKind",
@@ -168,8 +168,7 @@ DIALECTS: dict[str, Dialect] = {
         is_nan="isnan({x})",
         contains="contains({chars}, {c})",
         code_table=(
-            "(SELECT unnest(${keys}::{key_type}[]) AS {key}, "
-            "unnest(${codes}::INTEGER[]) AS {code})"
+            "(SELECT unnest(${keys}::{key_type}[]) AS {key}, unnest(${codes}::INTEGER[]) AS {code})"
         ),
     ),
     "postgresql": Dialect(
@@ -433,9 +432,7 @@ def threshold_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
 _RULES = {"values": categorical_code, "bins": bins_code, "threshold": threshold_code}
 
 
-def attribute_code(
-    attr: Attribute, cell: Cell, d: Dialect, table: CodeTable | None = None
-) -> str:
+def attribute_code(attr: Attribute, cell: Cell, d: Dialect, table: CodeTable | None = None) -> str:
     """The code of ``attr`` from its source ``cell`` (through ``table``'s joins if given).
 
     A ``missing`` marker is :data:`MISSING` before the rule reads the cell; with a

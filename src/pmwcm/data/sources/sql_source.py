@@ -184,9 +184,7 @@ class SQLSource(abc.ABC):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         """Runs ``query`` and returns its result rows."""
 
-    def _columns(
-        self, query: str, width: int, parameters: Parameters
-    ) -> list[NDArray[np.integer]]:
+    def _columns(self, query: str, width: int, parameters: Parameters) -> list[NDArray[np.integer]]:
         """Runs ``query`` (``width`` integer columns; binding ``parameters``, which only a
         dialect with code tables asks for) and returns its columns as arrays."""
         assert not parameters, "this source's dialect binds no code tables"
