@@ -16,6 +16,7 @@ import collections
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -57,7 +58,9 @@ def records(source: DuckDBSource | Dataset) -> collections.Counter[tuple[int, ..
 
 def wide_table(tmp_path: Path, *, bad_row: int | None = None) -> tuple[Path, Schema]:
     rng = np.random.default_rng(7)
-    attributes = [{"name": f"c{j}", "values": ["0", "1", "2"][: 2 + j % 2]} for j in range(WIDTH)]
+    attributes: list[dict[str, Any]] = [
+        {"name": f"c{j}", "values": ["0", "1", "2"][: 2 + j % 2]} for j in range(WIDTH)
+    ]
     attributes.append({"name": "age", "bins": [0, 30, 60, 120], "missing": ["NA"],
                        "missing_label": "unknown"})  # fmt: skip
     cells = [[str(int(rng.integers(0, 2 + j % 2))) for j in range(WIDTH)] for _ in range(120)]
@@ -65,7 +68,7 @@ def wide_table(tmp_path: Path, *, bad_row: int | None = None) -> tuple[Path, Sch
         row.append(["17", " 45 ", "NA", "99.5", "3e1"][i % 5])
     if bad_row is not None:
         cells[bad_row][3] = "7"
-    path = write_csv(tmp_path / "wide.csv", [a["name"] for a in attributes], cells)
+    path = write_csv(tmp_path / "wide.csv", [str(a["name"]) for a in attributes], cells)
     return path, Schema.from_json({"attributes": attributes})
 
 
