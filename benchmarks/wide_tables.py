@@ -103,8 +103,9 @@ def wide(tmp: Path, ns: argparse.Namespace) -> None:
         "run", "--data", str(data), "--schema", str(schema), "--queries", str(asked),
         "--epsilon", "1", "--delta", "1e-7", "--prior", ns.prior, "-o", str(tmp / "wide.out"),
     ])  # fmt: skip
-    answers = [json.loads(x) for x in (tmp / "wide.out").read_text().splitlines()]
-    print(f"wide run: {sum('theta' in a for a in answers)} of {len(answers)} answered")
+    out = tmp / "wide.out"
+    answers = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    print(f"wide run: {sum('theta' in a for a in answers)} of {ns.queries} answered")
 
 
 def categorical(tmp: Path, ns: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from pmwcm.cli import app
 from pmwcm.data.schema import Schema
-from pmwcm.data.sources.duckdb_source import DuckDBSource
+from pmwcm.data.sources.duckdb_source import DuckDBSource, planned_threads
 from pmwcm.data.sources.sql import CODE_TABLE_MIN_VALUES
 from pmwcm.data.sources.sql_source import RAW_GROUPING_MAX_COLUMNS, packing
 from pmwcm.data.table import DataError, Dataset
@@ -168,3 +168,11 @@ def test_run_and_schema_check_take_a_large_categorical(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     answer = json.loads(out.read_text(encoding="utf-8"))
     assert len(answer["theta"]) == schema.attributes[0].size + 1  # one-hot and intercept
+
+
+def test_threads_are_planned_from_the_width_and_the_cap() -> None:
+    assert planned_threads("512MB", 14, cores=16) == 16
+    assert planned_threads("512MB", 1000, cores=16) == 1  # the 1,000-column benchmark
+    assert planned_threads("4GiB", 1000, cores=16) == 8
+    with pytest.raises(DataError, match="memory_limit must be a size"):
+        planned_threads("lots", 3)

@@ -39,11 +39,26 @@ from pmwcm.data.sources.sql import DIALECTS, ColumnKind
 from pmwcm.data.sources.sql_source import Parameters, SQLSource
 from pmwcm.data.table import DataError
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "DuckDBSource", "column_kind", "file_relation"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "THREAD_BYTES_PER_COLUMN",
+    "DuckDBSource",
+    "column_kind",
+    "file_relation",
+    "planned_threads",
+]
 
 #: DuckDB's buffer cap on a connection opened here (its queries spill beyond it).
 DEFAULT_MEMORY_LIMIT = "512MB"
 
+#: DuckDB's working memory per thread and per source column while it codes a table (the
+#: scan's and the coding layers' vectors of 2,048 cells): a 1,000-column table ran out of
+#: 512 MB on 2 threads and fit on 1, so a thread is planned at 256 KiB per column.
+THREAD_BYTES_PER_COLUMN = 256 * 1024
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_MEMORY = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 _INTEGER = re.compile(r"(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT))$")
 _FLOAT = re.compile(r"(DOUBLE|FLOAT|REAL|DECIMAL.*)$")
 _VIEW = "pmwcm_source"
@@ -59,6 +74,23 @@ def column_kind(type_name: str) -> ColumnKind | None:
     if _INTEGER.match(name):
         return "integer"
     return "float" if _FLOAT.match(name) else None
+
+
+def planned_threads(memory_limit: str, columns: int, cores: int | None = None) -> int:
+    """DuckDB's threads for coding ``columns`` source columns within ``memory_limit``
+    (public: the schema's width and the settings): as many as the machine has, while
+    their working memory (:data:`THREAD_BYTES_PER_COLUMN` per column each) takes at
+    most half the cap, the other half left to the grouping; at least one.
+
+    >>> planned_threads("512MB", 14, cores=2), planned_threads("512MB", 1000, cores=2)
+    (2, 1)
+    """
+    match = _MEMORY.fullmatch(memory_limit)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise DataError(f"memory_limit must be a size such as '512MB', got {memory_limit!r}.")
+    limit = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    per_thread = max(1, columns) * THREAD_BYTES_PER_COLUMN
+    return max(1, min(cores or os.cpu_count() or 1, int(limit // (2 * per_thread))))
 
 
 def _literal(text: str) -> str:
@@ -114,6 +146,7 @@ def _prepare(connection: Any) -> None:
     form of a cell once already, so the pass finds nothing to share)."""
     connection.execute("SET enable_progress_bar = false")
     connection.execute("SET disabled_optimizers = 'common_subexpressions'")
+    connection.execute("SET preserve_insertion_order = false")  # groups have no order
 
 
 def _out_of_memory(where: str, memory_limit: str | None) -> str:
@@ -203,8 +236,10 @@ class DuckDBSource(SQLSource):
             "memory_limit": memory_limit,
             "temp_directory": spill,
         }
-        if threads is not None:
-            config["threads"] = threads
+        if threads is None:  # planned from the schema's width, so the snapshot fits the cap
+            width = len({a.column for a in schema.attributes})
+            threads = planned_threads(memory_limit, width)
+        config["threads"] = threads
         connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
         try:
             _prepare(connection)
@@ -246,7 +281,12 @@ class DuckDBSource(SQLSource):
                 f"a {type(frame).__name__} has no Arrow stream (__arrow_c_stream__) to scan."
             )
         spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
-        config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": spill}
+        width = len({a.column for a in schema.attributes})
+        config: dict[str, Any] = {
+            "memory_limit": memory_limit,
+            "temp_directory": spill,
+            "threads": planned_threads(memory_limit, width),
+        }
         connection = duckdb.connect(config=config)
         stream = _ArrowStream(frame)
         try:
