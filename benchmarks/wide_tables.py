@@ -4,8 +4,9 @@ Three measurements, each in a fresh child process whose peak RSS is its own
 ``VmHWM`` (``/proc/self/status``), on data generated in a temporary directory:
 
 * ``wide``: a CSV of ``--columns`` binary columns x ``--rows`` rows (default
-  1,000 x 10^5, 200 MB): ``pmwcm schema --check`` on it, then ``pmwcm run``
-  with ``--queries`` logistic queries (3 features each) under ``--prior``;
+  1,000 x 10^5, 200 MB): ``pmwcm schema --check --data`` on it, then ``pmwcm
+  run`` with ``--queries`` logistic queries (3 features each) under ``--prior``
+  and ``--support-size``;
 * ``categorical``: a CSV whose ``id`` column holds ``--values`` distinct values
   (default 10^6, one row each) beside three binary columns, under a schema that
   lists every value: ``schema --check --data``, ``run`` and ``synth``;
@@ -98,10 +99,12 @@ def wide(tmp: Path, ns: argparse.Namespace) -> None:
     schema.write_text(json.dumps({"attributes": attributes}), encoding="utf-8")
     queries(asked, ns.columns, ns.queries, "c0")
     print(f"wide: {ns.columns} columns x {ns.rows:,} rows, {data.stat().st_size / 2**20:.0f} MiB")
-    measure("wide schema --check", ["schema", "--check", str(schema)])
+    measure("wide schema --check --data", ["schema", "--check", str(schema), "--data",
+                                            str(data)])  # fmt: skip
     measure("wide run", [
         "run", "--data", str(data), "--schema", str(schema), "--queries", str(asked),
         "--epsilon", "1", "--delta", "1e-7", "--prior", ns.prior, "-o", str(tmp / "wide.out"),
+        "--support-size", str(ns.support_size),
     ])  # fmt: skip
     out = tmp / "wide.out"
     answers = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
@@ -160,6 +163,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--prior", default="marginals")
+    parser.add_argument("--support-size", type=int, default=0, help="0: run's default rule")
     parser.add_argument("--values", type=int, default=1_000_000)
     parser.add_argument("--schema-values", type=int, default=200_000)
     parser.add_argument("--skip", action="append", default=[],
