@@ -70,5 +70,6 @@ $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml constraints.txt | $(BIN)/python
+	@echo "Installing the dev extras into $(VENV): about 2.6 GB, 1 GB to download (README, Installation); once."
 	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
 	touch $@

@@ -175,3 +175,34 @@ def test_a_bundled_schema_is_taken_by_name_where_a_schema_is_taken(tmp_path: Pat
     missing = runner.invoke(app, ["schema", "--check", "adult-nope"])
     assert missing.exit_code == 1
     _one_error_line(missing.stderr, "'adult-nope'", "adult-binary, adult-categorical, adult-full")
+
+
+def _backend_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if "support:" in line)
+
+
+def test_schema_check_sizes_the_support_as_run_does(tmp_path: Path) -> None:
+    """``schema --check adult-full`` and ``run`` on the same data report one support,
+    ``M = 65,536`` in 3.9 MiB (issue 36: the check said 262,144 / 15.5 MiB): by name from
+    the bundled file's rows, with ``--data`` from the data's; a schema file alone says
+    the most it can be."""
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(
+        '{"id": 1, "loss": "logistic", "target": "income>50K", "features": ["sex"]}\n'
+    )
+    with resources.as_file(DATA.joinpath("adult.csv")) as data:
+        ran = runner.invoke(app, [
+            "run", "--data", str(data), "--schema", "adult-full", "--queries", str(queries),
+            "--epsilon", "1", "--delta", "1e-6", "--prior", "uniform",
+            "--output", str(tmp_path / "a.jsonl"),
+        ])  # fmt: skip
+        with_data = runner.invoke(app, ["schema", "--check", "adult-full", "--data", str(data)])
+    by_name = runner.invoke(app, ["schema", "--check", "adult-full"])
+    for result in (ran, with_data, by_name):
+        assert result.exit_code == 0, result.output
+        assert "M = 65,536 records (for n = 48,842 records) takes 3.9 MiB" in _backend_line(
+            result.stderr
+        )
+    with resources.as_file(DATA.joinpath("adult-full.schema.json")) as path:
+        file_only = runner.invoke(app, ["schema", "--check", str(path)])
+    assert "M = 262,144 records (at most;" in _backend_line(file_only.stderr)

@@ -44,21 +44,30 @@ def _run(kind: str, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """Runs the whole walkthrough once; returns its directory and each block's stdout."""
+    """Runs the whole walkthrough once; returns a copy of its directory as the steps
+    before the clean-up left it, and each block's stdout. The clean-up must leave the
+    directory as it was (issue 36: it left four files in the repository root)."""
     assert shutil.which("bash"), "bash is needed to run the README's shell blocks"
     work = tmp_path_factory.mktemp("walkthrough")
     shutil.copytree(ROOT / "tests" / "data", work / "tests" / "data")
+    before = sorted(p.relative_to(work) for p in work.rglob("*"))
+    *steps, clean_up = _walkthrough_blocks()
     outputs = []
-    for kind, code in _walkthrough_blocks():
+    for kind, code in steps:
         result = _run(kind, code, work)
         assert result.returncode == 0, f"{kind} block failed:\n{code}\n{result.stderr}"
         outputs.append(result.stdout + result.stderr)
-    return work, outputs
+    kept = tmp_path_factory.mktemp("walked")
+    shutil.copytree(work, kept, dirs_exist_ok=True)
+    result = _run(*clean_up, work)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.relative_to(work) for p in work.rglob("*")) == before
+    return kept, outputs
 
 
 def test_the_walkthrough_has_every_step() -> None:
     kinds = [kind for kind, _ in _walkthrough_blocks()]
-    assert kinds == ["sh", "sh", "sh", "python"]
+    assert kinds == ["sh", "sh", "sh", "python", "sh"]
     text = "".join(code for _, code in _walkthrough_blocks())
     for command in ("pmwcm schema --data", "pmwcm schema --check", "pmwcm run", "Session.local"):
         assert command in text, command

@@ -12,17 +12,25 @@ universe gets (a dense tensor while it fits 512 MiB, a weighted support beyond;
 same ``--backend``, ``--hypothesis-memory`` and ``--support-size`` as ``pmwcm
 run``; a choice that does not fit (a forced dense tensor over the budget, a
 budget over this machine's memory) is refused in one line, exit 1, as ``run``,
-``synth`` and ``serve`` refuse it before allocating anything.
+``synth`` and ``serve`` refuse it before allocating anything. The support's
+size follows ``run``'s rule (:func:`pmwcm.kernels.backend.default_support_size`
+of the data's ``n``): with ``--data`` from its rows, for a bundled schema by
+name from the bundled file's, else the most it can be.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pmwcm.cli.options import BackendOption, HypothesisMemoryOption, SupportSizeOption
+
+if TYPE_CHECKING:
+    from pmwcm.data.schema import Schema
+    from pmwcm.kernels.backend import BackendChoice
+    from pmwcm.kernels.domain import Domain
 
 _DATA_HELP = "CSV file with a header row."
 _CHECK_HELP = "Schema JSON to validate (against --data when given)."
@@ -53,10 +61,10 @@ def schema_command(
     (and a choice that does not fit is refused, exit 1).
     """
     from pmwcm.cli.common import backend_settings, check_backend, check_output, is_stdio
-    from pmwcm.data.bundled import schema_at
+    from pmwcm.data.bundled import BUNDLED_ROWS, is_bundled_name, schema_at
     from pmwcm.data.schema import SchemaError
     from pmwcm.data.schema_draft import DRAFT_WARNING, SKIPPED, draft_schema, drafted_marks
-    from pmwcm.data.table import DataError, Dataset
+    from pmwcm.data.table import DataError
 
     try:
         if check is not None:
@@ -65,7 +73,7 @@ def schema_command(
             schema = schema_at(check)  # a file, or a bundled schema's name
             domain = schema.domain()
             settings = backend_settings(backend, hypothesis_memory, support_size)
-            choice = check_backend(domain, settings)
+            choice = check_backend(domain, settings)  # refuses what does not fit, n or not
             defaults = (backend, hypothesis_memory, support_size) == ("auto", None, 0)
             about = "backend (default settings)" if defaults else "backend"
             label = f"schema {schema.name!r}" if schema.name else f"schema '{check}'"
@@ -79,12 +87,16 @@ def schema_command(
                 )
             if data is None:
                 typer.echo(f"ok: {label}: {len(domain)} attributes, |X| = {domain.size:,}")
+                if is_bundled_name(check):
+                    choice = _sized(choice, domain, settings, BUNDLED_ROWS)
+                    about += " on the bundled data"
                 typer.echo(f"{about}: {choice.reason}", err=True)
                 return
-            ds = Dataset.from_csv(data, schema)
+            n = _rows_of(data, schema)
+            choice = _sized(choice, domain, settings, n)
             typer.echo(f"{about}: {choice.reason}", err=True)
             typer.echo(
-                f"ok: {label} on '{data}': {ds.n:,} rows, {len(domain)} attributes, "
+                f"ok: {label} on '{data}': {n:,} rows, {len(domain)} attributes, "
                 f"|X| = {domain.size:,}"
             )
             return
@@ -108,6 +120,44 @@ def schema_command(
         typer.echo(f"wrote '{output}': {len(domain)} attributes, |X| = {domain.size:,}", err=True)
     except (SchemaError, DataError) as exc:
         raise _fail(str(exc)) from None
+
+
+def _rows_of(data: Path, schema: Schema) -> int:
+    """The rows of ``data``, checked against ``schema`` by the reader ``run`` uses (DuckDB:
+    a 1,000-column table fits its cap, where pandas took 3.7 GB). A file it refuses is
+    read again in memory for a message that names the line."""
+    from pmwcm.data.sources.duckdb_source import DuckDBSource
+    from pmwcm.data.table import DataError, Dataset
+
+    try:
+        source = DuckDBSource.from_file(data, schema)
+    except DataError as refused:
+        try:
+            Dataset.from_csv(data, schema)
+        except DataError as exc:
+            raise exc from None
+        raise refused from None
+    source.close()
+    return source.n
+
+
+def _sized(
+    choice: BackendChoice, domain: Domain, settings: dict[str, Any], n: int
+) -> BackendChoice:
+    """The choice ``run`` makes for ``n`` records: the support's size from ``n``, as
+    :meth:`pmwcm.engine.config.PMWConfig.backend_choice` sizes it (the same rule, the same
+    inputs)."""
+    from pmwcm.kernels.backend import choose_backend
+
+    if choice.kind != "support":
+        return choice
+    return choose_backend(
+        domain,
+        memory_budget=settings["hypothesis_memory"],
+        support_size=settings["support_size"],
+        backend=settings["backend"],
+        n=n,
+    )
 
 
 def _write(path: Path, text: str) -> None:

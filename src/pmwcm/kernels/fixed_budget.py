@@ -211,11 +211,20 @@ def _cheapest_plan(
     if affordable:
         return min(affordable, key=_relative_cost)
     best = min(options, key=lambda plan: plan.iterations)
+    # A non-smooth loss has only the ellipsoid, whose count grows with the dimension
+    # squared: its smooth twin, or fewer coordinates, is what usually gets it answered.
+    smooth = (
+        "; or its smooth form (smoothed_hinge for hinge, huber for absolute), solved in "
+        "far fewer iterations"
+        if beta is None
+        else ""
+    )
     raise SolveRefused(
         f"A bounded solve of this query (dimension {dim}, radius "
         f"{radius:g}) to the accuracy {gap:.3g} its privacy argument needs takes "
         f"{best.iterations} iterations, over the limit of {max_iterations}. "
-        "Use fewer features or a smaller radius."
+        "Use fewer features, an ordinal encoding for a many-valued feature (one "
+        f"coordinate instead of one per value) or a smaller radius{smooth}."
     )
 
 

@@ -27,9 +27,19 @@ from pathlib import Path
 from pmwcm.data.schema import Schema, SchemaError
 from pmwcm.data.table import Dataset
 
-__all__ = ["adult_schema", "list_schemas", "load_adult", "schema_at"]
+__all__ = [
+    "BUNDLED_ROWS",
+    "adult_schema",
+    "is_bundled_name",
+    "list_schemas",
+    "load_adult",
+    "schema_at",
+]
 
 _SCHEMAS = ("adult-binary", "adult-categorical", "adult-full")
+
+#: The number of records of the bundled (public) Adult file, under every bundled schema.
+BUNDLED_ROWS = 48_842
 
 
 def list_schemas() -> tuple[str, ...]:
@@ -51,6 +61,11 @@ def _schema(full: str) -> Schema:
         return Schema.from_json(path)
 
 
+def is_bundled_name(where: str | os.PathLike[str]) -> bool:
+    """Whether :func:`schema_at` reads ``where`` as a bundled schema's name (no such file)."""
+    return not Path(where).exists() and str(where) in _SCHEMAS
+
+
 def schema_at(where: str | os.PathLike[str]) -> Schema:
     """The schema file at ``where``, or, when no such file exists and ``where`` is a
     bundled schema's name (``adult-binary``, ``adult-categorical``, ``adult-full``),
@@ -61,7 +76,7 @@ def schema_at(where: str | os.PathLike[str]) -> Schema:
             names the bundled schemas).
     """
     path = Path(where)
-    if not path.exists() and str(where) in _SCHEMAS:
+    if is_bundled_name(where):
         return _schema(str(where))
     try:
         return Schema.from_json(path)

@@ -9,11 +9,19 @@ through pandas or Python. A CSV is read with every cell as text, exactly as
 
 A connection opened here is capped (``memory_limit``, default
 :data:`DEFAULT_MEMORY_LIMIT`) and spills to a private temporary directory
-that :meth:`DuckDBSource.close` removes.
+that :meth:`DuckDBSource.close` removes. What the snapshot holds is planned
+from the schema (one packed key per distinct record,
+:func:`~pmwcm.data.sources.sql_source.packing`; a wide table is coded row by
+row rather than grouped on its raw text), so a 1,000-column table fits the
+cap; a query that still outgrows it is refused in one line naming the cap,
+never a traceback. Large categoricals are coded by joins with code tables
+bound as parameters (:class:`~pmwcm.data.sources.sql.CodeTable`), on the
+connections opened here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -28,14 +36,29 @@ import numpy as np
 from pmwcm.data.csv_layout import check_csv_layout
 from pmwcm.data.schema import Schema
 from pmwcm.data.sources.sql import DIALECTS, ColumnKind
-from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.sources.sql_source import Parameters, SQLSource
 from pmwcm.data.table import DataError
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "DuckDBSource", "column_kind", "file_relation"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "THREAD_BYTES_PER_COLUMN",
+    "DuckDBSource",
+    "column_kind",
+    "file_relation",
+    "planned_threads",
+]
 
 #: DuckDB's buffer cap on a connection opened here (its queries spill beyond it).
 DEFAULT_MEMORY_LIMIT = "512MB"
 
+#: DuckDB's working memory per thread and per source column while it codes a table (the
+#: scan's and the coding layers' vectors of 2,048 cells): a 1,000-column table ran out of
+#: 512 MB on 2 threads and fit on 1, so a thread is planned at 256 KiB per column.
+THREAD_BYTES_PER_COLUMN = 256 * 1024
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
+_MEMORY = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 _INTEGER = re.compile(r"(U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT))$")
 _FLOAT = re.compile(r"(DOUBLE|FLOAT|REAL|DECIMAL.*)$")
 _VIEW = "pmwcm_source"
@@ -51,6 +74,23 @@ def column_kind(type_name: str) -> ColumnKind | None:
     if _INTEGER.match(name):
         return "integer"
     return "float" if _FLOAT.match(name) else None
+
+
+def planned_threads(memory_limit: str, columns: int, cores: int | None = None) -> int:
+    """DuckDB's threads for coding ``columns`` source columns within ``memory_limit``
+    (public: the schema's width and the settings): as many as the machine has, while
+    their working memory (:data:`THREAD_BYTES_PER_COLUMN` per column each) takes at
+    most half the cap, the other half left to the grouping; at least one.
+
+    >>> planned_threads("512MB", 14, cores=2), planned_threads("512MB", 1000, cores=2)
+    (2, 1)
+    """
+    match = _MEMORY.fullmatch(memory_limit)
+    if match is None or match.group(2).lower() not in _UNITS:
+        raise DataError(f"memory_limit must be a size such as '512MB', got {memory_limit!r}.")
+    limit = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    per_thread = max(1, columns) * THREAD_BYTES_PER_COLUMN
+    return max(1, min(cores or os.cpu_count() or 1, int(limit // (2 * per_thread))))
 
 
 def _literal(text: str) -> str:
@@ -99,6 +139,22 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
+def _prepare(connection: Any) -> None:
+    """Settings for a connection opened here: no progress bar (a library prints nothing),
+    and no common-subexpression pass, which is quadratic in the snapshot query's size
+    (75 of its 85 s of planning on a 1,000-column table; the query names each derived
+    form of a cell once already, so the pass finds nothing to share)."""
+    connection.execute("SET enable_progress_bar = false")
+    connection.execute("SET disabled_optimizers = 'common_subexpressions'")
+    connection.execute("SET preserve_insertion_order = false")  # groups have no order
+
+
+def _out_of_memory(where: str, memory_limit: str | None) -> str:
+    """The one line for a read that outgrew DuckDB's cap (the error's advice is for SQL users)."""
+    cap = f"its memory limit ({memory_limit})" if memory_limit else "memory"
+    return f"DuckDB ran out of {cap} reading {where}."
+
+
 def _release(own: tuple[Any, str]) -> None:
     connection, spill = own
     connection.close()
@@ -115,9 +171,11 @@ class DuckDBSource(SQLSource):
     Args:
         schema: the public schema.
         relation: the ``DuckDBPyRelation`` to read (its columns and types).
-        run: runs a query that names the relation ``pmwcm_source``.
+        run: runs a query that names the relation ``pmwcm_source``, binding its
+            parameters (``None``: only queries without parameters, so no code tables).
         where: names the data in messages.
         own: the connection and spill directory opened here, closed by :meth:`close`.
+        memory_limit: the connection's cap, named when a query outgrows it.
     """
 
     def __init__(
@@ -128,20 +186,27 @@ class DuckDBSource(SQLSource):
         run: Callable[[str], Any],
         where: str,
         own: tuple[Any, str] | None = None,
+        bind: Callable[[str, Parameters], Any] | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         self._run = run
+        self._bind = bind
+        self._memory_limit = memory_limit
         self._own = own
         # The connection and its spill directory go with the source, close() or not.
         self._finalizer = weakref.finalize(self, _release, own) if own is not None else None
         columns = dict(zip(relation.columns, (str(t) for t in relation.types), strict=True))
         kinds = {c: k for c, t in columns.items() if (k := column_kind(t)) is not None}
+        dialect = DIALECTS["duckdb"]
+        if bind is None:  # the caller's relation runs text only
+            dialect = dataclasses.replace(dialect, code_table="")
         try:
             super().__init__(
                 schema,
                 relation=_VIEW,
                 columns=columns,
                 kinds=kinds,
-                dialect=DIALECTS["duckdb"],
+                dialect=dialect,
                 where=where,
             )
         except Exception:
@@ -171,24 +236,30 @@ class DuckDBSource(SQLSource):
             "memory_limit": memory_limit,
             "temp_directory": spill,
         }
-        if threads is not None:
-            config["threads"] = threads
+        if threads is None:  # planned from the schema's width, so the snapshot fits the cap
+            width = len({a.column for a in schema.attributes})
+            threads = planned_threads(memory_limit, width)
+        config["threads"] = threads
         connection = duckdb.connect(str(Path(spill) / "data.duckdb"), config=config)
         try:
-            connection.execute("SET enable_progress_bar = false")  # a library prints nothing
+            _prepare(connection)
             connection.execute(f"CREATE TEMP VIEW {_VIEW} AS SELECT * FROM {relation_sql}")
             relation = connection.table(_VIEW)
         except duckdb.Error as exc:
             connection.close()
             shutil.rmtree(spill, ignore_errors=True)
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                raise DataError(_out_of_memory(f"'{path}'", memory_limit)) from None
             first = str(exc).strip().splitlines()[0]
             raise DataError(f"cannot read data file '{path}': {first}") from None
         return cls(
             schema,
             relation=relation,
             run=connection.execute,  # binds and plans once (a relation, .sql, binds twice)
+            bind=connection.execute,
             where=f"'{path}'",
             own=(connection, spill),
+            memory_limit=memory_limit,
         )
 
     @classmethod
@@ -210,11 +281,16 @@ class DuckDBSource(SQLSource):
                 f"a {type(frame).__name__} has no Arrow stream (__arrow_c_stream__) to scan."
             )
         spill = tempfile.mkdtemp(prefix="pmwcm-duckdb-")
-        config: dict[str, Any] = {"memory_limit": memory_limit, "temp_directory": spill}
+        width = len({a.column for a in schema.attributes})
+        config: dict[str, Any] = {
+            "memory_limit": memory_limit,
+            "temp_directory": spill,
+            "threads": planned_threads(memory_limit, width),
+        }
         connection = duckdb.connect(config=config)
         stream = _ArrowStream(frame)
         try:
-            connection.execute("SET enable_progress_bar = false")
+            _prepare(connection)
             relation = connection.from_arrow(stream)
             relation.create_view(_VIEW)
         except duckdb.Error as exc:
@@ -225,8 +301,10 @@ class DuckDBSource(SQLSource):
             schema,
             relation=relation,
             run=connection.execute,
+            bind=connection.execute,
             where=f"the {type(frame).__name__}",
             own=(connection, spill),
+            memory_limit=memory_limit,
         )
 
     @classmethod
@@ -258,8 +336,18 @@ class DuckDBSource(SQLSource):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         return list(self._run(query).fetchall())
 
-    def _columns(self, query: str, width: int) -> list[np.ndarray]:
-        fetched = self._run(query).fetchnumpy()  # columns come back as arrays, no row tuples
+    def _columns(self, query: str, width: int, parameters: Parameters) -> list[np.ndarray]:
+        import duckdb
+
+        try:
+            if parameters:
+                assert self._bind is not None  # the dialect asks for tables only then
+                result = self._bind(query, parameters)
+            else:
+                result = self._run(query)
+            fetched = result.fetchnumpy()  # columns come back as arrays, no row tuples
+        except duckdb.OutOfMemoryException:
+            raise DataError(_out_of_memory(self.where, self._memory_limit)) from None
         return [np.asarray(column) for column in fetched.values()]
 
     def close(self) -> None:

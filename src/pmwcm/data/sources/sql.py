@@ -31,6 +31,14 @@ opened. One function per rule kind (:func:`categorical_code`,
 :class:`Dialect` holds the few spellings that differ between DuckDB,
 PostgreSQL and Spark SQL. Identifiers and literals come only from the
 public schema and are always quoted by the dialect.
+
+A categorical of a text column with more than :data:`CODE_TABLE_MIN_VALUES`
+source values is coded by a join instead, where the dialect can bind a table
+of parameters (DuckDB): a :class:`CodeTable` of its source texts and codes
+(and the numbers they spell, for ``"1.0"`` against ``"1"``), bound as list
+parameters, so the query's text and its planning stay the same size whatever
+the number of values (a ``CASE`` arm per value cost 2.5 s a query at 1,025
+values and cannot be planned at 10^6).
 """
 
 from __future__ import annotations
@@ -45,17 +53,20 @@ from typing import Literal
 from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, format_number
 
 __all__ = [
+    "CODE_TABLE_MIN_VALUES",
     "DIALECTS",
     "MISSING",
     "NOT_A_NUMBER",
     "OUTSIDE",
     "Cell",
+    "CodeTable",
     "ColumnKind",
     "Dialect",
     "attribute_code",
     "bins_code",
     "canonical_text",
     "categorical_code",
+    "code_tables",
     "coding_query",
     "is_marker",
     "threshold_code",
@@ -63,6 +74,10 @@ __all__ = [
 
 #: Fault codes (negative, never a valid code).
 OUTSIDE, MISSING, NOT_A_NUMBER = -1, -2, -3
+
+#: A text categorical with more source values than this is coded by a join with a
+#: :class:`CodeTable` (where the dialect binds one) rather than a ``CASE`` arm per code.
+CODE_TABLE_MIN_VALUES = 64
 
 #: How a source column's type is read: the four kinds a schema rule can use.
 ColumnKind = Literal["text", "integer", "float", "boolean"]
@@ -98,6 +113,10 @@ class Dialect:
         contains: whether text ``{chars}`` contains the text ``{c}``.
         fence: ends a subquery that the planner must not merge into its
             parent (PostgreSQL would copy a named expression into every use).
+        code_table: a ``FROM`` item of two columns unnested from two bound list
+            parameters (``{keys}``, ``{codes}`` parameter names, ``{key_type}``,
+            ``{key}``, ``{code}`` column names); empty where the engine (or the
+            way a source runs its query) cannot bind one.
     """
 
     name: str
@@ -109,6 +128,7 @@ class Dialect:
     is_nan: str
     contains: str
     fence: str = ""
+    code_table: str = ""
 
     def as_double(self, text: str) -> str:
         """A float64 constant from its (Python) text, read exactly by the engine.
@@ -147,6 +167,9 @@ DIALECTS: dict[str, Dialect] = {
         matches="regexp_full_match({x}, {pattern})",
         is_nan="isnan({x})",
         contains="contains({chars}, {c})",
+        code_table=(
+            "(SELECT unnest(${keys}::{key_type}[]) AS {key}, unnest(${codes}::INTEGER[]) AS {code})"
+        ),
     ),
     "postgresql": Dialect(
         name="postgresql",
@@ -294,6 +317,92 @@ def categorical_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
     return f"CASE WHEN {x} IS NULL{nan} THEN {MISSING} {' '.join(arms)} ELSE {OUTSIDE} END"
 
 
+@dataclass(frozen=True)
+class CodeTable:
+    """A text categorical's rule as data: joined on the cell instead of a ``CASE``.
+
+    Attributes:
+        position: the attribute's position ``j`` (names its parameters and columns).
+        texts: the source values (canonical text), one row each.
+        codes: their codes.
+        numbers: the finite numbers the source values spell canonically (``+ 0.0``,
+            so that ``-0`` and ``0`` meet as ``==`` has them meet).
+        number_codes: their codes.
+    """
+
+    position: int
+    texts: list[str]
+    codes: list[int]
+    numbers: list[float]
+    number_codes: list[int]
+
+    @classmethod
+    def of(cls, attr: Attribute, position: int) -> CodeTable:
+        """The table of categorical ``attr`` at ``position``."""
+        index = attr.source_codes()
+        spelled = [(float(s) + 0.0, c) for s, c in index.items() if _spells_a_float(s)]
+        return cls(
+            position=position,
+            texts=list(index),
+            codes=list(index.values()),
+            numbers=[x for x, _ in spelled],
+            number_codes=[c for _, c in spelled],
+        )
+
+    def parameters(self) -> dict[str, list[str] | list[int] | list[float]]:
+        """The list parameters the joins bind, by name."""
+        j = self.position
+        bound: dict[str, list[str] | list[int] | list[float]] = {
+            f"text{j}": self.texts,
+            f"code{j}": self.codes,
+        }
+        if self.numbers:
+            bound |= {f"number{j}": self.numbers, f"ncode{j}": self.number_codes}
+        return bound
+
+    def joins(self, cell: Cell, d: Dialect) -> str:
+        """The ``LEFT JOIN`` clauses that bring the cell's code as ``tc{j}`` (by its
+        text) and ``nc{j}`` (by the number it spells; ``NULL`` where none matches)."""
+        j = self.position
+        text = d.code_table.format(
+            keys=f"text{j}", codes=f"code{j}", key_type="VARCHAR", key=f"tk{j}", code=f"tc{j}"
+        )
+        out = f" LEFT JOIN {text} AS ct{j} ON ct{j}.tk{j} = {cell.text}"
+        if self.numbers:
+            number = d.code_table.format(
+                keys=f"number{j}", codes=f"ncode{j}", key_type=d.double, key=f"nk{j}",
+                code=f"nc{j}",
+            )  # fmt: skip
+            out += f" LEFT JOIN {number} AS cn{j} ON cn{j}.nk{j} = {cell.number} + 0.0"
+        return out
+
+    def code(self, cell: Cell) -> str:
+        """The code the joins brought, or a fault."""
+        j = self.position
+        by_number = f"WHEN nc{j} IS NOT NULL THEN nc{j} " if self.numbers else ""
+        return (
+            f"CASE WHEN {cell.text} IS NULL THEN {MISSING} WHEN tc{j} IS NOT NULL THEN tc{j} "
+            f"{by_number}ELSE {OUTSIDE} END"
+        )
+
+
+def code_tables(
+    attrs: Sequence[Attribute], kinds: Mapping[str, ColumnKind], d: Dialect
+) -> dict[int, CodeTable]:
+    """The attributes coded by a join (text categoricals past
+    :data:`CODE_TABLE_MIN_VALUES` source values), by position; none where ``d``
+    cannot bind a table."""
+    if not d.code_table:
+        return {}
+    return {
+        j: CodeTable.of(attr, j)
+        for j, attr in enumerate(attrs)
+        if attr.kind == "values"
+        and kinds[attr.column] == "text"
+        and len(attr.source_codes()) > CODE_TABLE_MIN_VALUES
+    }
+
+
 def _spells_a_float(text: str) -> bool:
     try:
         x = float(text)
@@ -323,14 +432,14 @@ def threshold_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
 _RULES = {"values": categorical_code, "bins": bins_code, "threshold": threshold_code}
 
 
-def attribute_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
-    """The code of ``attr`` from its source ``cell``.
+def attribute_code(attr: Attribute, cell: Cell, d: Dialect, table: CodeTable | None = None) -> str:
+    """The code of ``attr`` from its source ``cell`` (through ``table``'s joins if given).
 
     A ``missing`` marker is :data:`MISSING` before the rule reads the cell; with a
     ``missing_label``, :data:`MISSING` becomes the attribute's last code (as
     :func:`~pmwcm.data.table.encode_column` does), else it stays a fault.
     """
-    code = _RULES[attr.kind](attr, cell, d)
+    code = table.code(cell) if table is not None else _RULES[attr.kind](attr, cell, d)
     marker = is_marker(attr, cell, d)
     if marker is not None:
         code = f"CASE WHEN {marker} THEN {MISSING} ELSE {code} END"
@@ -346,14 +455,19 @@ def coding_query(
     d: Dialect,
     inner: str,
     keep: Sequence[str] = (),
+    tables: Mapping[int, CodeTable] | None = None,
 ) -> str:
     """``SELECT`` each attribute's code (``k0, k1, ...``) and ``keep`` from the query ``inner``.
 
     ``inner`` has each source column under its alias ``raw[column]``. The text
     and number forms of each column are named in two layers first, so that
-    every rule reads short names and the engine derives each form once.
+    every rule reads short names and the engine derives each form once. The
+    attributes in ``tables`` (by position) are coded by joins with their code
+    tables (:func:`code_tables`; the caller binds :meth:`CodeTable.parameters`).
     """
+    tables = tables or {}
     numeric = {a.column for a in attrs if a.kind != "values"}
+    numeric |= {attrs[j].column for j, table in tables.items() if table.numbers}
     texts, numbers = [], []
     for column, alias in raw.items():
         if kinds[column] == "text":
@@ -362,11 +476,13 @@ def coding_query(
                 numbers.append(f"{number_of_text('t_' + alias, d)} AS v_{alias}")
         elif column in numeric or kinds[column] == "float":
             numbers.append(f"{number_of_column(alias, kinds[column], d)} AS v_{alias}")
-    codes = []
+    codes, joins = [], []
     for j, attr in enumerate(attrs):
         a = raw[attr.column]
         cell = Cell(raw=a, text=f"t_{a}", number=f"v_{a}", kind=kinds[attr.column])
-        codes.append(f"{attribute_code(attr, cell, d)} AS k{j}")
+        codes.append(f"{attribute_code(attr, cell, d, tables.get(j))} AS k{j}")
+        if j in tables:
+            joins.append(tables[j].joins(cell, d))
     layer1 = f"SELECT {', '.join(['*', *texts])} FROM ({inner}{d.fence}) AS l0"
     layer2 = f"SELECT {', '.join(['*', *numbers])} FROM ({layer1}{d.fence}) AS l1"
-    return f"SELECT {', '.join([*codes, *keep])} FROM ({layer2}{d.fence}) AS l2"
+    return f"SELECT {', '.join([*codes, *keep])} FROM ({layer2}{d.fence}) AS l2{''.join(joins)}"

@@ -1,17 +1,28 @@
 """A table behind SQL as a :class:`~pmwcm.mechanisms.private_data.CountSource`, pinned at open.
 
 Opening reads the whole table once, in one query (the *snapshot*): it codes
-every cell with the schema's ``CASE`` expressions (:mod:`pmwcm.data.sources.sql`),
-grouped first on the raw source columns (the engine's own ``GROUP BY``, so the
-rules run on distinct raw values only) and then on the codes:
+every cell with the schema's rules (:mod:`pmwcm.data.sources.sql`), packs the
+codes into a few integer keys and groups on them:
 
 .. code-block:: sql
 
-    SELECT k0, k1, ..., SUM(cnt) AS cnt FROM (
-      SELECT <code of a>(r0) AS k0, <code of b>(r1) AS k1, ..., cnt FROM (
-        SELECT "col_a" AS r0, "col_b" AS r1, ..., count(*) AS cnt FROM <table> GROUP BY ...
-      ) AS raw
-    ) AS coded GROUP BY k0, k1, ...
+    SELECT p0, p1, ..., SUM(cnt) AS cnt FROM (
+      SELECT (k0 + 3) + (k1 + 3) * s0 + ... AS p0, ..., cnt FROM (
+        SELECT <code of a>(r0) AS k0, <code of b>(r1) AS k1, ..., cnt FROM (
+          SELECT "col_a" AS r0, "col_b" AS r1, ..., count(*) AS cnt FROM <table> GROUP BY ...
+        ) AS raw
+      ) AS coded
+    ) AS packed GROUP BY p0, p1, ...
+
+A table of at most :data:`RAW_GROUPING_MAX_COLUMNS` source columns is grouped
+on its raw columns first (the engine's own ``GROUP BY``, so the rules run on
+distinct raw values only: a long narrow table has few); a wider one is coded
+row by row (``1 AS cnt``), since grouping a thousand text columns holds every
+distinct raw row in the engine's memory. Either way the last ``GROUP BY`` holds
+one packed key per group: each attribute's code shifted past the fault markers
+(``k + 3`` in ``0..s+2``) and packed mixed-radix into 63-bit integers
+(:func:`packing`), so a 1,000-column table groups on about 40 integers per row,
+not 1,000 (:mod:`pmwcm.data.sources.duckdb_source` caps the engine's memory).
 
 Its rows are the data's distinct coded records with their counts
 (:class:`~pmwcm.kernels.coded_records.CodedRecords`): what every later clique is
@@ -44,6 +55,7 @@ from pmwcm.data.sources.sql import (
     OUTSIDE,
     ColumnKind,
     Dialect,
+    code_tables,
     coding_query,
 )
 from pmwcm.data.table import DataError
@@ -51,9 +63,43 @@ from pmwcm.kernels.clique_table import CliqueTable
 from pmwcm.kernels.coded_records import CodedRecords, code_dtype
 from pmwcm.kernels.domain import Domain
 
-__all__ = ["SQLSource", "fault_message"]
+__all__ = ["RAW_GROUPING_MAX_COLUMNS", "SQLSource", "fault_message", "packing"]
 
 _FAULTS = (OUTSIDE, MISSING, NOT_A_NUMBER)
+
+#: A table with more source columns than this is coded row by row, not grouped raw first.
+RAW_GROUPING_MAX_COLUMNS = 64
+
+#: The shift that makes every code, fault markers included, non-negative in a packed key.
+_SHIFT = -min(_FAULTS)
+
+#: The largest packed key: a chunk's radices multiply to at most this (a signed BIGINT).
+_KEY_LIMIT = 2**63 - 1
+
+Parameters = dict[str, Any]
+
+
+def packing(sizes: list[int]) -> list[list[tuple[int, int]]]:
+    """How codes of attributes with ``sizes`` pack into 63-bit keys.
+
+    Attribute ``j`` takes ``sizes[j] + 3`` values once shifted past the fault
+    markers; consecutive attributes share a key while the product of their
+    radices stays below ``2^63``, each at its stride (the product of the
+    radices before it in the key). Returns, per key, ``[(j, stride), ...]``.
+
+    >>> packing([2, 2, 100])
+    [[(0, 1), (1, 5), (2, 25)]]
+    """
+    keys: list[list[tuple[int, int]]] = []
+    stride = _KEY_LIMIT + 1
+    for j, size in enumerate(sizes):
+        radix = size + _SHIFT
+        if stride * radix > _KEY_LIMIT:
+            keys.append([])
+            stride = 1
+        keys[-1].append((j, stride))
+        stride *= radix
+    return keys
 
 
 def fault_message(attr: Attribute, fault: int, rows: int) -> str:
@@ -138,8 +184,10 @@ class SQLSource(abc.ABC):
     def _rows(self, query: str) -> list[tuple[Any, ...]]:
         """Runs ``query`` and returns its result rows."""
 
-    def _columns(self, query: str, width: int) -> list[NDArray[np.integer]]:
-        """Runs ``query`` (``width`` integer columns) and returns its columns as arrays."""
+    def _columns(self, query: str, width: int, parameters: Parameters) -> list[NDArray[np.integer]]:
+        """Runs ``query`` (``width`` integer columns; binding ``parameters``, which only a
+        dialect with code tables asks for) and returns its columns as arrays."""
+        assert not parameters, "this source's dialect binds no code tables"
         rows = self._rows(query)
         if not rows:
             return [np.zeros(0, dtype=np.int64) for _ in range(width)]
@@ -159,41 +207,66 @@ class SQLSource(abc.ABC):
         """The snapshot taken at open: the distinct coded records and their counts."""
         return self._pinned
 
-    def snapshot_query(self) -> str:
-        """The one query that reads the table (public: no data in it)."""
+    def snapshot_query(self) -> tuple[str, Parameters]:
+        """The one query that reads the table, and the code tables it binds (public: no
+        data in either)."""
         q = self._dialect.identifier
         columns = list(dict.fromkeys(a.column for a in self.schema.attributes))
         raw = {c: f"r{i}" for i, c in enumerate(columns)}
         selected = ", ".join(f"{q(c)} AS {raw[c]}" for c in columns)
-        grouped = ", ".join(q(c) for c in columns)
-        inner = f"SELECT {selected}, count(*) AS cnt FROM {self._relation} GROUP BY {grouped}"
+        if len(columns) <= RAW_GROUPING_MAX_COLUMNS:
+            grouped = ", ".join(q(c) for c in columns)
+            inner = f"SELECT {selected}, count(*) AS cnt FROM {self._relation} GROUP BY {grouped}"
+        else:
+            inner = f"SELECT {selected}, 1 AS cnt FROM {self._relation}"
         attrs = self.schema.attributes
-        coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"])
-        keys = ", ".join(f"k{j}" for j in range(len(attrs)))
+        tables = code_tables(attrs, self._kinds, self._dialect)
+        coded = coding_query(attrs, raw, self._kinds, self._dialect, inner, ["cnt"], tables)
+        keys = packing([a.size for a in attrs])
+        packed = ", ".join(
+            " + ".join(f"CAST(k{j} + {_SHIFT} AS BIGINT) * {stride}" for j, stride in key)
+            + f" AS p{i}"
+            for i, key in enumerate(keys)
+        )
+        names = ", ".join(f"p{i}" for i in range(len(keys)))
         # DuckDB sums BIGINT into HUGEINT and PostgreSQL into NUMERIC: cast back.
         total = "CAST(SUM(cnt) AS BIGINT)"
-        return f"SELECT {keys}, {total} AS cnt FROM ({coded}) AS coded GROUP BY {keys}"
+        query = (
+            f"SELECT {names}, {total} AS cnt FROM (SELECT {packed}, cnt FROM ({coded}) AS coded) "
+            f"AS packed GROUP BY {names}"
+        )
+        parameters: Parameters = {}
+        for table in tables.values():
+            parameters |= table.parameters()
+        return query, parameters
 
     def _snapshot(self) -> CodedRecords:
         """Reads the table once: its coded records and counts, checked against the schema.
 
-        Each code column is checked for fault markers and narrowed to its attribute's
-        dtype in turn, so the snapshot's peak is its narrow size plus one wide column.
+        Each attribute's codes are unpacked from its key, checked for fault markers
+        and narrowed to its dtype in turn, so the snapshot's peak is its packed keys,
+        its narrow codes and one wide column.
         """
-        width = len(self.schema.attributes)
-        *codes, counts = self._columns(self.snapshot_query(), width + 1)
+        attrs = self.schema.attributes
+        keys = packing([a.size for a in attrs])
+        query, parameters = self.snapshot_query()
+        *packed, counts = self._columns(query, len(keys) + 1, parameters)
         counts = np.asarray(counts, dtype=np.int64)
         n = int(np.sum(counts, dtype=np.int64))
         if n == 0:
             raise DataError(f"{self.where} has no data rows.")
         problems = []
-        for j, attr in enumerate(self.schema.attributes):
-            column = np.asarray(codes[j])
-            tallies = [(f, int(np.sum(counts[column == f], dtype=np.int64))) for f in _FAULTS]
-            said = [fault_message(attr, f, rows) for f, rows in tallies if rows]
-            if said:
-                problems.append(f"column {attr.column!r}: {'; '.join(said)}")
-            codes[j] = column.astype(code_dtype(attr.size))  # valid codes 0..size-1 from here
+        codes: list[NDArray[np.integer]] = []
+        for key, members in zip(packed, keys, strict=True):
+            key = np.asarray(key, dtype=np.int64)
+            for j, stride in members:
+                attr = attrs[j]
+                column = key // stride % (attr.size + _SHIFT) - _SHIFT
+                tallies = [(f, int(np.sum(counts[column == f], dtype=np.int64))) for f in _FAULTS]
+                said = [fault_message(attr, f, rows) for f, rows in tallies if rows]
+                if said:
+                    problems.append(f"column {attr.column!r}: {'; '.join(said)}")
+                codes.append(column.astype(code_dtype(attr.size)))  # valid 0..size-1 from here
         if problems:
             more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
             raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
