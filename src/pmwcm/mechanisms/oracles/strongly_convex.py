@@ -103,9 +103,8 @@ def plan_distance(
     distance: float,
     max_iterations: int,
 ) -> DistancePlan:
-    """The cheaper method whose charged distance is at most ``distance``, within the budget.
-
-    Computed in log space, so no finite positive input overflows.
+    """The cheaper method whose charged distance is at most ``distance``, within the
+    budget; computed in log space, so no finite positive input overflows.
 
     Args:
         smoothness: ``L``, a Lipschitz constant of ``grad F`` on ``R^d``.
@@ -144,12 +143,9 @@ def plan_distance(
     per_acc = math.inf if root >= 1.0 else -math.log1p(-root)
     log_spread = _log_spread(lipschitz, mu, log_start, start_gap)
     gd = DistancePlan(
-        method="gradient",
-        iterations=0,
-        step=2.0 / (lipschitz + mu),
-        momentum=0.0,
+        method="gradient", iterations=0, step=2.0 / (lipschitz + mu), momentum=0.0,
         distance=distance,
-    )
+    )  # fmt: skip
     acc = DistancePlan(
         method="accelerated",
         iterations=0,
