@@ -36,16 +36,23 @@ from pathlib import Path
 import numpy as np
 
 from pmwcm.data.bundled import load_adult
+from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
 sys.path.insert(0, str(Path(__file__).parent))
+from methods import SYNTHETIC_CACHE, SyntheticAnswerer, data_digest, zcdp_for
 from run import DELTA, Evaluator
 
 RESULTS = Path(__file__).parent / "results" / "online_updates.jsonl"
-VARIANTS = ("oracle", "measure", "both")
+VARIANTS = ("oracle", "measure", "both", "workload")
+#: AIM at OpenDP's default rounds, answered on its fitted model's own marginals, at its
+#: own add/remove unit and at OpenDP's replace-one unit (``unit_of(changes=1)``).
+AIM_UNITS = {"aim-ar": "addremove", "aim-replace": "replace"}
 SUBSAMPLE = 8_000
 
 
@@ -66,18 +73,28 @@ def _answer_error(engine: object, hypothesis: object, ev: Evaluator, query: obje
     return ev.excess_risk(query, answer)  # type: ignore[arg-type]
 
 
-def run_stream(
-    ev: Evaluator, *, update: str, epsilon: float, seed: int, k: int
-) -> dict[str, object]:
-    """One announced stream answered with ``update``; the row's numbers."""
+def stream(ev: Evaluator, *, seed: int, k: int) -> tuple[list[CMQuery], int]:
+    """The seeded stream and its number of distinct queries (what ``pmwcm run`` announces)."""
     queries = random_queries(
         ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
     )
+    return queries, len({query_key(q, ev.domain) for q in queries})
+
+
+def run_stream(
+    ev: Evaluator, *, update: str, epsilon: float, seed: int, k: int
+) -> dict[str, object]:
+    """One announced stream answered with ``update`` (``"workload"``: ``"measure"`` from the
+    workload-aware start over the stream's cliques); the row's numbers."""
+    queries, distinct_count = stream(ev, seed=seed, k=k)
+    kind = "measure" if update == "workload" else update
     config = PMWConfig(
-        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=k, mode="hybrid"
-    )
+        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=distinct_count,
+        mode="hybrid", update=kind,  # type: ignore[arg-type]
+    )  # fmt: skip
+    workload = [q.clique for q in queries] if update == "workload" else []
     start = time.perf_counter()
-    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
+    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), workload=workload)
     prior = engine.hypothesis
     errors, sources = [], []
     for q in queries:
@@ -100,6 +117,46 @@ def run_stream(
     }  # fmt: skip
 
 
+def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[PrivateData, float]:
+    """AIM's fitted model table (OpenDP's default rounds, rho*(eps, delta) under ``unit``)
+    as a population, cached per table, unit, rho and run; and its fit's seconds."""
+    rho = zcdp_for(epsilon, DELTA)
+    data = ev.train
+    tag = "" if unit == "addremove" else "-changes1"
+    path = SYNTHETIC_CACHE / (
+        f"aim-model{tag}-{data_digest(data)}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
+    )
+    if path.exists():
+        with np.load(path) as saved:
+            table, seconds = saved["table"], float(saved["seconds"])
+    else:
+        from synthetic import model_table  # heavy optional dependency (opendp[mbi])
+
+        records = np.asarray(data.held_records(), dtype=np.int64)
+        start = time.perf_counter()
+        table = model_table("aim", data.domain, records, rho=rho, rounds=None, unit=unit)
+        seconds = time.perf_counter() - start
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(path.stem + ".partial.npz")
+        np.savez(partial, table=table, seconds=seconds)
+        partial.replace(path)
+    histogram = DenseHistogram(data.domain, table)
+    return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
+
+
+def run_aim(ev: Evaluator, *, method: str, epsilon: float, seed: int, k: int) -> dict[str, object]:
+    """The same stream answered on AIM's model marginals (no sampling); the row's numbers."""
+    queries, _ = stream(ev, seed=seed, k=k)
+    model, seconds = aim_model(ev, unit=AIM_UNITS[method], epsilon=epsilon, seed=seed)
+    answerer = SyntheticAnswerer(model)
+    errors = [ev.excess_risk(q, answerer.answer(q)) for q in queries]
+    return {
+        "table": "", "update": method, "epsilon": epsilon, "seed": seed, "k": k,
+        "n": ev.train.n, "mean": float(np.mean(errors)), "max": float(np.max(errors)),
+        "seconds": seconds,
+    }  # fmt: skip
+
+
 def report(path: Path = RESULTS) -> str:
     """The ablation table (means over seeds; ``max`` is the largest over seeds)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -112,7 +169,10 @@ def report(path: Path = RESULTS) -> str:
               "unchecked", "eps spent", "updates (T)")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for (name, k, eps), by_update in sorted(groups.items()):
-        first = next(iter(by_update.values()))
+        paired = [by_update[u] for u in ("oracle", "measure", "both") if u in by_update]
+        if not paired:
+            continue
+        first = paired[0]  # the pairs prior, shared by these engines
         prior_mean = np.mean([r["prior_mean"] for r in first])
         prior_max = max(r["prior_max"] for r in first)
         lines.append(
@@ -123,6 +183,8 @@ def report(path: Path = RESULTS) -> str:
             rs = by_update.get(update, [])
             if not rs:
                 continue
+            if "gain" not in rs[0]:  # a pre-issue-35-rerun row
+                continue
             mean = np.mean([r["mean"] for r in rs])
             lines.append(
                 f"| {name} | {k:,} | {eps:g} | {update} | {len(rs)} | {mean:.3g} "
@@ -131,6 +193,42 @@ def report(path: Path = RESULTS) -> str:
                 f"| {100 * np.mean([r['spent'] for r in rs]):.1f}% "
                 f"| {np.mean([r['updates'] for r in rs]):.1f} ({rs[0]['T']}) |"
             )
+        for method in AIM_UNITS:
+            rs = by_update.get(method, [])
+            if rs:
+                lines.append(
+                    f"| {name} | {k:,} | {eps:g} | {method} | {len(rs)} "
+                    f"| {np.mean([r['mean'] for r in rs]):.3g} | {max(r['max'] for r in rs):.3g} "
+                    "| - | - (no check) | 100% | - |"
+                )
+    return "\n".join(lines) + "\n\n" + against_aim(groups)
+
+
+def against_aim(groups: dict[tuple[str, int, float], dict[str, list[dict[str, float]]]]) -> str:
+    """pmwcm's variants over AIM's (ratios of the mean over seeds, and of the max): below 1
+    pmwcm is ahead."""
+    header = ("table", "k", "eps", "update", "mean / aim-ar", "max / aim-ar", "mean / aim-replace",
+              "max / aim-replace")  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for (name, k, eps), by_update in sorted(groups.items()):
+        aims = {m: by_update[m] for m in AIM_UNITS if m in by_update}
+        if not aims:
+            continue
+        for update in ("oracle", "measure", "workload"):
+            rs = [r for r in by_update.get(update, []) if "gain" in r]
+            if not rs:
+                continue
+            cells = []
+            for method in AIM_UNITS:
+                if method not in aims:
+                    cells += ["not run", "not run"]
+                    continue
+                a = aims[method]
+                cells.append(
+                    f"{np.mean([r['mean'] for r in rs]) / np.mean([r['mean'] for r in a]):.2f}x"
+                )
+                cells.append(f"{max(r['max'] for r in rs) / max(r['max'] for r in a):.2f}x")
+            lines.append(f"| {name} | {k:,} | {eps:g} | {update} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -212,7 +310,8 @@ def main() -> None:
     parser.add_argument("--eps", nargs="+", type=float, default=[1.0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--k", type=int, default=2000)
-    parser.add_argument("--updates", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--updates", nargs="+", default=["oracle", "measure", "workload"],
+                        help=f"from {VARIANTS} and {tuple(AIM_UNITS)}")  # fmt: skip
     parser.add_argument("--report", action="store_true")
     args = parser.parse_args()
     if args.report:
@@ -224,6 +323,13 @@ def main() -> None:
         for eps in args.eps:
             for seed in range(args.seeds):
                 for update in args.updates:
+                    if update in AIM_UNITS:
+                        row = run_aim(ev, method=update, epsilon=eps, seed=seed, k=args.k)
+                        row["table"] = name
+                        with RESULTS.open("a") as out:
+                            out.write(json.dumps(row) + "\n")
+                        print(json.dumps(row), flush=True)
+                        continue
                     row = run_stream(ev, update=update, epsilon=eps, seed=seed, k=args.k)
                     row["table"] = name
                     with RESULTS.open("a") as out:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from pmwcm.data.schema import Schema
     from pmwcm.data.table import Dataset
+    from pmwcm.engine.config import UpdateChoice
     from pmwcm.engine.online import OnlinePMW
     from pmwcm.engine.plan import BudgetPlan
     from pmwcm.engine.practical import ModeName, PriorName
@@ -146,6 +147,7 @@ def plan_run(
     backend: dict[str, Any] | None = None,
     announced_queries: int | None = None,
     mode: str = "auto",
+    update: str = "auto",
 ) -> BudgetPlan:
     """The budget plan of a run (:func:`~pmwcm.engine.plan.plan_budget`, the function the
     service and ``build_engine`` call), from public inputs only: ``n``, the schema,
@@ -170,6 +172,7 @@ def plan_run(
         prior=cast("PriorName", prior),
         announced_queries=announced_queries,
         mode=cast("ModeName", mode),
+        update=cast("UpdateChoice", update),
         **(backend or {}),
     )
     try:

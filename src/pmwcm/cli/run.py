@@ -102,6 +102,12 @@ _DRY_RUN_HELP = (
     "backend) on stdout, one 'name value' line each, and stop: nothing is answered, "
     "nothing written, no noise drawn. Opens the data for n only (--method pmw)."
 )
+_UPDATE_HELP = (
+    "What a query the accuracy check flags buys (--method pmw): measure (default) measures "
+    "its clique's marginal and refits the hypothesis to every measurement, updates paced "
+    "over the file's distinct queries; oracle is the paper's private fit and tilt; both "
+    "does the two; auto (default) is measure, the file being announced."
+)
 _METADATA_HELP = (
     'Also write one JSON object describing the run (atomically): {"method", "noise", '
     '"epsilon", "delta", "backend", "mode"}, "backend" being the hypothesis backend chosen '
@@ -136,6 +142,9 @@ def run_command(
     table: TableOption = None,
     data_engine: EngineOption = None,
     mode: ModeOption = "auto",
+    update: Annotated[
+        str, typer.Option("--update", metavar="[auto|measure|oracle|both]", help=_UPDATE_HELP)
+    ] = "auto",
     dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY_RUN_HELP)] = False,
 ) -> None:
     """Answer a file of convex-minimisation queries under one (epsilon, delta) budget.
@@ -177,6 +186,7 @@ def run_command(
     Exit status: 0 done; 1 bad input (one "error:" line, nothing written); 2
     usage mistake; 3 answers written but some are synthetic (engine halted).
     """
+    from pmwcm.engine.config import UPDATE_CHOICES
     from pmwcm.engine.practical import MODES
 
     check_seed(seed)
@@ -186,6 +196,8 @@ def run_command(
         raise fail(f"--after-halt must be one of {', '.join(AFTER_HALT)}, got {after_halt!r}.")
     if mode not in MODES:
         raise fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}.")
+    if update not in UPDATE_CHOICES:
+        raise fail(f"--update must be one of {', '.join(UPDATE_CHOICES)}, got {update!r}.")
     if dry_run and method != "pmw":
         raise fail("--dry-run shows online PMW's budget plan; it needs --method pmw.")
     start = resolve_prior(prior, public_prior)
@@ -216,7 +228,7 @@ def run_command(
             dataset, epsilon=epsilon, delta=delta, after_halt=after_halt,
             max_updates=max_updates, prior=start, public_start=public is not None,
             backend=settings, announced_queries=max(distinct_queries(lines, dataset.domain), 1),
-            mode=mode,
+            mode=mode, update=update,
         )  # fmt: skip
         if dry_run:
             typer.echo(describe_plan(plan))

@@ -554,7 +554,7 @@ class OnlinePMW:
         # Issue 35's pacing: an update due by the public schedule skips the sparse
         # vector's test (it reads only the released count of answers and updates).
         if self.measured_update is not None and self.measured_update.due(
-            answered=len(self.answers), updates=len(self.updates), cutoff=self.settings.max_updates
+            answered=len(self.released), updates=len(self.updates), cutoff=self.settings.max_updates
         ):
             return True
         sensitivity = round_.sensitivity(self.data.n)
