@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import dp_accounting
@@ -97,8 +98,10 @@ def test_candidates_are_the_announced_cliques_of_three_or_more_attributes() -> N
 
 def test_the_plan_charges_the_workload_rounds_and_spends_exactly_the_budget(seed: int) -> None:
     data = PrivateData.from_records(DOMAIN, _parity_records(seed, n=5000))
-    config = PMWConfig(epsilon=1.0, delta=1e-6, announced_queries=50, mode="hybrid")
+    config = PMWConfig(epsilon=8.0, delta=1e-6, announced_queries=50, mode="hybrid")
     workload = [PARITY, ("x3", "x4", "x5"), ("x0", "x4")]
+    small = dataclasses.replace(config, epsilon=1.0)  # eps n = 5,000: the pairs get it all
+    assert plan_budget(small, n=data.n, domain=DOMAIN, workload=workload).workload is None
     plan = plan_budget(config, n=data.n, domain=DOMAIN, workload=workload)
     assert plan.workload is not None and plan.workload.rounds == 2
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed), plan=plan, workload=workload)
@@ -107,9 +110,9 @@ def test_the_plan_charges_the_workload_rounds_and_spends_exactly_the_budget(seed
     assert len(engine.prior_measurements) == math.comb(6, 2) + 2
     with pytest.raises(ValueError, match="plan was made for another"):
         build_engine(data, config, noise=NumpyNoise(seed=seed), plan=plan)
-    # the prior's events, the sparse vector's and T measurements compose to (1, 1e-6)
+    # the prior's events, the sparse vector's and T measurements compose to (8, 1e-6)
     sv = plan.sparse_vector
     assert sv is not None
     updates = [dp_accounting.GaussianDpEvent(plan.oracle_noise_level)] * plan.config.max_updates
     total = dp_accounting.ComposedDpEvent([*charged, sv.event(), *updates])
-    assert 0.995 <= engine.ledger.accountant.epsilon(total, delta=1e-6) <= 1.0
+    assert 7.96 <= engine.ledger.accountant.epsilon(total, delta=1e-6) <= 8.0

@@ -62,7 +62,7 @@ from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.accounting import Accountant
 from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused, check_total_budget
-from pmwcm.mechanisms.priors.workload import WorkloadPlan, workload_candidates
+from pmwcm.mechanisms.priors.workload import WorkloadPlan, uses_workload, workload_candidates
 
 Kind = Literal["cm", "linear"]
 
@@ -186,7 +186,8 @@ class BudgetPlan:
             and self.attributes == len(domain)
             and self.kind == kind
             and self.spent == tuple(spent)
-            and self.announced_cliques == workload_candidates(domain, workload)
+            and self.announced_cliques
+            == (workload_candidates(domain, workload) if uses_workload(self.epsilon, n) else ())
         )
 
 
@@ -235,7 +236,7 @@ def plan_budget(
         updates = measured_updates(resolved.max_updates, config.announced_queries)
         resolved = replace(resolved, max_updates=updates)
     backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
-    candidates = workload_candidates(domain, workload)
+    candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
         if candidates and prior.multiplier is not None and backend.kind == "dense":
             prior = workload_levels(resolved, accountant, candidates, attributes=len(domain))

@@ -25,7 +25,8 @@ Miklau 2022, Algorithm 2), for ``R`` rounds (:func:`workload_plan`):
    (:func:`~pmwcm.mechanisms.marginal_measurement.measure_clique`).
 3. **Refit** (post-processing): the prior's entropic fit
    (:func:`~pmwcm.mechanisms.priors.marginals.fit_histogram`) from the current
-   hypothesis onto every measurement so far, pairs included.
+   hypothesis onto every measurement so far, pairs included (a short one,
+   :data:`ROUND_ITERATIONS` steps, between rounds; the whole fit after the last).
 
 **Guarantee.** The rounds are an adaptive composition of ``R`` pairs
 ``(EpsilonDeltaDpEvent(eps_0), GaussianDpEvent(m))``; with the pairs' event
@@ -37,7 +38,8 @@ budget under the engine's accountant (PLD: the selection as pure
 itself charges the selection ``eps_0^2/8`` (bounded range); the pure-DP charge
 is larger, so the stated guarantee holds a fortiori.
 
-**How much** (public: the schema, the announced cliques, the prior's budget):
+**How much** (public: ``epsilon``, ``n``, the schema, the announced cliques, the
+prior's budget): where ``epsilon n >= 40,000`` (:func:`uses_workload`),
 :data:`WORKLOAD_SHARE` of the prior's zCDP budget ``rho_p`` goes to the rounds,
 ``R = min(candidates, d)`` of them, each ``rho_p WORKLOAD_SHARE / R`` split as
 AIM does (:data:`SELECTION_SHARE` to the selection, the rest to the
@@ -76,17 +78,22 @@ __all__ = [
     "exponential_mechanism",
     "select_clique",
     "selection_quality",
+    "uses_workload",
     "workload_candidates",
     "workload_plan",
     "workload_prior",
 ]
 
 #: The share of the prior's zCDP budget the workload rounds get (public).
-WORKLOAD_SHARE = 0.5
+WORKLOAD_SHARE = 0.25
+#: The least ``epsilon n`` at which the rounds run (:func:`uses_workload`).
+WORKLOAD_MIN_SIGNAL = 40_000.0
 #: The share of each round's zCDP budget its selection gets (AIM's 0.1).
 SELECTION_SHARE = 0.1
 #: The largest candidate clique table (cells): the fit holds each measured table.
 MAX_CANDIDATE_CELLS = 2**12
+#: Steps of the warm-started fit after each round (the last round gets the whole fit).
+ROUND_ITERATIONS = 30
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,6 +153,23 @@ def workload_candidates(
         if len(canonical) >= 3 and cells <= MAX_CANDIDATE_CELLS:
             seen.setdefault(canonical, None)
     return tuple(seen)
+
+
+def uses_workload(epsilon: float, n: int) -> bool:
+    """Whether the rounds run: ``epsilon n >= WORKLOAD_MIN_SIGNAL`` (public).
+
+    Below it the pairs need the whole prior budget. Chosen on streams no
+    benchmark row uses (1,000 random logistic queries, stream seed 2007, noise
+    seed 7; Adult binary): mean excess risk with a quarter of the prior's budget
+    on the rounds against none: full Adult (n = 48,842) eps = 4: 2.34e-6 against
+    4.18e-6 (max 2.9e-5 against 9.4e-5); eps = 1: 2.47e-5 against 2.66e-5; an
+    8,000-row subsample at eps = 4: 7.63e-5 against 6.17e-5. Half the budget
+    was worse than none at eps = 1 on full Adult (3.30e-5).
+
+    >>> uses_workload(1.0, 48_842), uses_workload(4.0, 8_000)
+    (True, False)
+    """
+    return epsilon * n >= WORKLOAD_MIN_SIGNAL
 
 
 def workload_plan(
@@ -240,8 +264,12 @@ def workload_prior(
         measurements.append(
             measure_clique(data, clique, noise_multiplier=plan.noise_multiplier, noise=noise)
         )
-        iterations = default_iterations(data.domain, len(measurements))
+        # A short warm-started fit is enough to steer the next selection...
         hypothesis = fit_histogram(
-            data.domain, measurements, iterations=iterations, start=hypothesis
-        )
+            data.domain, measurements, iterations=ROUND_ITERATIONS, start=hypothesis,
+            continuation=1,
+        )  # fmt: skip
+    # ... and the start gets the prior's whole fit onto every measurement.
+    iterations = default_iterations(data.domain, len(measurements))
+    hypothesis = fit_histogram(data.domain, measurements, iterations=iterations, start=hypothesis)
     return PriorRelease(hypothesis, tuple(measurements))
