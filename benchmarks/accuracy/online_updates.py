@@ -232,76 +232,58 @@ def against_aim(groups: dict[tuple[str, int, float], dict[str, list[dict[str, fl
     return "\n".join(lines)
 
 
-SECTION_HEAD = """## Issue 35: updates that buy accuracy (measured-marginal update, pacing)
+SECTION_HEAD = """## Issue 35: updates that buy accuracy (measured update, workload start, AIM)
 
-`benchmarks/accuracy/online_updates.py` (the command is in its docstring):
-announced streams of random logistic queries (seeded 1000 + s), delta = 1e-6,
-noise `NumpyNoise(seed = s)`, s = 0, 1, 2; bundled Adult (binary schema, all
-48,842 records) and an 8,000-row subsample (seeded). Every engine in a row
-group shares the same paid prior (drawn first from the same seed). `prior only`:
-the frozen prior answers every query (no check, no update); `oracle`: today's
-default (the paper's oracle update, calibrated tilt, refit); `measure`: the
-measured-marginal update (`build_engine(..., update="measure")`, docs/design.md section
-11), paced; `both`: oracle answer and measurement at every update. Mean: the
-mean over seeds of each stream's mean excess risk; max: the largest over seeds;
-same-query gain: the stream's distinct queries answered by the frozen prior over
-the same queries answered by the final hypothesis (ratio of means, averaged over
-seeds); unchecked: `synthetic` answers (after the halt); eps spent: the ledger's
-epsilon over the budget.
+`benchmarks/accuracy/online_updates.py`, run on the merged code (distinct-query
+pacing, the measured update the default on announced streams) with
+
+    PYTHONPATH=src OPENBLAS_NUM_THREADS=1 nice -n 5 python benchmarks/accuracy/online_updates.py \\
+        --tables adult adult-8000 --eps 1 4 --seeds 3 --k 2000 \\
+        --updates oracle measure workload aim-ar aim-replace
+
+Announced streams of 2,000 random logistic queries (seeded 1000 + s; the
+announced k is the stream's distinct queries, as `pmwcm run` announces),
+delta = 1e-6, noise `NumpyNoise(seed = s)`, s = 0, 1, 2; bundled Adult (binary
+schema, all 48,842 records) and an 8,000-row subsample (seeded). `prior only`:
+the all-pairs prior answers every query (no check, no update); `oracle`: the
+paper's update (calibrated tilt, refit); `measure`: the measured-marginal update,
+paced (the default of `pmwcm run`); `workload`: `measure` from the workload-aware
+start (the prior also measures announced cliques chosen AIM-style, where
+eps n >= 40,000: full Adult only; docs/design.md section 11). `aim-ar`: OpenDP
+0.16's AIM at its default rounds (16 d = 224) and its own add/remove unit
+(`unit_of(contributions=1)`, rho*(eps, delta)); `aim-replace`: the same at
+OpenDP's replace-one unit (`unit_of(changes=1)`, OpenDP calibrating AIM to it):
+both answer every query on the fitted model's own marginals (no sampling). AIM
+cannot be seeded: its seeds are independent runs, and a cell has as many as the
+`seeds` column says. Mean: the mean over seeds of each stream's mean excess
+risk; max: the largest over seeds; same-query gain: the stream's distinct
+queries answered by the engine's frozen start over the same queries answered by
+the final hypothesis (for `workload`, its own start); unchecked: `synthetic`
+answers (after the halt); eps spent: the ledger's epsilon over the budget.
 """
 
 
 SECTION_READING = """
-(Measured on the branch that built the update, before the canonical feature
-order of issue 33 merged: since then `[a, b]` and `[b, a]` are one query, so
-these random streams hold more repeats, which are answered without a round;
-the pacing counts every answer, repeats included, so fewer paced updates fall
-on new queries. Not yet re-run on the merged code.)
-
-**Reading** (the run of 2026-11-28; k = 10,000 on full Adult only; a measured
-engine plans `T = 20` updates, chosen on tuning streams, see below). The paced
-`measure` update spends 98.7-100% of epsilon on every stream (the oracle
-update: 75-100%) and leaves at most 2.5% of a stream unchecked (0-0.8% on
-average), against 53% for today's engine at n = 8,000, eps = 1, where the
-budget rule's `T = 1` halts it after one update. It moves the hypothesis on
-the queries the stream asks: same-query gain 1.24-1.44x in 4 of 5 cells
-(1.39x at k = 10,000, issue 35's target 1.3x; per seed 1.31x, 1.43x, 1.44x)
-and 0.94x at 8,000 rows, eps = 1, against 1.01-1.02x for the oracle update.
-Its mean excess risk is below the oracle engine's in 4 of 5 cells (1.13x
-lower on full Adult at eps = 1, k = 2,000; 1.11x at k = 10,000; 1.06x at
-eps = 4; 1.15x on the 8,000-row table at eps = 4) and 6% above it at 8,000
-rows, eps = 1, where the budget rule leaves the updates 2.5% of epsilon; its
-max is lower in 3 cells and level in 2 (within 2%). `both` splits each
-update's budget between an oracle call and a measurement: behind `measure` in
-every cell, and its noisy oracle answers raise the max up to 10x the oracle
-engine's (8,000 rows, eps = 1).
-
-**`T`.** 20 beat 10 and 40 on the mean in each of three tuning cells (stream
-seeds 2007-2008, noise seeds 7-8, full Adult at eps = 1 and an 8,000-row
-subsample drawn with seed 36 at eps = 1 and 4; `measured_updates`). On the
-benchmark streams it is not uniformly better: with `T = 10`
-(`results/online_updates_T10.jsonl`, the same streams) `measure` scored mean
-3.35e-5 / 5.57e-6 / 3.53e-5 / 2.02e-4 / 7.47e-5 in the five cells above,
-against 3.35e-5 / 5.48e-6 / 3.34e-5 / 2.14e-4 / 7.69e-5 with 20, and `both`
-was far better at 10 (its oracle calls are then half as many).
-
-**What the updates cannot buy here.** On the tuning streams at `T = 10`,
-giving the prior 95% of the budget (sparse vector 2.5%) instead of the rule's
-40% at n = 48,842 lowers the mean 2.8x with the oracle update (1.29e-5
-against 3.6e-5; max 4.5e-4 against 5.1e-4) and 2.3x with `measure` (1.51e-5
-against 3.44e-5, before the pacing's end rule). With that split the oracle
-engine is ahead of `measure` (1.29e-5 against 1.51e-5): the measurements are
-then as noisy as the hypothesis's own error on their cliques and the
-shrinkage keeps them out. At 8,000 rows `measure` keeps the max at 2.5e-3
-where the oracle engine reaches 6.8e-3. So at these n the budget rule's prior
-share, not the update, is the larger lever; the rule
-(`pmwcm.engine.budget_rule`) is not changed here.
+**Earlier runs.** `results/online_updates_before_distinct.jsonl` holds the
+first measurement of the update (before the canonical feature order of issue 33
+and before the pacing counted distinct queries; k = 10,000 and `both` rows
+there), `results/online_updates_T10.jsonl` the same streams at `T = 10`. `T =
+20` was chosen on tuning streams no benchmark row uses (`measured_updates`).
 """
 
 
 def section(path: Path = RESULTS) -> str:
     """The docs/results.md section of this benchmark (head, table, reading)."""
     return SECTION_HEAD + "\n" + report(path) + "\n" + SECTION_READING
+
+
+def replace_section(results_md: Path, path: Path = RESULTS) -> None:
+    """Rewrites this benchmark's section of ``results_md`` in place (the rest unchanged):
+    what ``report.py`` writes there, without regenerating the other sections' plots."""
+    text = results_md.read_text()
+    start = text.index("## Issue 35:")
+    end = text.index("\n## ", start + 1)
+    results_md.write_text(text[:start] + section(path).rstrip() + "\n" + text[end:])
 
 
 def main() -> None:
@@ -313,9 +295,18 @@ def main() -> None:
     parser.add_argument("--updates", nargs="+", default=["oracle", "measure", "workload"],
                         help=f"from {VARIANTS} and {tuple(AIM_UNITS)}")  # fmt: skip
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--write-section",
+        type=Path,
+        metavar="RESULTS_MD",
+        help="rewrite the Issue 35 section of this file (docs/results.md)",
+    )
     args = parser.parse_args()
     if args.report:
         print(report())
+        return
+    if args.write_section is not None:
+        replace_section(args.write_section)
         return
     RESULTS.parent.mkdir(exist_ok=True)
     for name in args.tables:

@@ -148,6 +148,7 @@ def plan_run(
     announced_queries: int | None = None,
     mode: str = "auto",
     update: str = "auto",
+    workload: Sequence[tuple[str, ...]] = (),
 ) -> BudgetPlan:
     """The budget plan of a run (:func:`~pmwcm.engine.plan.plan_budget`, the function the
     service and ``build_engine`` call), from public inputs only: ``n``, the schema,
@@ -176,7 +177,10 @@ def plan_run(
         **(backend or {}),
     )
     try:
-        return plan_budget(config, n=dataset.n, domain=dataset.domain, prior_supplied=public_start)
+        return plan_budget(
+            config, n=dataset.n, domain=dataset.domain, prior_supplied=public_start,
+            workload=workload,
+        )  # fmt: skip
     except BudgetRefused as exc:
         raise fail(option_message(exc)) from None
 
@@ -446,6 +450,21 @@ def distinct_queries(lines: list[QueryLine], domain: Domain) -> int:
         except InvalidQuery:
             continue
     return len(keys)
+
+
+def announced_cliques(lines: list[QueryLine], domain: Domain) -> list[tuple[str, ...]]:
+    """The cliques (features and target) of the file's answerable queries: public, as
+    their number is (:func:`distinct_queries`); the plan's workload-aware start reads them."""
+    cliques = []
+    for item in lines:
+        if item.query is None:
+            continue
+        try:
+            item.query.check(domain)
+        except InvalidQuery:
+            continue
+        cliques.append(item.query.clique)
+    return cliques
 
 
 def answer_with_engine(engine: OnlinePMW, lines: list[QueryLine]) -> list[dict[str, Any]]:
@@ -789,4 +808,7 @@ def build_run_engine(
         from pmwcm.mechanisms.priors.support import public_start
 
         start = public_start(dataset.domain, public, plan.backend)
-    return build_engine(private, plan.requested, noise=noise, prior=start, plan=plan)
+    return build_engine(
+        private, plan.requested, noise=noise, prior=start, plan=plan,
+        workload=plan.announced_cliques,
+    )  # fmt: skip

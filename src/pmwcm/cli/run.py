@@ -35,6 +35,7 @@ import typer
 
 from pmwcm.cli.common import (
     EXIT_SYNTHETIC,
+    announced_cliques,
     answer_with_baseline,
     answer_with_engine,
     backend_settings,
@@ -228,7 +229,7 @@ def run_command(
             dataset, epsilon=epsilon, delta=delta, after_halt=after_halt,
             max_updates=max_updates, prior=start, public_start=public is not None,
             backend=settings, announced_queries=max(distinct_queries(lines, dataset.domain), 1),
-            mode=mode, update=update,
+            mode=mode, update=update, workload=announced_cliques(lines, dataset.domain),
         )  # fmt: skip
         if dry_run:
             typer.echo(describe_plan(plan))
