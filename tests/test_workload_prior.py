@@ -140,9 +140,24 @@ def test_pmwcm_run_announces_its_files_cliques_to_the_plan(tmp_path: Path) -> No
         {"id": 3, "loss": "logistic", "target": "y", "features": ["nope", "a"]},
     ]
     queries.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    args = ["run", "--data", str(data), "--schema", str(schema), "--queries", str(queries),
-            "--epsilon", "20", "--delta", "1e-6", "-o", str(tmp_path / "out"), "--dry-run",
-            "--mode", "hybrid"]  # fmt: skip  (auto: 3 queries at eps 20 go to composition)
+    args = [
+        "run",
+        "--data",
+        str(data),
+        "--schema",
+        str(schema),
+        "--queries",
+        str(queries),
+        "--epsilon",
+        "20",
+        "--delta",
+        "1e-6",
+        "-o",
+        str(tmp_path / "out"),
+        "--dry-run",
+        "--mode",
+        "hybrid",
+    ]  # fmt: skip  (auto: 3 queries at eps 20 go to composition)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     shown = dict(line.split(" ", 1) for line in result.stdout.splitlines())
