@@ -93,6 +93,8 @@ def test_candidates_are_the_announced_cliques_of_three_or_more_attributes() -> N
     assert workload_candidates(wide, [wide.names]) == ()  # 8^5 > MAX_CANDIDATE_CELLS
     assert MAX_CANDIDATE_CELLS < 8**5
     assert workload_plan([], attributes=6, rho=1.0) is None
+    with pytest.raises(ValueError, match=r"schema lacks: \['nope'\]"):
+        workload_candidates(DOMAIN, [("x0", "nope", "x1")])
     plan = workload_plan([PARITY] * 10, attributes=6, rho=0.06)
     assert plan is not None and plan.rounds == 6
     # each round: eps_0^2 / 8 + 1 / (2 m^2) = rho / R (zCDP)

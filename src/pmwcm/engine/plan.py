@@ -84,9 +84,14 @@ class BudgetPlan:
         prior_multiplier: the paid marginal prior's Gaussian multiplier, if any.
         prior_events: the events the prior built here will charge.
         sparse_vector: the sparse vector's parameters (``None`` in composition mode).
-        oracle_noise_level: each oracle call's calibrated noise level.
+        oracle_noise_level: each oracle call's calibrated noise level (the measured
+            update's multiplier when ``update`` is not ``"oracle"``).
         learning_rate: ``eta S``.
         threshold: in units of each query's sensitivity.
+        update: the update the engine makes (``config.update_kind``; ``"oracle"`` in
+            composition mode and for linear queries).
+        workload: the workload-aware start's rounds, if the prior runs them.
+        announced_cliques: the candidate cliques the workload named (public).
     """
 
     requested: PMWConfig

@@ -144,10 +144,17 @@ def workload_candidates(
 ) -> tuple[tuple[str, ...], ...]:
     """The announced cliques worth a round: three or more attributes, at most
     :data:`MAX_CANDIDATE_CELLS` cells, each once, in the domain's attribute order
-    (a public function of the schema and the query file)."""
+    (a public function of the schema and the query file).
+
+    Raises:
+        ValueError: a clique names an attribute the schema lacks.
+    """
     order = {name: i for i, name in enumerate(domain.names)}
     seen: dict[tuple[str, ...], None] = {}
     for clique in cliques:
+        unknown = sorted(set(clique) - set(order))
+        if unknown:
+            raise ValueError(f"workload names attributes the schema lacks: {unknown}.")
         canonical = tuple(sorted(set(clique), key=order.__getitem__))
         cells = math.prod(domain.size_of(name) for name in canonical)
         if len(canonical) >= 3 and cells <= MAX_CANDIDATE_CELLS:
