@@ -20,7 +20,14 @@ import pytest
 from typer.testing import CliRunner
 
 from pmwcm.cli import app
-from pmwcm.cli.common import answer_with_engine, build_run_engine, plan_run, read_queries
+from pmwcm.cli.common import (
+    announced_cliques,
+    answer_with_engine,
+    build_run_engine,
+    distinct_queries,
+    plan_run,
+    read_queries,
+)
 from pmwcm.data.schema import Schema
 from pmwcm.data.table import Dataset
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -62,12 +69,15 @@ def run(files: dict[str, Path], data: str, *extra: str) -> list[dict[str, Any]]:
 def in_memory(files: dict[str, Path]) -> list[dict[str, Any]]:
     """The reference: the records in memory, the same engine and seed."""
     dataset = Dataset.from_csv(files["data"], Schema.from_json(files["schema"]))
+    lines = read_queries(files["queries"])
+    # as pmwcm run does: the file's distinct queries and their cliques are announced
     plan = plan_run(
         dataset, epsilon=1.0, delta=1e-6, after_halt="synthetic", max_updates=None,
-        prior="marginals",
+        prior="marginals", announced_queries=distinct_queries(lines, dataset.domain),
+        workload=announced_cliques(lines, dataset.domain),
     )  # fmt: skip
     engine = build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
-    return json.loads(json.dumps(answer_with_engine(engine, read_queries(files["queries"]))))
+    return json.loads(json.dumps(answer_with_engine(engine, lines)))
 
 
 def test_files_are_read_by_duckdb_with_the_in_memory_answers(files: dict[str, Path]) -> None:

@@ -140,7 +140,8 @@ class PMWConfig:
             and tilt; theory mode always), ``"both"``, or ``"auto"`` (default:
             ``"measure"`` when the stream is announced, ``announced_queries`` set,
             as ``pmwcm run`` does; ``"oracle"`` otherwise; :attr:`update_kind`).
-            Composition mode and linear queries use the oracle's. The rule
+            Composition mode, linear queries and the support backend use the
+            oracle's. The rule
             follows what was measured (docs/results.md, "Issue 35"): on announced
             streams ``measure`` spends 98.7-100% of epsilon and leaves at most
             2.5% unchecked where ``oracle`` leaves up to 53%, and is ahead on the

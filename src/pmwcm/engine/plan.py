@@ -229,7 +229,6 @@ def plan_budget(
     epsilon, delta = check_total_budget(config.epsilon, config.delta, n=n)
     spent, accountant = tuple(spent), make_accountant(config.accountant)
     composition = chooses_composition(epsilon, delta, n, config.announced_queries, config.mode)
-    measuring = config.update_kind != "oracle" and kind == "cm" and not composition
     try:
         if composition:
             resolved, prior = config.composition_config(), PriorLevels.none()
@@ -237,10 +236,16 @@ def plan_budget(
             resolved, prior = _hybrid(config, n, len(domain), accountant, prior_supplied)
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
+    backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
+    # The measured update refits onto cliques of any size: the dense hypothesis only (the
+    # support's passes take one- and two-way cliques); a public fact of the schema.
+    measuring = (
+        config.update_kind != "oracle" and kind == "cm" and not composition
+        and backend.kind == "dense"
+    )  # fmt: skip
     if measuring:  # issue 35: paced measurements need a few updates (public)
         updates = measured_updates(resolved.max_updates, config.announced_queries)
         resolved = replace(resolved, max_updates=updates)
-    backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
         if candidates and prior.multiplier is not None and backend.kind == "dense":
