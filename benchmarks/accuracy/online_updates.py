@@ -288,14 +288,20 @@ first table above is the ablation, the second pmwcm over AIM where AIM ran).
   below the oracle update) and its max (8.1e-4) is the highest of the three:
   the rule's threshold, chosen on tuning streams where a quarter of the prior
   at eps = 1 was 7% better than none, is not borne out here at eps = 1.
-* **Against AIM** (OpenDP's default rounds, model marginals): only the cells in
-  the second table ran (AIM at default rounds takes tens of minutes of CPU per
-  release, and this run shared 2 cores with seven other jobs). Where it ran,
-  pmwcm is ahead; every other cell of the grid (full Adult at eps = 1 and 4,
-  the 8,000-row table at eps = 4, the replace-one unit, more AIM runs than one)
-  is **unrun**, so this section does not settle issue 35's "1.9x behind AIM on
-  full Adult at eps = 1". Unrun as well: k = 10,000, adult-full, TV16, loans,
-  eps = 0.5, stepwise workloads.
+* **Against AIM** (OpenDP's default rounds, model marginals; one AIM run per
+  cell, against pmwcm's three seeds; AIM at default rounds took 12-24 minutes
+  per release here, on 2 cores shared with seven other jobs): only the cells of
+  the second table ran. On the 8,000-row table at eps = 1 pmwcm is well ahead
+  (`measure`: mean 0.26x, max 0.50x of AIM at its own add/remove unit; 0.19x /
+  0.44x of AIM at OpenDP's replace-one unit, which is weaker than AIM at its
+  own unit, as it should be). At eps = 4 on the same table **pmwcm is behind**
+  AIM at its add/remove unit: `measure` 1.38x its mean and 1.57x its max (the
+  oracle update 1.72x / 2.29x); the workload-aware start does not run there (eps n
+  = 32,000 < 40,000). **Unrun**: AIM on full Adult (eps = 1 and 4), the
+  replace-one unit at eps = 4, more than one AIM run per cell; so this section
+  neither confirms nor refutes issue 35's "1.9x behind AIM on full Adult at
+  eps = 1". Unrun as well: k = 10,000, adult-full, TV16, loans, eps = 0.5,
+  stepwise workloads.
 
 **Earlier runs.** `results/online_updates_before_distinct.jsonl` holds the
 first measurement of the update (before the canonical feature order of issue 33
