@@ -297,11 +297,13 @@ first table above is the ablation, the second pmwcm over AIM where AIM ran).
   own unit, as it should be). At eps = 4 on the same table **pmwcm is behind**
   AIM at its add/remove unit: `measure` 1.38x its mean and 1.57x its max (the
   oracle update 1.72x / 2.29x); the workload-aware start does not run there (eps n
-  = 32,000 < 40,000). **Unrun**: AIM on full Adult (eps = 1 and 4), the
-  replace-one unit at eps = 4, more than one AIM run per cell; so this section
-  neither confirms nor refutes issue 35's "1.9x behind AIM on full Adult at
-  eps = 1". Unrun as well: k = 10,000, adult-full, TV16, loans, eps = 0.5,
-  stepwise workloads.
+  = 32,000 < 40,000). On full Adult at eps = 1 **pmwcm is behind** AIM at its
+  add/remove unit: `measure` 1.08x its mean and 1.62x its max, `workload`
+  1.19x / 2.60x, the paper's update 1.36x / 2.41x (issue 35 measured 1.9x on
+  the mean on a held-out copy; one AIM run here). **Unrun**: AIM on full Adult
+  at eps = 4 (where `workload` is pmwcm's best engine), the replace-one unit
+  except at 8,000 rows and eps = 1, more than one AIM run per cell. Unrun as
+  well: k = 10,000, adult-full, TV16, loans, eps = 0.5, stepwise workloads.
 
 **Earlier runs.** `results/online_updates_before_distinct.jsonl` holds the
 first measurement of the update (before the canonical feature order of issue 33
