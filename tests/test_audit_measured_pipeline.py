@@ -1,6 +1,6 @@
 """End-to-end privacy audit of the pipeline with the measured update (issue 35).
 
-``build_engine(PMWConfig(1, 1e-6, prior="uniform"), update="measure")`` on the parity pair of
+``build_engine(PMWConfig(1, 1e-6, prior="uniform", update="measure"))`` on the parity pair of
 :mod:`pmwcm.audit.pipeline` (n = 4,000, d = 4), every trial a fresh run of the
 library's code, the whole transcript (sources, refusals, released values) the
 output. Audits use ``alpha = 1e-6`` (a correct pipeline is flagged with

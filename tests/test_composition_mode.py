@@ -108,7 +108,9 @@ def test_bad_mode_settings_are_refused_with_the_value(kwargs: dict[str, Any], ma
 def test_announcing_k_where_the_rule_keeps_the_hybrid_changes_nothing(seed: int) -> None:
     data = _data(n=2000, seed=seed % 5)
     assert not prefers_composition(1.0, 1e-6, data.n, 50)
-    plain = PMWConfig(epsilon=1.0, delta=1e-6, after_halt="synthetic")
+    # update="oracle": announcing k also makes "auto" the measured update (issue 35);
+    # what this test pins is that the mode rule, keeping the hybrid, changes nothing
+    plain = PMWConfig(epsilon=1.0, delta=1e-6, after_halt="synthetic", update="oracle")
     told = replace(plain, announced_queries=50)
     assert replace(told.resolved_for(data.n, 4), announced_queries=None) == plain.resolved_for(
         data.n, 4

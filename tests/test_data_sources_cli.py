@@ -64,13 +64,14 @@ def run(files: dict[str, Path], data: str, *extra: str) -> list[dict[str, Any]]:
 def in_memory(files: dict[str, Path]) -> list[dict[str, Any]]:
     """The reference: the records in memory, the same engine and seed."""
     dataset = Dataset.from_csv(files["data"], Schema.from_json(files["schema"]))
-    plan = plan_run(
-        dataset, epsilon=1.0, delta=1e-6, after_halt="synthetic", max_updates=None,
-        prior="marginals",
-    )  # fmt: skip
-    engine = build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
     with QueryFile(files["queries"]) as queries:
-        queries.survey(dataset.domain)
+        survey = queries.survey(dataset.domain)
+        # as pmwcm run does: the file's distinct queries and their cliques are announced
+        plan = plan_run(
+            dataset, epsilon=1.0, delta=1e-6, after_halt="synthetic", max_updates=None,
+            prior="marginals", announced_queries=survey.answerable, workload=survey.cliques,
+        )  # fmt: skip
+        engine = build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
         return json.loads(json.dumps(list(answer_with_engine(engine, queries))))
 
 

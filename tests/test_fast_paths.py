@@ -13,7 +13,7 @@
 * (the engine's recorded transcripts are ``tests/test_transcripts.py``'s);
 * a query is compiled once (:meth:`~pmwcm.engine.online.OnlinePMW.cm_round`'s
   cache), and again when the engine's settings are replaced;
-* the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.marginals._PairwiseFit`)
+* the prior fit's matrix form (:class:`~pmwcm.mechanisms.priors.pairwise_fit.PairwiseFit`)
   gives the pass-per-clique fit's histogram to 1e-10 relative.
 
 No timing here: speed is measured by ``benchmarks/histogram.py`` and
@@ -41,6 +41,7 @@ from pmwcm.kernels.evaluator import CompiledGLMEvaluator, evaluator
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.priors import marginals as marginals_module
+from pmwcm.mechanisms.priors import pairwise_fit as pairwise_fit_module
 from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram, pairwise_cliques
 from pmwcm.mechanisms.private_data import PrivateData
 from transcripts import ALL_LOSSES
@@ -124,14 +125,14 @@ def test_evaluator_matches_the_problem(loss: str, l2: float, seed: int) -> None:
                 np.testing.assert_array_equal(fast.gradient(theta), p.gradient(theta, weights))
 
 
-@pytest.mark.parametrize("block_cells", [marginals_module.FIT_BLOCK_CELLS, 300, 1])
+@pytest.mark.parametrize("block_cells", [pairwise_fit_module.FIT_BLOCK_CELLS, 300, 1])
 @pytest.mark.parametrize("sizes", [(2,) * 16, (3, 5, 2, 4, 7, 2, 3, 6, 3)], ids=str)
 def test_pairwise_prior_fit_matches_the_pass_per_clique_fit(
     sizes: tuple[int, ...], block_cells: int, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The matrix-form fit (1- and 2-way cliques, either order) gives the reference iterates,
     in one block of rows, in several, or one row at a time (each block with its own shift)."""
-    monkeypatch.setattr(marginals_module, "FIT_BLOCK_CELLS", block_cells)
+    monkeypatch.setattr(pairwise_fit_module, "FIT_BLOCK_CELLS", block_cells)
     rng = np.random.default_rng(seed)
     domain = Domain.from_sizes({f"x{i}": s for i, s in enumerate(sizes)})
     truth = rng.gamma(1.0, 1.0, domain.shape)

@@ -13,10 +13,12 @@ from pmwcm.engine.measured_update import (
     shrunk_measurement,
     simplex_projection,
 )
+from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.marginal_measurement import (
     clique_sigma,
@@ -68,17 +70,31 @@ def test_simplex_projection_is_on_the_simplex_and_idempotent(seed: int) -> None:
     assert np.allclose(simplex_projection(projected), projected)
 
 
+def _stream(seed: int) -> list[CMQuery]:
+    return random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+
+
+def _distinct(queries: list[CMQuery]) -> int:
+    """The stream's distinct queries: what ``pmwcm run`` announces (repeats need no round)."""
+    return len({query_key(q, DOMAIN) for q in queries})
+
+
 def _measured_engine(records: np.ndarray, update: str, seed: int, k: int = 1000):  # type: ignore[no-untyped-def]
     data = PrivateData.from_records(DOMAIN, records)
     config = PMWConfig(
-        epsilon=1.0, delta=1e-6, announced_queries=k, mode="hybrid", after_halt="synthetic"
+        epsilon=1.0,
+        delta=1e-6,
+        announced_queries=k,
+        mode="hybrid",
+        after_halt="synthetic",
+        update=update,  # type: ignore[arg-type]
     )
-    return build_engine(data, config, noise=NumpyNoise(seed=seed), update=update)  # type: ignore[arg-type]
+    return build_engine(data, config, noise=NumpyNoise(seed=seed))
 
 
 def test_the_engine_reads_the_data_only_through_the_noisy_measurement(seed: int) -> None:
-    engine = _measured_engine(_records(seed), "measure", seed)
-    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    engine = _measured_engine(_records(seed), "measure", seed, _distinct(_stream(seed)))
+    queries = _stream(seed)
     measured = 0
     for query in queries:
         before, measurements = engine.hypothesis, engine.prior_measurements
@@ -123,8 +139,8 @@ def _exact_epsilon(events: list[dp_accounting.DpEvent], delta: float) -> float:
 
 @pytest.mark.parametrize("update", ["measure", "both"])
 def test_the_ledger_is_exact_composition_of_its_events(update: str, seed: int) -> None:
-    engine = _measured_engine(_records(seed), update, seed)
-    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    engine = _measured_engine(_records(seed), update, seed, _distinct(_stream(seed)))
+    queries = _stream(seed)
     for query in queries:
         engine.answer(query)
     events = [entry.event for entry in engine.ledger.entries]
@@ -158,21 +174,21 @@ def test_the_certificate_bounds_the_excess_risk_it_certifies(seed: int) -> None:
 
 
 def test_update_setting_is_checked_before_anything_is_spent() -> None:
-    data = PrivateData.from_records(DOMAIN, _records(0, n=100))
-    config = PMWConfig(epsilon=1.0, delta=1e-6)
     with pytest.raises(ValueError, match="update must be one of"):
-        build_engine(data, config, noise=NumpyNoise(seed=0), update="sometimes")  # type: ignore[arg-type]
+        PMWConfig(epsilon=1.0, delta=1e-6, update="sometimes")  # type: ignore[arg-type]
 
 
 def test_a_snapshot_carries_the_measurements_and_the_restored_engine_goes_on(seed: int) -> None:
     records = _records(seed)
-    engine = _measured_engine(records, "measure", seed)
-    queries = random_queries(DOMAIN, 1000, rng=np.random.default_rng(seed), losses=("logistic",))
+    engine = _measured_engine(records, "measure", seed, _distinct(_stream(seed)))
+    queries = _stream(seed)
     for query in queries[:500]:
         engine.answer(query)
     made = len(engine.updates)
     assert made >= 4
-    restored = restore(_measured_engine(records, "measure", seed), snapshot(engine))
+    restored = restore(
+        _measured_engine(records, "measure", seed, _distinct(_stream(seed))), snapshot(engine)
+    )
     assert restored.measured_update == engine.measured_update
     assert len(restored.prior_measurements) == len(engine.prior_measurements)
     for mine, theirs in zip(restored.prior_measurements, engine.prior_measurements, strict=True):

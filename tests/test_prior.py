@@ -197,13 +197,13 @@ def test_a_fit_short_of_its_small_noise_goes_on_until_within_it(
     measured = _noisy_pairs(1e-4, seed)
     bound = DISCREPANCY * noise_energy(measured)
     steps: list[int] = []
-    original = marginals_module._PairwiseFit.moved
+    original = marginals_module.PairwiseFit.moved
 
     def counted(self: object, *args: object) -> object:
         steps.append(1)
         return original(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(marginals_module._PairwiseFit, "moved", counted)
+    monkeypatch.setattr(marginals_module.PairwiseFit, "moved", counted)
     budget_only = fit_histogram(WIDE, measured, iterations=20, continuation=1)
     assert len(steps) == 20 and _loss(budget_only, measured) > 2 * bound
     steps.clear()

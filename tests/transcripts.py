@@ -60,6 +60,8 @@ BEFORE_ISSUE_15: dict[str, Any] = {
     "step_rule": "fixed",
     "oracle": NoisyGradientDescent(),
     "budget_rule": "fixed",
+    # issue 35 made the measured update the default; these record the paper's update
+    "update": "oracle",
 }
 
 MIXED_DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 4, "e": 2, "y": 2})

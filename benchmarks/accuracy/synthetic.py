@@ -44,18 +44,27 @@ def synthesize(
 
 
 def model_table(
-    method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int | None = 16
+    method: str,
+    domain: Domain,
+    records: np.ndarray,
+    *,
+    rho: float,
+    rounds: int | None = 16,
+    unit: str = "addremove",
 ) -> np.ndarray:
     """The fitted model's full table (normalised, shape ``domain.shape``): no sampling.
 
     Every query is then answered on the model's own marginals, the strongest
     honest use of the release (mbi 1.1.0's sampler is biased when the selected
     cliques are not chordal). Only for universes small enough to hold densely.
-    ``rounds=None`` is AIM's own default (``16 d``).
+    ``rounds=None`` is AIM's own default (``16 d``). ``unit``: ``"addremove"``
+    (OpenDP's ``unit_of(contributions=1)``, AIM's own) or ``"replace"`` (OpenDP's
+    ``unit_of(changes=1)``: rho-zCDP for replace-one neighbours, the unit pmwcm's
+    guarantee is stated in; OpenDP then calibrates AIM's noise to it itself).
     """
     from pmwcm.mechanisms.priors.mbi_projection import numpy_projection
 
-    release = _release(method, domain, records, rho=rho, rounds=rounds)
+    release = _release(method, domain, records, rho=rho, rounds=rounds, unit=unit)
     with numpy_projection():
         full = np.asarray(release.project(list(domain.names)), dtype=np.float64)
     # The model's axes hold the keys in the release's order, plus a null slot (mbi
@@ -69,9 +78,18 @@ def model_table(
 
 
 def _release(
-    method: str, domain: Domain, records: np.ndarray, *, rho: float, rounds: int | None = 16
+    method: str,
+    domain: Domain,
+    records: np.ndarray,
+    *,
+    rho: float,
+    rounds: int | None = 16,
+    unit: str = "addremove",
 ):
-    """OpenDP's contingency-table release by MST or AIM at ``rho`` (add/remove)."""
+    """OpenDP's contingency-table release by MST or AIM at ``rho`` under ``unit``
+    (``"addremove"``: ``unit_of(contributions=1)``; ``"replace"``: ``unit_of(changes=1)``)."""
+    if unit not in ("addremove", "replace"):
+        raise ValueError(f"unit must be 'addremove' or 'replace', got unit={unit!r}.")
     import opendp.prelude as dp
     import polars as pl
 
@@ -88,7 +106,9 @@ def _release(
     for slack in [j * 1e-7 for j in range(1, 40)]:
         context = dp.Context.compositor(
             data=frame,
-            privacy_unit=dp.unit_of(contributions=1),
+            privacy_unit=(
+                dp.unit_of(contributions=1) if unit == "addremove" else dp.unit_of(changes=1)
+            ),
             privacy_loss=dp.loss_of(rho=rho * (1 - slack)),
             split_evenly_over=1,
         )

@@ -136,10 +136,11 @@ def test_a_plan_calibrates_each_level_once(monkeypatch: pytest.MonkeyPatch) -> N
     """The prior's multiplier and the oracle's level are each calibrated once per engine
     (no cache: the CLI's second calibration and the global memo are gone)."""
     import pmwcm.engine.plan as plan_module
+    import pmwcm.engine.prior_plan as prior_plan_module
     from pmwcm.data.bundled import load_adult
 
     calls: Counter[str] = Counter()
-    _counting(monkeypatch, plan_module, "calibrate_gaussian_multiplier", calls)
+    _counting(monkeypatch, prior_plan_module, "calibrate_gaussian_multiplier", calls)
     _counting(monkeypatch, plan_module, "calibrate_oracle", calls)
     adult = load_adult()
     data = PrivateData.from_records(adult.domain, adult.records[:20_000])

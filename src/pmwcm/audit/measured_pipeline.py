@@ -50,11 +50,13 @@ EXPECTED_QUERIES = 6
 
 
 def measured(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
-    """The shipped builder with the measured update, ``build_engine(..., update="measure")``,
+    """The shipped builder with the measured update (``PMWConfig(update="measure")``),
     from the uniform start, expecting the audit's six queries (public settings):
     its paced updates then fall due at them, so every trial measures cliques."""
-    paced = dataclasses.replace(config, expected_queries=EXPECTED_QUERIES, prior="uniform")
-    return build_engine(data, paced, noise=noise, update="measure")
+    paced = dataclasses.replace(
+        config, expected_queries=EXPECTED_QUERIES, prior="uniform", update="measure"
+    )
+    return build_engine(data, paced, noise=noise)
 
 
 class _NoiselessMeasurement(MeasuredUpdate):

@@ -5,6 +5,7 @@ service and ``build_engine`` call, from public inputs only), :func:`describe_pla
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from pmwcm.cli.common import fail, option_message
@@ -13,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pmwcm.data.table import Dataset
+    from pmwcm.engine.config import UpdateChoice
     from pmwcm.engine.online import OnlinePMW
     from pmwcm.engine.plan import BudgetPlan
     from pmwcm.engine.practical import ModeName, PriorName
@@ -33,6 +35,8 @@ def plan_run(
     backend: dict[str, Any] | None = None,
     announced_queries: int | None = None,
     mode: str = "auto",
+    update: str = "auto",
+    workload: Sequence[tuple[str, ...]] = (),
 ) -> BudgetPlan:
     """The budget plan of a run (:func:`~pmwcm.engine.plan.plan_budget`, the function the
     service and ``build_engine`` call), from public inputs only: ``n``, the schema,
@@ -42,7 +46,9 @@ def plan_run(
     Every parameter is a documented constant (``T``, ``eta``, the threshold rule
     and its ``k``); ``backend`` holds :func:`backend_settings`' keyword arguments,
     ``announced_queries`` (the file's distinct queries) and ``mode`` let the budget
-    rule answer the file in composition mode.
+    rule answer the file in composition mode; ``update`` is what a flagged query buys
+    and ``workload`` the distinct queries' cliques (the workload-aware start's
+    candidates).
     """
     from pmwcm.engine.config import PMWConfig
     from pmwcm.engine.plan import plan_budget
@@ -57,10 +63,14 @@ def plan_run(
         prior=cast("PriorName", prior),
         announced_queries=announced_queries,
         mode=cast("ModeName", mode),
+        update=cast("UpdateChoice", update),
         **(backend or {}),
     )
     try:
-        return plan_budget(config, n=dataset.n, domain=dataset.domain, prior_supplied=public_start)
+        return plan_budget(
+            config, n=dataset.n, domain=dataset.domain, prior_supplied=public_start,
+            workload=workload,
+        )  # fmt: skip
     except BudgetRefused as exc:
         raise fail(option_message(exc)) from None
 
@@ -100,4 +110,7 @@ def build_run_engine(
         from pmwcm.mechanisms.priors.support import public_start
 
         start = public_start(dataset.domain, public, plan.backend)
-    return build_engine(private, plan.requested, noise=noise, prior=start, plan=plan)
+    return build_engine(
+        private, plan.requested, noise=noise, prior=start, plan=plan,
+        workload=plan.announced_cliques,
+    )  # fmt: skip

@@ -73,12 +73,15 @@ class Survey:
         answerable: ``k``, the distinct keys whose query compiles on the domain
             (:meth:`~pmwcm.kernels.queries.CMQuery.check`); a query that does not
             fit is left out (its answer is then refused).
+        cliques: the clique (features and target) of each of those ``k`` queries,
+            public as ``k`` is: the plan's workload-aware start reads them.
         shared_hashes: the line numbers whose id hash another line shares.
     """
 
     lines: int = 0
     firsts: list[CMQuery] = field(default_factory=list)
     answerable: int = 0
+    cliques: list[tuple[str, ...]] = field(default_factory=list)
     shared_hashes: set[int] = field(default_factory=set)
 
 
@@ -208,7 +211,9 @@ class QueryFile:
             if key not in keys:
                 keys.add(key)
                 result.firsts.append(query)
-                result.answerable += _compiles(query, domain)
+                if _compiles(query, domain):
+                    result.answerable += 1
+                    result.cliques.append(query.clique)
         if hashes is not None:
             result.shared_hashes = _shared(hashes)
         return result

@@ -161,6 +161,12 @@ usage mistake; 3 answers written but some are synthetic (engine halted).
 """
 """``pmwcm run --help`` (the command's docstring is short, the help is long)."""
 
+_UPDATE_HELP = (
+    "What a query the accuracy check flags buys (--method pmw): measure measures its "
+    "clique's marginal and refits the hypothesis to every measurement, updates paced over "
+    "the file's distinct queries; oracle is the paper's private fit and tilt; both does "
+    "the two; auto (default) is measure, the file being announced."
+)
 _P = ParamSpec("_P")
 _DEVICE_HELP = (
     "Where a support hypothesis computes: cpu (NumPy and numba), cuda (a CUDA array library, "
@@ -223,13 +229,16 @@ def run_command(
     data_engine: EngineOption = None,
     mode: ModeOption = "auto",
     dry_run: Annotated[bool, typer.Option("--dry-run", help=_DRY_RUN_HELP)] = False,
+    update: Annotated[
+        str, typer.Option("--update", metavar="[auto|measure|oracle|both]", help=_UPDATE_HELP)
+    ] = "auto",
     device: Annotated[
         str, typer.Option("--device", metavar="[auto|cpu|cuda]", help=_DEVICE_HELP)
     ] = "cpu",
 ) -> None:
     """``pmwcm run``: its help is :data:`RUN_HELP`; its steps are this module's functions."""
     check_seed(seed)
-    _check_choices(method, after_halt, mode, dry_run)
+    _check_choices(method, after_halt, mode, update, dry_run)
     start = resolve_prior(prior, public_prior)
     check_engine_options(max_updates, start)
     check_budget(epsilon, delta)  # the rules that need no n, before anything is opened
@@ -247,7 +256,7 @@ def run_command(
     public = None if public_prior is None else load_data(public_prior, parsed).records
     options = _RunOptions(
         epsilon=epsilon, delta=delta, after_halt=after_halt, max_updates=max_updates,
-        prior=start, backend=settings, mode=mode, dry_run=dry_run,
+        prior=start, backend=settings, mode=mode, update=update, dry_run=dry_run,
         insecure_seeded_noise=insecure_seeded_noise,
     )  # fmt: skip
     with QueryFile(queries) as file, answer_stream(None if dry_run else output) as stream:
@@ -273,6 +282,7 @@ class _RunOptions:
     prior: str
     backend: dict[str, Any]
     mode: str
+    update: str
     dry_run: bool
     insecure_seeded_noise: int | None
 
@@ -287,9 +297,10 @@ class _Answered:
     backend: BackendChoice | None = None  # online PMW's hypothesis backend
 
 
-def _check_choices(method: str, after_halt: str, mode: str, dry_run: bool) -> None:
-    """Refuses an unknown ``--method``, ``--after-halt`` or ``--mode``, and a dry run
-    of another method than online PMW."""
+def _check_choices(method: str, after_halt: str, mode: str, update: str, dry_run: bool) -> None:
+    """Refuses an unknown ``--method``, ``--after-halt``, ``--mode`` or ``--update``, and
+    a dry run of another method than online PMW."""
+    from pmwcm.engine.config import UPDATE_CHOICES
     from pmwcm.engine.practical import MODES
 
     if method not in METHODS:
@@ -298,6 +309,8 @@ def _check_choices(method: str, after_halt: str, mode: str, dry_run: bool) -> No
         raise fail(f"--after-halt must be one of {', '.join(AFTER_HALT)}, got {after_halt!r}.")
     if mode not in MODES:
         raise fail(f"--mode must be one of {', '.join(MODES)}, got {mode!r}.")
+    if update not in UPDATE_CHOICES:
+        raise fail(f"--update must be one of {', '.join(UPDATE_CHOICES)}, got {update!r}.")
     if dry_run and method != "pmw":
         raise fail("--dry-run shows online PMW's budget plan; it needs --method pmw.")
 
@@ -347,6 +360,7 @@ def _answer(
         dataset, epsilon=options.epsilon, delta=options.delta, after_halt=options.after_halt,
         max_updates=options.max_updates, prior=options.prior, public_start=public is not None,
         backend=options.backend, announced_queries=max(survey.answerable, 1), mode=options.mode,
+        update=options.update, workload=survey.cliques,
     )  # fmt: skip
     if options.dry_run:
         typer.echo(describe_plan(plan))

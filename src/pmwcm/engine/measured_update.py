@@ -29,8 +29,10 @@ Steps 2-3 read only released values (``y``, the earlier measurements, their
 engine keeps the measurements with the prior's in its state, so snapshots and
 the refit after every later update carry them.
 
-**Which update** (``build_engine(..., update=...)``, :data:`UpdateKind`):
+**Which update** (``PMWConfig(update=...)``, :data:`UpdateKind`; ``pmwcm run
+--update``, the service's session field ``update``):
 
+* ``"auto"`` (the default): ``"measure"`` on an announced stream, else ``"oracle"``.
 * ``"oracle"`` (the paper's; theory mode always): the oracle's ``theta~`` is
   released and the hypothesis tilted towards it. Certificate: the oracle's.
 * ``"measure"``: no oracle call; the released answer is the refitted
@@ -161,8 +163,9 @@ def project_onto(hypothesis: Histogram, measurement: Measurement) -> Histogram:
     target = simplex_projection(shrunk_measurement(current, measurement))
     target = np.where(target > 0, target, ZERO_CELL_KEEP * current)
     target = target / target.sum()
-    # A cell the hypothesis gives no mass keeps none (its factor multiplies zero).
-    with np.errstate(divide="ignore"):
+    # A cell the hypothesis gives no mass keeps none (its factor multiplies zero; where
+    # the target is zero too, log 0 - log 0 is NaN, discarded by the where).
+    with np.errstate(divide="ignore", invalid="ignore"):
         log_factor = np.where(current > 0, np.log(target) - np.log(current), 0.0)
     projected.reweight_table(measurement.clique, table, log_factor)
     return projected
@@ -218,7 +221,7 @@ PACE_END = 0.95
 MIN_MEASURED_UPDATES = 20
 
 
-def measured_updates(planned: int) -> int:
+def measured_updates(planned: int, announced: int | None = None) -> int:
     """``T`` for a measured engine: the budget rule's, at least :data:`MIN_MEASURED_UPDATES`.
 
     The rule's ``T = 1`` at small ``n`` left one update for the whole stream, and
@@ -232,10 +235,16 @@ def measured_updates(planned: int) -> int:
     at ``T = 10``, 3.04e-5 / 1.92e-4 / 7.22e-5 at 20, 3.62e-5 / 1.95e-4 / 7.72e-5
     at 40 (the max level throughout). Public.
 
+    An announced stream of ``k`` distinct queries gets at most ``k`` (each distinct
+    query is one round at most: more would leave budget the pacing cannot spend).
+
     >>> measured_updates(1), measured_updates(10), measured_updates(30)
     (20, 20, 30)
+    >>> measured_updates(10, announced=3)
+    3
     """
-    return max(planned, MIN_MEASURED_UPDATES)
+    wanted = max(planned, MIN_MEASURED_UPDATES)
+    return wanted if announced is None else max(1, min(wanted, announced))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,8 +283,10 @@ class MeasuredUpdate:
         """Whether the next fresh query gets an update without the sparse vector's test.
 
         The pacing schedule (issue 35, "no unspent budget"), over the
-        ``k = pace_queries`` expected answers (repeats count: ``answered`` is every
-        answer given so far):
+        ``k = pace_queries`` expected distinct queries (``answered`` counts the
+        distinct queries answered so far: a repeat is answered from the released
+        answers without a round, so it neither gets nor spends an update; ``pmwcm
+        run`` announces its file's distinct queries as ``k``):
 
         * the ``T - reserve`` paced updates fall due evenly over the first
           ``k' = ceil(0.95 k)`` answers, the ``i``-th at the first fresh query from

@@ -35,7 +35,7 @@ Epsilon's way::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -49,78 +49,22 @@ from pmwcm.engine.config import (
     PMWConfig,
 )
 from pmwcm.engine.measured_update import (
-    UPDATE_KINDS,
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
     measured_updates,
 )
-from pmwcm.engine.noise_levels import (
-    calibrate_oracle,
-    default_threshold,
-    dwork_roth_epsilon_per_run,
-    make_accountant,
-)
+from pmwcm.engine.noise_levels import calibrate_oracle, default_threshold, make_accountant
+from pmwcm.engine.prior_plan import PriorLevels, prior_levels, workload_levels
 from pmwcm.engine.settings import EngineSettings
+from pmwcm.engine.sparse_vector_plan import SparseVectorPlan
 from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.domain import Domain
-from pmwcm.mechanisms.accounting import Accountant, calibrate_gaussian_multiplier
+from pmwcm.mechanisms.accounting import Accountant
 from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused, check_total_budget
-from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
-from pmwcm.mechanisms.priors.marginals import measurement_event
-from pmwcm.mechanisms.sparse_vector import DworkRothSparse, LyuSuLiSparse, SparseVector
+from pmwcm.mechanisms.priors.workload import WorkloadPlan, uses_workload, workload_candidates
 
 Kind = Literal["cm", "linear"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SparseVectorPlan:
-    """The sparse vector's calibrated parameters; :meth:`build` makes it with its noise.
-
-    Attributes:
-        name: ``"lyu_su_li"`` or ``"dwork_roth"``.
-        cutoff: ``T``.
-        epsilons: Lyu-Su-Li's ``(eps1, eps2)``, or Dwork-Roth's ``(eps',)`` per run.
-        noise_scale: ``b``, the query noise in units of the (unit) sensitivity:
-            Lyu-Su-Li ``2c / eps_2``, Dwork-Roth ``4 / eps'``.
-    """
-
-    name: str
-    cutoff: int
-    epsilons: tuple[float, ...]
-    noise_scale: float
-
-    @classmethod
-    def of(cls, config: PMWConfig, accountant: Accountant) -> SparseVectorPlan:
-        """The sparse vector at ``config``'s share of the budget (``config.split``)."""
-        eps_sv, delta_sv = config.split.sparse_vector_budget(config.epsilon, config.delta)
-        cutoff = config.max_updates
-        if config.sparse_vector == "lyu_su_li":
-            # from_total's split; this noise source is never drawn from (only stored).
-            sv = LyuSuLiSparse.from_total(epsilon=eps_sv, cutoff=cutoff, noise=NumpyNoise(seed=0))
-            pair = (sv.epsilon_threshold, sv.epsilon_queries)
-            return cls(name=config.sparse_vector, cutoff=cutoff, epsilons=pair,
-                       noise_scale=2.0 * cutoff / sv.epsilon_queries)  # fmt: skip
-        per_run = dwork_roth_epsilon_per_run(eps_sv, cutoff, delta=delta_sv, accountant=accountant)
-        return cls(name=config.sparse_vector, cutoff=cutoff, epsilons=(per_run,),
-                   noise_scale=4.0 / per_run)  # fmt: skip
-
-    def to_dict(self) -> dict[str, Any]:
-        """The parameters as JSON-ready values."""
-        return {"name": self.name, "epsilons": list(self.epsilons), "noise_scale": self.noise_scale}
-
-    def build(self, noise: NoiseSource) -> SparseVector:
-        """A fresh sparse vector with these parameters, drawing from ``noise``."""
-        if self.name == "lyu_su_li":
-            eps1, eps2 = self.epsilons
-            return LyuSuLiSparse(
-                epsilon_threshold=eps1, epsilon_queries=eps2, cutoff=self.cutoff, noise=noise
-            )
-        return DworkRothSparse(epsilon_per_run=self.epsilons[0], cutoff=self.cutoff, noise=noise)
-
-    def event(self) -> dp_accounting.DpEvent:
-        """Its privacy event (charged whole before its first test)."""
-        return self.build(NumpyNoise(seed=0)).privacy_event()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,9 +84,14 @@ class BudgetPlan:
         prior_multiplier: the paid marginal prior's Gaussian multiplier, if any.
         prior_events: the events the prior built here will charge.
         sparse_vector: the sparse vector's parameters (``None`` in composition mode).
-        oracle_noise_level: each oracle call's calibrated noise level.
+        oracle_noise_level: each oracle call's calibrated noise level (the measured
+            update's multiplier when ``update`` is not ``"oracle"``).
         learning_rate: ``eta S``.
         threshold: in units of each query's sensitivity.
+        update: the update the engine makes (``config.update_kind``; ``"oracle"`` in
+            composition mode and for linear queries).
+        workload: the workload-aware start's rounds, if the prior runs them.
+        announced_cliques: the candidate cliques the workload named (public).
     """
 
     requested: PMWConfig
@@ -162,6 +111,8 @@ class BudgetPlan:
     learning_rate: float
     threshold: float
     update: UpdateKind = "oracle"
+    workload: WorkloadPlan | None = None
+    announced_cliques: tuple[tuple[str, ...], ...] = ()
 
     @property
     def epsilon(self) -> float:
@@ -182,7 +133,9 @@ class BudgetPlan:
             kind=self.update,
             noise_multiplier=self.oracle_noise_level,
             refit_iterations=self.config.refit_iterations,
-            pace_queries=self.config.expected_queries,
+            # the announced distinct queries themselves (the threshold rule's floor of
+            # 1,000 would put a short file's updates after its end), else the rule's k
+            pace_queries=self.config.announced_queries or self.config.expected_queries,
         )
 
     def engine_settings(self) -> EngineSettings:
@@ -215,6 +168,7 @@ class BudgetPlan:
             "threshold": self.threshold,
             "learning_rate": self.learning_rate,
             "update": self.update,
+            "workload": None if self.workload is None else self.workload.to_dict(),
             "backend": self.backend.to_dict(),
         }
 
@@ -227,7 +181,7 @@ class BudgetPlan:
         kind: str,
         spent: Iterable[Any],
         prior_supplied: bool,
-        update: str = "oracle",
+        workload: Iterable[Sequence[str]] = (),
     ) -> bool:
         """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
         return (
@@ -237,7 +191,8 @@ class BudgetPlan:
             and self.attributes == len(domain)
             and self.kind == kind
             and self.spent == tuple(spent)
-            and self.update == update
+            and self.announced_cliques
+            == (workload_candidates(domain, workload) if uses_workload(self.epsilon, n) else ())
         )
 
 
@@ -249,7 +204,7 @@ def plan_budget(
     kind: str = "cm",
     spent: Iterable[dp_accounting.DpEvent] = (),
     prior_supplied: bool = False,
-    update: UpdateKind = "oracle",
+    workload: Iterable[Sequence[str]] = (),
 ) -> BudgetPlan:
     """The budget plan of ``config`` for ``n`` records on ``domain`` (module docstring).
 
@@ -261,6 +216,9 @@ def plan_budget(
         spent: events already in the ledger the engine will use (a prior the
             caller paid, or a rebuilt session's genesis debits).
         prior_supplied: the caller passes the start, so no prior is paid here.
+        workload: the announced queries' cliques (public: ``pmwcm run`` reads its
+            file first); the marginal prior on a dense hypothesis then measures
+            those the pairs describe worst (:mod:`pmwcm.mechanisms.priors.workload`).
 
     Raises:
         BudgetRefused: a budget rule fails, or no noise level fits (names the field).
@@ -268,46 +226,35 @@ def plan_budget(
     """
     if kind not in ("cm", "linear"):
         raise ValueError(f"kind must be 'cm' or 'linear', got kind={kind!r}.")
-    if update not in UPDATE_KINDS:
-        raise ValueError(f"update must be one of {UPDATE_KINDS}, got update={update!r}.")
     epsilon, delta = check_total_budget(config.epsilon, config.delta, n=n)
-    spent = tuple(spent)
-    accountant = make_accountant(config.accountant)
+    spent, accountant = tuple(spent), make_accountant(config.accountant)
     composition = chooses_composition(epsilon, delta, n, config.announced_queries, config.mode)
     try:
         if composition:
-            resolved, prior = config.composition_config(), _PriorLevels.none()
+            resolved, prior = config.composition_config(), PriorLevels.none()
         else:
             resolved, prior = _hybrid(config, n, len(domain), accountant, prior_supplied)
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
-    measuring = update != "oracle" and kind == "cm" and not composition
-    if measuring:  # issue 35: paced measurements need a few updates (public)
-        resolved = replace(resolved, max_updates=measured_updates(resolved.max_updates))
     backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
+    # The measured update refits onto cliques of any size: the dense hypothesis only (the
+    # support's passes take one- and two-way cliques); a public fact of the schema.
+    measuring = (
+        config.update_kind != "oracle" and kind == "cm" and not composition
+        and backend.kind == "dense"
+    )  # fmt: skip
+    if measuring:  # issue 35: paced measurements need a few updates (public)
+        updates = measured_updates(resolved.max_updates, config.announced_queries)
+        resolved = replace(resolved, max_updates=updates)
+    candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
+        if candidates and prior.multiplier is not None and backend.kind == "dense":
+            prior = workload_levels(resolved, accountant, candidates, attributes=len(domain))
         sv = None if composition else SparseVectorPlan.of(resolved, accountant)
-        fixed = [*spent, *prior.events, *([] if sv is None else [sv.event()])]
-        event_for: Callable[[float], dp_accounting.DpEvent] = (
-            resolved.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
+        fixed = dp_accounting.ComposedDpEvent(
+            [*spent, *prior.events, *([] if sv is None else [sv.event()])]
         )
-        if measuring:  # the T measurements (and, for "both", oracle calls): one multiplier
-            level = calibrate_update_noise(
-                update,
-                resolved.oracle,
-                updates=resolved.max_updates,
-                fixed=dp_accounting.ComposedDpEvent(fixed),
-                epsilon=epsilon,
-                delta=delta,
-                accountant=accountant,
-            )
-        else:
-            level = calibrate_oracle(
-                event_for,
-                resolved,
-                fixed=dp_accounting.ComposedDpEvent(fixed),
-                accountant=accountant,
-            )
+        level = _update_level(resolved, kind, measuring, fixed, accountant)
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
     learning_rate = resolved.learning_rate
@@ -317,24 +264,41 @@ def plan_budget(
     if threshold is None:
         threshold = default_threshold(0.0 if sv is None else sv.noise_scale, resolved)
     return BudgetPlan(
-        requested=config,
-        config=resolved,
-        n=n,
-        attributes=len(domain),
+        requested=config, config=resolved, n=n, attributes=len(domain),
         kind="cm" if kind == "cm" else "linear",
         mode="composition" if composition else "hybrid",
         mode_reason=mode_reason(epsilon, delta, n, config.announced_queries, config.mode),
-        backend=backend,
-        spent=spent,
-        prior_supplied=prior_supplied,
-        prior_multiplier=prior.multiplier,
-        prior_events=prior.events,
-        sparse_vector=sv,
-        oracle_noise_level=level,
-        learning_rate=learning_rate,
-        threshold=threshold,
-        update=update if measuring else "oracle",
+        backend=backend, spent=spent, prior_supplied=prior_supplied,
+        prior_multiplier=prior.multiplier, prior_events=prior.events, sparse_vector=sv,
+        oracle_noise_level=level, learning_rate=learning_rate, threshold=threshold,
+        update=config.update_kind if measuring else "oracle", workload=prior.workload,
+        announced_cliques=candidates,
+    )  # fmt: skip
+
+
+def _update_level(
+    config: PMWConfig,
+    kind: str,
+    measuring: bool,
+    fixed: dp_accounting.DpEvent,
+    accountant: Accountant,
+) -> float:
+    """The one noise level of the updates: the measurements' (and, for ``"both"``, the
+    oracle calls') multiplier, or the oracle's level, at which they and ``fixed``
+    compose to exactly the budget.
+
+    Raises:
+        ValueError: no level fits.
+    """
+    if measuring:
+        return calibrate_update_noise(
+            config.update_kind, config.oracle, updates=config.max_updates, fixed=fixed,
+            epsilon=config.epsilon, delta=config.delta, accountant=accountant,
+        )  # fmt: skip
+    event_for: Callable[[float], dp_accounting.DpEvent] = (
+        config.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
     )
+    return calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
 
 
 def _no_level(epsilon: float, delta: float, exc: BaseException) -> BudgetRefused:
@@ -347,54 +311,22 @@ def _no_level(epsilon: float, delta: float, exc: BaseException) -> BudgetRefused
     )
 
 
-@dataclass(frozen=True)
-class _PriorLevels:
-    """What the paid prior will charge: its Gaussian multiplier (marginals) and events."""
-
-    multiplier: float | None
-    events: tuple[dp_accounting.DpEvent, ...]
-
-    @classmethod
-    def none(cls) -> _PriorLevels:
-        return cls(None, ())
-
-
-def _prior_levels(config: PMWConfig, accountant: Accountant) -> _PriorLevels:
-    """The paid prior's calibration at its share of the budget (no data read).
-
-    Raises:
-        ValueError: no multiplier fits the share.
-    """
-    eps_p, delta_p = config.split.prior_budget(config.epsilon, config.delta)
-    if config.prior == "marginals":
-        multiplier = calibrate_gaussian_multiplier(
-            fixed=None, gaussian_count=1, epsilon=eps_p, delta=delta_p, accountant=accountant
-        )
-        return _PriorLevels(multiplier, (measurement_event(multiplier),))
-    if config.prior in ("aim", "mst"):
-        from pmwcm.mechanisms.priors.synthetic import prior_event
-
-        event, _ = prior_event(epsilon=eps_p, delta=delta_p, accountant=accountant)
-        return _PriorLevels(None, (event,))
-    return _PriorLevels.none()
-
-
 def _hybrid(
     config: PMWConfig, n: int, attributes: int, accountant: Accountant, prior_supplied: bool
-) -> tuple[PMWConfig, _PriorLevels]:
+) -> tuple[PMWConfig, PriorLevels]:
     """The hybrid's config for ``n`` and ``d`` (:func:`resolve_config`) and the prior's
     levels at its share (none when the caller supplies the start)."""
     ruled = _ruled(config, n, attributes)
     if ruled is None:
-        return config, _PriorLevels.none() if prior_supplied else _prior_levels(config, accountant)
+        return config, PriorLevels.none() if prior_supplied else prior_levels(config, accountant)
     try:
-        prior = _prior_levels(ruled, accountant)
+        prior = prior_levels(ruled, accountant)
     except ValueError:
         prior = None
     if prior is not None and _fits(ruled, prior, accountant):
-        return ruled, _PriorLevels.none() if prior_supplied else prior
+        return ruled, PriorLevels.none() if prior_supplied else prior
     fixed = replace(config, budget_rule="fixed")
-    return fixed, _PriorLevels.none() if prior_supplied else _prior_levels(fixed, accountant)
+    return fixed, PriorLevels.none() if prior_supplied else prior_levels(fixed, accountant)
 
 
 def _ruled(config: PMWConfig, n: int, attributes: int) -> PMWConfig | None:
@@ -422,7 +354,7 @@ def _ruled(config: PMWConfig, n: int, attributes: int) -> PMWConfig | None:
     return replace(config, **changes)
 
 
-def _fits(config: PMWConfig, prior: _PriorLevels, accountant: Accountant) -> bool:
+def _fits(config: PMWConfig, prior: PriorLevels, accountant: Accountant) -> bool:
     """Whether the prior's and the sparse vector's events compose to at most
     ``epsilon (1 - oracle / 2)``, leaving the oracle calls at least half their share.
 
@@ -445,7 +377,7 @@ def split_fits(config: PMWConfig) -> bool:
     accountant = make_accountant(config.accountant)
     fixed = replace(config, budget_rule="fixed")
     try:
-        prior = _prior_levels(replace(fixed, prior="marginals"), accountant)
+        prior = prior_levels(replace(fixed, prior="marginals"), accountant)
     except ValueError:
         return False
     return _fits(fixed, prior, accountant)

@@ -75,6 +75,8 @@ hybrid (large ``n`` for the ``k``; :func:`~pmwcm.engine.budget_rule.prefers_comp
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from pmwcm.engine.composition_mode import EveryQueryToOracle
 from pmwcm.engine.config import (
     ACCOUNTANTS,
@@ -96,7 +98,6 @@ from pmwcm.engine.config import (
     PriorName,
     SparseVectorName,
 )
-from pmwcm.engine.measured_update import UpdateKind
 from pmwcm.engine.modes import COMPOSITION, HYBRID
 from pmwcm.engine.noise_levels import (
     calibrate_oracle,
@@ -119,6 +120,7 @@ from pmwcm.mechanisms.priors.marginals import (
     measurement_event,
 )
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
+from pmwcm.mechanisms.priors.workload import workload_prior
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import SparseVector
 
@@ -166,12 +168,19 @@ def _paid_marginal_prior(
     multiplier = plan.prior_multiplier
     assert multiplier is not None  # planned for the marginal prior (public)
     ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
+    workload = plan.workload
+    if workload is not None:  # charged whole before any selection reads the data
+        for event in workload.events():
+            ledger.spend(event, label="prior: workload clique round")
     if plan.backend.kind == "support":
         return support_marginal_prior(
             data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size,
             device=resolve_device(plan.config.device),
         )  # fmt: skip
-    return marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    if workload is None:
+        return release
+    return workload_prior(data, release, workload, noise=noise)
 
 
 def _paid_synthetic_prior(
@@ -210,7 +219,7 @@ def build_engine(
     ledger: PrivacyLedger | None = None,
     kind: str = "cm",
     plan: BudgetPlan | None = None,
-    update: UpdateKind = "oracle",
+    workload: Iterable[Sequence[str]] = (),
 ) -> OnlinePMW:
     """An :class:`~pmwcm.engine.online.OnlinePMW` whose total spend is exactly the budget.
 
@@ -230,18 +239,8 @@ def build_engine(
         ledger: an existing ledger (its budget and accountant must equal the config's).
         kind: ``"cm"`` (the oracle's events) or ``"linear"`` (Laplace answers).
         plan: the plan of ``config`` for this data, ledger and ``kind``, if made already.
-        update: what a flagged CM query buys (issue 35;
-            :mod:`pmwcm.engine.measured_update`): ``"oracle"`` (default: the paper's
-            oracle answer and tilt), ``"measure"`` (the clique's marginal measured
-            with the Gaussian mechanism, the hypothesis refitted to every
-            measurement, its answer released; updates paced over the expected
-            stream) or ``"both"``. The plan then holds at least
-            :data:`~pmwcm.engine.measured_update.MIN_MEASURED_UPDATES` updates, whose
-            measurements (and oracle calls) share one calibrated noise multiplier.
-            Composition mode and linear queries keep ``"oracle"``. (A keyword of the
-            builder, not yet a :class:`PMWConfig` field: the service mirrors every
-            field, so the field waits for the service's session parameters.)
-
+        workload: the announced queries' cliques (public), for a workload-aware
+            start (:func:`~pmwcm.engine.plan.plan_budget`).
     Raises:
         BudgetRefused: the budget breaks a rule or no noise level fits (nothing read).
         ValueError: a setting that does not fit, or a ``plan`` made for other inputs.
@@ -270,9 +269,9 @@ def build_engine(
     spent = [entry.event for entry in ledger.entries]
     if plan is None:
         plan = plan_budget(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
-                           prior_supplied=prior is not None, update=update)  # fmt: skip
+                           prior_supplied=prior is not None, workload=workload)  # fmt: skip
     elif not plan.matches(config, n=data.n, domain=data.domain, kind=kind, spent=spent,
-                          prior_supplied=prior is not None, update=update):  # fmt: skip
+                          prior_supplied=prior is not None, workload=workload):  # fmt: skip
         raise ValueError(
             "The budget plan was made for another config, data, ledger, start or kind."
         )

@@ -106,10 +106,11 @@ class EngineSteps:
             parts.ledger.spend(parts.sparse_vector.privacy_event(), label="sparse vector")
             self.running.sv_paid = True
         # Issue 35's pacing: an update due by the public schedule skips the sparse
-        # vector's test (it reads only the released count of answers and updates).
+        # vector's test (it reads only the count of distinct queries answered and of
+        # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
         if update is not None and update.due(
-            answered=len(self.running.log.answers),
+            answered=len(self.running.log.released),
             updates=len(self.running.updates),
             cutoff=parts.settings.max_updates,
         ):

@@ -90,6 +90,7 @@ def _parts(config: Mapping[str, Any], connections: Connections | None, *, creati
         "budget_rule": "fixed",
         "sweep_window": None,
         "refit_iterations": 0,
+        "update": "oracle",  # stored before issue 35's measured update was the default
         **config["parameters"],
     }
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **parameters)

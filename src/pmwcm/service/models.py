@@ -194,6 +194,13 @@ class SessionParameters(_Request):
         "the announced k), 'hybrid' (never) or 'composition' (always; needs "
         "announced_queries).",
     )
+    update: Literal["auto", "measure", "oracle", "both"] = Field(
+        default=_DEFAULTS["update"],
+        description="What a flagged query buys: 'measure' (its clique's marginal measured and "
+        "the hypothesis refitted, updates paced over announced_queries), 'oracle' (the "
+        "paper's private fit and tilt), 'both', or 'auto' (the default: 'measure' when "
+        "announced_queries is set, else 'oracle').",
+    )
 
     @field_validator("support_size")
     @classmethod
