@@ -8,6 +8,7 @@ import pytest
 
 import pmwcm.mechanisms.priors.marginals as marginals_module
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -22,6 +23,7 @@ from pmwcm.mechanisms.priors.marginals import (
     pairwise_cliques,
     public_prior,
 )
+from pmwcm.mechanisms.priors.pairwise_fit import PairwiseFit
 from pmwcm.mechanisms.private_data import PrivateData
 
 DOMAIN = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 2})
@@ -220,3 +222,41 @@ def test_a_fit_within_its_noise_after_the_budget_is_left_as_it_was(seed: int) ->
     assert _loss(budget_only, measured) <= DISCREPANCY * noise_energy(measured)
     fitted = fit_histogram(WIDE, measured, iterations=30)
     np.testing.assert_array_equal(fitted.to_array(), budget_only.to_array())
+
+
+def test_an_attribute_of_many_values_fits_by_plain_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matrix form's one-hot factors grow as ``cells(L) x sum |X_a|``: one
+    attribute of 5,000 values would make them 25 million cells for a 20,000-cell
+    histogram (10^12 at a million values: ``pmwcm synth`` ran out of memory). The fit
+    then runs the plain passes; a domain of many small attributes keeps the matrix form."""
+    many = Domain.from_sizes({"code": 5000, "b": 2, "y": 2})
+    assert PairwiseFit.factor_cells(many) > many.size
+    small = Domain.from_sizes({f"a{i}": 2 for i in range(13)})
+    assert PairwiseFit.factor_cells(small) <= small.size
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the matrix form was built")
+
+    monkeypatch.setattr(PairwiseFit, "__init__", refuse)
+    rng = np.random.default_rng(0)
+    truth = rng.dirichlet(np.ones(many.size)).reshape(many.shape)
+    truth[:, 0, 0] *= 5.0  # a (b, y) marginal far from uniform
+    truth /= truth.sum()
+    exact = [
+        Measurement(clique=clique, values=dense_marginal(truth, many.axes(clique)), sigma=1e-3)
+        for clique in (("code", "b"), ("b", "y"))
+    ]
+    fitted = fit_histogram(many, exact, iterations=30)
+    start = np.full((2, 2), 0.25)
+    moved = np.abs(fitted.marginal(["b", "y"]) - exact[1].values).max()
+    assert moved < 0.1 * np.abs(start - exact[1].values).max()
+    uniform = DenseHistogram.uniform(small).to_array()
+    pairs = [
+        Measurement(
+            clique=("a0", "a1"),
+            values=dense_marginal(uniform, small.axes(("a0", "a1"))),
+            sigma=1e-3,
+        )
+    ]
+    with pytest.raises(AssertionError, match="matrix form"):
+        fit_histogram(small, pairs, iterations=2)

@@ -240,8 +240,10 @@ def fit_histogram(
 ) -> DenseHistogram:
     """:func:`entropic_descent` on a dense histogram (post-processing only).
 
-    Below :data:`PAIRWISE_MIN_CELLS`, or with a clique of three or more
-    attributes, each iteration is ``2K`` streaming passes over the histogram.
+    Below :data:`PAIRWISE_MIN_CELLS`, with a clique of three or more attributes,
+    or where the matrix form's one-hot factors would outgrow the histogram (an
+    attribute of very many values: :meth:`PairwiseFit.factor_cells`), each
+    iteration is ``2K`` streaming passes over the histogram.
     Otherwise :class:`PairwiseFit` computes all ``K`` marginals of a trial
     step in one blocked pass and writes an accepted step in another, in one
     histogram-sized buffer (the same iterates up to floating-point summation
@@ -253,7 +255,12 @@ def fit_histogram(
     else:  # DenseHistogram.uniform's values, bit for bit, without its second array
         p = np.full(domain.shape, 1.0 / domain.size)
         p /= p.sum()
-    if domain.size >= PAIRWISE_MIN_CELLS and len(domain) >= 2 and all(len(a) <= 2 for a in axes):
+    if (
+        domain.size >= PAIRWISE_MIN_CELLS
+        and len(domain) >= 2
+        and all(len(a) <= 2 for a in axes)
+        and PairwiseFit.factor_cells(domain) <= domain.size
+    ):
         pairwise = PairwiseFit(domain, axes, p)
         last = entropic_descent(
             PairwiseIterate(),

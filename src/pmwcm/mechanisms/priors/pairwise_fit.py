@@ -66,12 +66,32 @@ class PairwiseFit:
     histogram plus the thin factors, for one more ``exp`` pass per accepted step.
     """
 
-    def __init__(self, domain: Domain, axes: list[tuple[int, ...]], start: FloatArray) -> None:
+    @staticmethod
+    def _split(domain: Domain) -> tuple[int, int]:
+        """``(split, rows)``: the leading attributes ``L = shape[:split]`` whose cells
+        (``rows``) stay within ``sqrt|X|`` (at least one attribute)."""
         shape = domain.shape
         split, rows = 1, shape[0]
         while split < len(shape) - 1 and rows * shape[split] <= math.isqrt(domain.size):
             rows *= shape[split]
             split += 1
+        return split, rows
+
+    @staticmethod
+    def factor_cells(domain: Domain) -> int:
+        """The cells of the one-hot indicators ``E_L`` and ``E_R`` (public: the schema's).
+
+        About ``2 sqrt|X| sum_a |X_a|``, far below ``|X|`` on many small attributes; one
+        attribute with a million values makes them ``10^12`` cells, where the plain
+        passes over the histogram are the fit to run.
+        """
+        split, rows = PairwiseFit._split(domain)
+        shape = domain.shape
+        return rows * sum(shape[:split]) + (domain.size // rows) * sum(shape[split:])
+
+    def __init__(self, domain: Domain, axes: list[tuple[int, ...]], start: FloatArray) -> None:
+        shape = domain.shape
+        split, rows = self._split(domain)
         self.shape = shape
         self.split = split
         self.rows, self.columns = rows, domain.size // rows
