@@ -125,3 +125,21 @@ def test_ask_needs_a_token_and_a_spec(monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()  # nothing listens there
     down = _invoke(["ask", "--token", "x.y", "--url", f"http://127.0.0.1:{port}", "{}"])
     assert down.exit_code == 1 and "cannot reach" in down.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "stored"),
+    [({}, "oracle"), ({"announced_queries": 50}, "measure"), ({"update": "both"}, "both")],
+)
+def test_a_session_stores_its_update_resolved(
+    tiny: tuple[Path, Path], extra: dict[str, Any], stored: str
+) -> None:
+    """``update="auto"`` is stored as what it resolved to (measure on an announced
+    stream, the oracle's otherwise), so a later change of what auto means cannot change
+    the update a created session replays on restart."""
+    data, schema = tiny
+    config = session_config(
+        data_path=str(data), schema_path=str(schema), epsilon=1.0, delta=1e-6,
+        parameters={**PARAMS, **extra},
+    )  # fmt: skip
+    assert config["parameters"]["update"] == stored

@@ -156,11 +156,11 @@ def session_config(
     config: dict[str, Any] = located | _with_digests(resolved)
     if drafted:
         config["drafted_schema_accepted"] = True
-    return config | {
-        "epsilon": float(epsilon),
-        "delta": float(delta),
-        "parameters": {f: getattr(pmw, f) for f in PARAMETERS},
-    }
+    stored = {f: getattr(pmw, f) for f in PARAMETERS}
+    # "auto" is stored resolved: a later change of what auto means must not change
+    # the update of a session already created (its restart replays what it ran).
+    stored["update"] = pmw.update_kind
+    return config | {"epsilon": float(epsilon), "delta": float(delta), "parameters": stored}
 
 
 def _with_digests(files: Mapping[str, Path]) -> dict[str, str]:
