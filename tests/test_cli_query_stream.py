@@ -65,6 +65,7 @@ def _engine(files: dict[str, Path], after_halt: str = "synthetic") -> Any:
     plan = plan_run(
         dataset, epsilon=200.0, delta=1e-6, after_halt=after_halt, max_updates=1,
         prior="uniform", announced_queries=4, mode="hybrid",
+        update="oracle",  # the paper's update: one flagged query spends T = 1, then the halt
     )  # fmt: skip
     return build_run_engine(dataset, plan, noise=NumpyNoise(seed=SEED))
 

@@ -132,11 +132,13 @@ def synth_command(
     dataset = open_data(data, parsed, table=table, engine=data_engine)
     public = None if public_prior is None else load_data(public_prior, parsed).records
     with QueryFile(queries) as file, answer_stream(answers) as stream:
-        file.survey(dataset.domain)
+        survey = file.survey(dataset.domain)
+        # announced as pmwcm run announces its file (public): the same plan and engine
         plan = plan_run(
             dataset, epsilon=epsilon, delta=delta, after_halt="synthetic",
             max_updates=max_updates, prior=start, public_start=public is not None,
-            backend=settings,
+            backend=settings, announced_queries=max(survey.answerable, 1),
+            workload=survey.cliques,
         )  # fmt: skip
         noise = make_noise(insecure_seeded_noise)
         engine = build_run_engine(dataset, plan, noise=noise, public=public)
