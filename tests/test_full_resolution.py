@@ -16,7 +16,13 @@ from pmwcm.data.bundled import load_adult
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
 from pmwcm.kernels.backend import MIN_SUPPORT_SIZE, choose_backend
-from pmwcm.kernels.clique_table import DENSE_CLIQUE_CELLS, CliqueTable, is_dense
+from pmwcm.kernels.clique_table import (
+    DENSE_CLIQUE_CELLS,
+    DIRECT_CELLS_PER_CODE,
+    CliqueTable,
+    is_dense,
+    occupied_cells,
+)
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.design import BlockDesign, DenseDesign
 from pmwcm.kernels.domain import Domain
@@ -442,3 +448,23 @@ def test_the_engine_keeps_few_compiled_rounds() -> None:
     for pair in list(itertools.combinations(features, 2))[: ROUND_CACHE_ENTRIES + 8]:
         engine.answer(CMQuery(loss="logistic", target="income>50K", features=pair))
     assert len(engine._rounds) == ROUND_CACHE_ENTRIES
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    codes=st.lists(st.integers(0, 999), min_size=1, max_size=300),
+    spread=st.sampled_from([1, DIRECT_CELLS_PER_CODE, 10**6]),
+    dtype=st.sampled_from([np.int64, np.int32, np.uint16]),
+)
+def test_occupied_cells_are_numpys_unique_on_either_path(
+    codes: list[int], spread: int, dtype: type[np.integer]
+) -> None:
+    """The direct count (a clique of at most 8 cells per code) and the sort give
+    ``np.unique(codes, return_inverse=True)`` exactly, whatever the code type."""
+    array = np.array(codes, dtype=dtype)
+    cell_count = max(1000, len(codes) * spread)  # spread 10^6 takes the sort
+    cells, inverse = occupied_cells(array, cell_count)
+    expected, expected_inverse = np.unique(array.astype(np.int64), return_inverse=True)
+    assert cells.dtype == np.int64 and inverse.dtype == np.intp
+    np.testing.assert_array_equal(cells, expected)
+    np.testing.assert_array_equal(inverse, expected_inverse.reshape(-1))

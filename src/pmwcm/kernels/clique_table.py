@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
@@ -44,6 +45,8 @@ MAX_CLIQUE_CELLS = 2**62
 #: :func:`occupied_cells` counts into a table over every cell of the clique (no
 #: sort) while the clique has at most this many cells per code.
 DIRECT_CELLS_PER_CODE = 8
+#: The direct count's table holds int32 ranks: beyond this many cells, the sort.
+_MAX_RANKED_CELLS = 2**31 - 1
 
 
 def is_dense(shape: tuple[int, ...]) -> bool:
@@ -86,12 +89,38 @@ def occupied_cells(
     ([2, 5, 7], [1, 0, 1, 2])
     """
     codes = np.asarray(codes)
-    if cell_count <= DIRECT_CELLS_PER_CODE * max(codes.size, 1):
-        present = np.bincount(codes, minlength=cell_count) > 0
-        rank = np.cumsum(present, dtype=np.intp) - 1
-        return np.flatnonzero(present).astype(np.int64), rank[codes]
+    direct = min(DIRECT_CELLS_PER_CODE * max(codes.size, 1), _MAX_RANKED_CELLS)
+    if cell_count <= direct:
+        return _ranked_cells(codes.reshape(-1), cell_count)
     cells, inverse = np.unique(codes.astype(np.int64, copy=False), return_inverse=True)
     return cells, inverse.reshape(-1)
+
+
+@njit(cache=True, nogil=True)
+def _ranked_cells(
+    codes: NDArray[np.integer], cell_count: int
+) -> tuple[NDArray[np.int64], NDArray[np.intp]]:
+    """:func:`occupied_cells`' direct count: one int32 table over the clique's cells,
+    first marking the occupied ones, then holding each one's rank (three passes; 4
+    bytes a cell, where a count, a mask and a cumulative sum took 17: at
+    ``M = 2^23`` records and 8 cells per code, 268 MB against 1.1 GB)."""
+    rank = np.zeros(cell_count, dtype=np.int32)
+    for code in codes:
+        rank[code] = 1
+    occupied = 0
+    for cell in range(cell_count):
+        occupied += rank[cell]
+    cells = np.empty(occupied, dtype=np.int64)
+    next_rank = 0
+    for cell in range(cell_count):
+        if rank[cell]:
+            rank[cell] = next_rank
+            cells[next_rank] = cell
+            next_rank += 1
+    inverse = np.empty(codes.size, dtype=np.intp)
+    for i in range(codes.size):
+        inverse[i] = rank[codes[i]]
+    return cells, inverse
 
 
 @dataclass(frozen=True, eq=False)
