@@ -290,7 +290,7 @@ first table above is the ablation, the second pmwcm over AIM where AIM ran).
   at eps = 1 was 7% better than none, is not borne out here at eps = 1.
 * **Against AIM** (OpenDP's default rounds, model marginals; one AIM run per
   cell, two on full Adult at eps = 1, against pmwcm's three seeds; AIM at
-  default rounds took 7-29 minutes per release here, on 2 shared cores): only
+  default rounds took 7-53 minutes per release here, on 2 shared cores): only
   the cells of the second table ran. On the 8,000-row table at eps = 1 pmwcm is well ahead
   (`measure`: mean 0.26x, max 0.50x of AIM at its own add/remove unit; 0.19x /
   0.44x of AIM at OpenDP's replace-one unit, which is weaker than AIM at its
@@ -304,10 +304,15 @@ first table above is the ablation, the second pmwcm over AIM where AIM ran).
   copy). AIM's two runs there differ 3.4x in their max (3.1e-4 and 1.0e-3,
   means 2.8e-5 and 3.1e-5); pmwcm's max over its three streams (5.0e-4) lies
   between them, so the max's verdict rests on AIM's run-to-run spread and one
-  run alone would have said 1.62x behind. **Unrun**: AIM on full Adult
-  at eps = 4 (where `workload` is pmwcm's best engine), the replace-one unit
-  except at 8,000 rows and eps = 1, more than one AIM run per cell. Unrun as
-  well: k = 10,000, adult-full, TV16, loans, eps = 0.5, stepwise workloads.
+  run alone would have said 1.62x behind. On full Adult at eps = 4 **AIM
+  wins**: its mean 2.7e-6 and max 5.3e-5 against `workload`'s 3.1e-6 / 7.9e-5
+  (1.15x / 1.47x, pmwcm's best engine there), `measure`'s 1.87x / 2.56x and
+  the paper's update's 2.19x / 4.47x (one AIM run). So the larger n or eps,
+  the more AIM's adaptive 3-5-way measurements beat pmwcm's paced ones, as
+  issue 35 found; the workload-aware start closes most but not all of it.
+  **Unrun**: the replace-one unit except at 8,000 rows and eps = 1, more
+  than one AIM run per cell elsewhere. Unrun as well: k = 10,000,
+  adult-full, TV16, loans, eps = 0.5, stepwise workloads.
 
 **Earlier runs.** `results/online_updates_before_distinct.jsonl` holds the
 first measurement of the update (before the canonical feature order of issue 33
