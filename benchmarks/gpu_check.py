@@ -28,6 +28,8 @@ Nothing is asserted but the correctness check (exit status 1 on a ``FAIL``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import statistics
 import sys
 import time
@@ -36,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from pmwcm.kernels import support_array
-from pmwcm.kernels.array_device import ArrayDevice, array_device, resolve_device
+from pmwcm.kernels import cuda_kernels, support_array
+from pmwcm.kernels.array_device import ArrayDevice, resolve_device
 from pmwcm.kernels.clique_table import cell_codes
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.support import SupportHistogram
@@ -48,13 +50,14 @@ RTOL = 1e-12
 
 
 def _device(name: str) -> ArrayDevice:
-    """``--device cpu`` runs the array path on NumPy's namespace (not the host path)."""
+    """``--device cpu`` runs the array path on NumPy's namespace (not the host path), with
+    the fused kernels under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
     found = resolve_device(name)
     if found is not None:
         return found
     import array_api_compat.numpy
 
-    return array_device(array_api_compat.numpy)
+    return ArrayDevice(array_api_compat.numpy, name="cpu", fused=cuda_kernels.load())
 
 
 def _sync(dev: ArrayDevice) -> None:
@@ -103,12 +106,36 @@ def check(dev: ArrayDevice, size: int) -> bool:
     ]
     fits = [fit_support(h, measured, iterations=20, continuation=1) for h in (host, moved)]
     errors["fit (20 steps)"] = _relative(fits[1].log_weights, fits[0].log_weights)
+    errors["large clique (occupied cells)"] = _large_clique(dev, size)
     for name, error in errors.items():
         print(f"check {name}: max relative difference {error:.2e}", flush=True)
     print(f"check sample: {'identical' if same else 'DIFFERENT'} draws", flush=True)
     passed = same and all(e <= RTOL for e in errors.values())
-    print(f"check {'PASS' if passed else 'FAIL'} (M = {size:,}, rtol {RTOL:g})", flush=True)
+    label = dev.fused.name if dev.fused is not None else "array API operations"
+    print(f"check {'PASS' if passed else 'FAIL'} ({label}, M = {size:,}, rtol {RTOL:g})")
     return passed
+
+
+def _large_clique(dev: ArrayDevice, size: int) -> float:
+    """A clique past the dense limit: occupied cells found on the device, its table's mass
+    and a reweight through it, against the host; ``inf`` where the cells differ."""
+    domain = Domain.from_sizes({"a": 300, "b": 300, "c": 40, "y": 2})
+    rng = np.random.default_rng(2)
+    records = np.stack([rng.integers(0, s, size) for s in domain.sizes], axis=1)
+    weights = rng.normal(size=size)
+    host = SupportHistogram(domain, records, weights)
+    moved = SupportHistogram(domain, records, weights, device=dev)
+    clique = ("a", "b", "c")
+    tables = [h.clique_table(clique) for h in (host, moved)]
+    if not np.array_equal(tables[0].codes, tables[1].codes):
+        return float("inf")
+    factor = rng.normal(size=tables[0].codes.shape)
+    for h, table in zip((host, moved), tables, strict=True):
+        h.reweight_table(clique, table, factor)
+    return max(
+        _relative(tables[1].mass, tables[0].mass),
+        _relative(moved.log_weights, host.log_weights),
+    )
 
 
 def _median_ms(run: Callable[[], Any], dev: ArrayDevice, repeats: int) -> float:
@@ -135,6 +162,10 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
     factor = rng.normal(scale=0.01, size=(100,) * 3)
 
     def scatter() -> Any:
+        if dev.fused is not None:
+            table = dev.xp.zeros(cells, dtype=dev.xp.float64, device=dev.device)
+            dev.fused.clique_marginal(table, columns, p, clique, sizes[:3])
+            return table
         return dev.scatter_add(support_array.cell_codes(dev, columns, clique, sizes[:3]), p, cells)
 
     def to_host() -> Any:
@@ -144,8 +175,8 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
         return support_array.marginal(dev, columns, p, fresh, sizes[1:])
 
     def update() -> Any:
-        gathered = support_array.gathered(dev, columns, clique, sizes[:3], factor)
-        return support_array.normalised(dev, log_w + gathered)
+        shifted = support_array.plus_gathered(dev, log_w, columns, clique, sizes[:3], factor)
+        return support_array.normalised(dev, shifted)
 
     host_p = dev.to_numpy(p)
     host_rows = np.asfortranarray(host_columns.T)
@@ -157,6 +188,7 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
     marginal_ms = _median_ms(scatter, dev, repeats)
     return {
         "M": size,
+        "path": dev.fused.name if dev.fused is not None else "array API",
         "marginal_ms": round(marginal_ms, 3),
         "marginal_to_host_ms": round(_median_ms(to_host, dev, repeats), 3),
         "below_threshold_round_ms": round(_median_ms(round_side, dev, repeats), 3),
@@ -167,6 +199,33 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
     }
 
 
+def copy_bandwidth(dev: ArrayDevice, gigabytes: float = 4.0, repeats: int = 10) -> float:
+    """The card's device-to-device copy rate (bytes read plus written per second, GB/s):
+    the ceiling a memory-bound pass is measured against in the same run."""
+    xp = dev.xp
+    source = xp.ones(int(gigabytes * 1e9 / 8), dtype=xp.float64, device=dev.device)
+    milliseconds = _median_ms(lambda: xp.asarray(source, copy=True), dev, repeats)
+    return round(2 * gigabytes / (milliseconds * 1e-3), 1)
+
+
+def _environment(dev: ArrayDevice) -> None:
+    """The card and the library versions, first: a run's numbers name what made them."""
+    from importlib import metadata
+
+    names = ["numpy", "numba", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch"]
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    print(f"device: {dev.name} (namespace {dev.xp.__name__}); {', '.join(found)}")
+    fused = dev.fused.name if dev.fused is not None else "not available (array API operations only)"
+    print(f"fused kernels: {fused}", flush=True)
+    for reason in getattr(dev.fused, "passed_over", ()):
+        print(f"  passed over: {reason}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["auto", "cpu", "cuda"])
@@ -175,9 +234,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     dev = _device(args.device)
-    print(f"device: {dev.name} (namespace {dev.xp.__name__})", flush=True)
-    passed = check(dev, args.check_size)
-    rows = [timings(dev, int(size), args.repeats) for size in args.sizes]
+    _environment(dev)
+    variants = [dev] if dev.fused is None else [dev, dataclasses.replace(dev, fused=None)]
+    passed = all([check(variant, args.check_size) for variant in variants])
+    if dev.device is not None or dev.fused is not None or "cupy" in dev.xp.__name__:
+        print(f"device-to-device copy: {copy_bandwidth(dev)} GB/s (read + written)", flush=True)
+    rows = []
+    for size in args.sizes:
+        for variant in variants:
+            rows.append(timings(variant, int(size), args.repeats))
+            print(json.dumps(rows[-1]), flush=True)
     keys = list(rows[0])
     print("\n| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
     for row in rows:

@@ -7,6 +7,8 @@ own. Prints one JSON line per cell and a Markdown table at the end::
 
     .venv-bench/bin/python benchmarks/support_scale.py                 # loans, M = 1e6
     .venv-bench/bin/python benchmarks/support_scale.py --table adult-full --sizes 16384 262144
+    python benchmarks/support_scale.py --table adult-full --sizes 100000000 --device cuda \
+        --memory-gib 16                                          # on a GPU machine
 
 A cell: build the engine (``PMWConfig(epsilon=1, delta=1e-6)``, the default
 paid marginal prior on the support) on the whole table, then answer ``k``
@@ -72,7 +74,9 @@ def queries(domain: Domain, k: int, seed: int) -> list[CMQuery]:
     return out
 
 
-def cell(table: str, size: int, k: int, announced: bool) -> dict:
+def cell(
+    table: str, size: int, k: int, announced: bool, device: str = "cpu", memory_gib: float = 0.5
+) -> dict:
     from pmwcm.engine.practical import PMWConfig, build_engine
     from pmwcm.mechanisms.noise import NumpyNoise
     from pmwcm.mechanisms.private_data import PrivateData
@@ -80,10 +84,14 @@ def cell(table: str, size: int, k: int, announced: bool) -> dict:
     dataset = load(table)
     data = PrivateData.from_records(dataset.domain, dataset.records)
     start = time.perf_counter()
-    engine = build_engine(
-        data, PMWConfig(epsilon=1.0, delta=1e-6, support_size=size), noise=NumpyNoise(seed=0)
-    )
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, support_size=size, device=device,  # type: ignore[arg-type]
+        hypothesis_memory=int(memory_gib * 2**30),
+    )  # fmt: skip
+    engine = build_engine(data, config, noise=NumpyNoise(seed=0))
     built = time.perf_counter() - start
+    # On stderr at once: a cell stopped by its time limit still says what its build took.
+    print(f"built: M = {size:,} on {device} in {built:.1f} s", file=sys.stderr, flush=True)
     cpu_start = time.process_time()
     rss_after_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stream = queries(dataset.domain, k, seed=1)
@@ -102,6 +110,7 @@ def cell(table: str, size: int, k: int, announced: bool) -> dict:
         "n": data.n,
         "M": engine.backend.support_size if engine.backend else 0,
         "backend": engine.backend.kind if engine.backend else "?",
+        "device": getattr(getattr(engine.hypothesis, "device", None), "name", "cpu"),
         "prior_fit_s": round(built, 2),
         "peak_rss_after_prior_mb": round(rss_after_build, 1),
         "k": k,
@@ -127,18 +136,29 @@ def main() -> None:
         choices=["one-by-one", "announced"],
         help="answer each query as it comes, or announce the stream first (OnlinePMW.expect)",
     )
+    parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda"])
+    parser.add_argument(
+        "--memory-gib", type=float, default=0.5, help="the hypothesis's memory budget (GiB)"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per cell")
     parser.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
-        print(json.dumps(cell(args.table, args.sizes[0], args.k, args.modes == ["announced"])))
+        announced = args.modes == ["announced"]
+        row = cell(args.table, args.sizes[0], args.k, announced, args.device, args.memory_gib)
+        print(json.dumps(row))
         return
     rows = []
     for size in args.sizes:
         for mode in args.modes:
             command = [sys.executable, __file__, "--cell", "--table", args.table]
             command += ["--sizes", str(size), "--k", str(args.k), "--modes", mode]
+            command += ["--device", args.device, "--memory-gib", str(args.memory_gib)]
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-            out = subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                command, check=True, stdout=subprocess.PIPE, text=True, env=env,
+                timeout=args.timeout,
+            )  # fmt: skip
             row = json.loads(out.stdout.strip().splitlines()[-1])
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -10,6 +10,7 @@ fit of :mod:`pmwcm.kernels.support_passes`) to ``1e-12`` relative.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import array_api_strict
 import numpy as np
 import pytest
 
+from pmwcm.kernels import cuda_kernels
 from pmwcm.kernels.array_device import (
     ArrayDevice,
     DeviceUnavailable,
@@ -31,12 +33,19 @@ from pmwcm.mechanisms.priors.marginals import Measurement, pairwise_cliques
 from pmwcm.mechanisms.priors.support import fit_support
 
 NAMESPACES: dict[str, Any] = {"numpy": array_api_compat.numpy, "strict": array_api_strict}
+#: Under numba's CUDA simulator (``tests/test_cuda_kernels.py`` runs this file so) every test
+#: also runs on a device with the fused kernels: the code a GPU runs, thread by thread.
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 DOMAIN = Domain.from_sizes({"a": 3, "b": 5, "c": 2, "d": 7})
 RTOL = 1e-12
 
 
-@pytest.fixture(params=sorted(NAMESPACES))
+@pytest.fixture(params=sorted(NAMESPACES) + (["fused"] if SIMULATED else []))
 def device(request: pytest.FixtureRequest) -> ArrayDevice:
+    if request.param == "fused":
+        kernels = cuda_kernels.load()
+        assert kernels is not None, "the simulator is a CUDA target: the kernels must load"
+        return ArrayDevice(array_api_compat.numpy, name="simulator", fused=kernels)
     return array_device(NAMESPACES[request.param])
 
 
@@ -125,10 +134,11 @@ def test_prior_fit_agrees(device: ArrayDevice, seed: int) -> None:
     rounding difference doubles every step or two (either path against itself summed in
     another order does the same): after 40 steps the two fits agree to ~1e-8, which the
     second comparison states."""
-    records, _ = _support(seed, size=2000)
+    simulated = device.fused is not None  # one Python thread per CUDA thread: a smaller fit
+    records, _ = _support(seed, size=400 if simulated else 2000)
     measured = _measurements(seed)
     fits = {}
-    for iterations, rtol in [(20, RTOL), (40, 1e-6)]:
+    for iterations, rtol in [(20, RTOL)] + ([] if simulated else [(40, 1e-6)]):
         for where in (None, device):
             start = SupportHistogram(DOMAIN, records, device=where)
             fits[where] = fit_support(start, measured, iterations=iterations, continuation=1)

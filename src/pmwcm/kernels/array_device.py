@@ -32,6 +32,9 @@ from typing import Any, Literal, get_args
 import numpy as np
 from numpy.typing import NDArray
 
+from pmwcm.kernels import cuda_kernels
+from pmwcm.kernels.cuda_kernels import FusedKernels
+
 __all__ = [
     "DEVICES",
     "ArrayDevice",
@@ -67,11 +70,15 @@ class ArrayDevice:
             or a library that is compliant itself, such as ``array_api_strict``).
         device: the device object arrays are made on (``None``: the library's default).
         name: a description for status lines (the card's name on a GPU).
+        fused: the fused kernels (:mod:`pmwcm.kernels.cuda_kernels`) that replace the
+            clique marginal's and the gather's separate passes on a card; ``None``: the
+            standard's operations alone.
     """
 
     xp: Any
     device: Any = None
     name: str = "cpu"
+    fused: FusedKernels | None = None
 
     def asarray(self, values: Any, dtype: Any = None) -> Any:
         """``values`` (host or device) as an array of this namespace, on this device."""
@@ -143,14 +150,16 @@ def _cuda_device() -> ArrayDevice | None:
             if cupy.cuda.runtime.getDeviceCount() > 0:
                 props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
                 name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-                return ArrayDevice(array_api_compat.array_namespace(cupy.zeros(1)), None, name)
+                xp = array_api_compat.array_namespace(cupy.zeros(1))
+                return ArrayDevice(xp, None, name, cuda_kernels.load(cupy=cupy))
         except cupy.cuda.runtime.CUDARuntimeError:
             pass
     if importlib.util.find_spec("torch") is not None:
         torch = importlib.import_module("torch")
         if torch.cuda.is_available():
             xp = array_api_compat.array_namespace(torch.zeros(1))
-            return ArrayDevice(xp, torch.device("cuda"), torch.cuda.get_device_name())
+            name = torch.cuda.get_device_name()
+            return ArrayDevice(xp, torch.device("cuda"), name, cuda_kernels.load())
     return None
 
 

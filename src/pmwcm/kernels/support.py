@@ -259,11 +259,15 @@ class SupportHistogram:
         the index on the support's device, where it has one)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
-        if cached is None:
+        if cached is None and self.device is not None:
+            axes = self.domain.axes(attrs)
+            sizes = tuple(self.domain.shape[a] for a in axes)
+            cached = support_array.occupied(self.device, self._columns, axes, sizes)
+            self._cell_index.put(key, cached)
+        elif cached is None:
             codes, sizes = self._codes(attrs)
             cells, inverse = occupied_cells(codes, math.prod(sizes))
-            index = inverse.astype(np.int32)  # at most M < 2^31 cells
-            cached = (cells, index if self.device is None else self.device.asarray(index))
+            cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
             self._cell_index.put(key, cached)
         return cached
 
@@ -323,8 +327,11 @@ class SupportHistogram:
         if not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite.")
         if self.device is not None:
-            factor = support_array.gathered(self.device, self._columns, axes, sizes, log_factor)
-            self._set_log_weights(self._log_weights + factor)
+            self._set_log_weights(
+                support_array.plus_gathered(
+                    self.device, self._log_weights, self._columns, axes, sizes, log_factor
+                )
+            )
             return
         codes = cell_codes(self._records, axes, sizes)
         self._set_log_weights(self._log_weights + log_factor.reshape(-1)[codes])

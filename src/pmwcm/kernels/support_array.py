@@ -17,6 +17,8 @@ records held on a device (shape ``(m, M)``) and their normalised log-weights
 * :func:`descend`: the prior fit's step ``w'_i = w_i - s sum_k r_k(c_{i,k})``.
 
 Tables (``|C|`` cells) cross to the host; records and weights (``M`` each) stay.
+Where the device has fused kernels (:mod:`pmwcm.kernels.cuda_kernels`), the
+marginal and the gather run as one pass each, the codes never stored.
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.array_device import ArrayDevice
 
-__all__ = ["cell_codes", "descend", "gathered", "marginal", "normalised", "sample"]
+__all__ = [
+    "cell_codes",
+    "descend",
+    "gathered",
+    "marginal",
+    "normalised",
+    "occupied",
+    "plus_gathered",
+    "sample",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -56,18 +67,57 @@ def marginal(
     dev: ArrayDevice, columns: Any, probabilities: Any, axes: Sequence[int], sizes: Sequence[int]
 ) -> FloatArray:
     """The marginal table on the clique (host, shape ``sizes``)."""
-    codes = cell_codes(dev, columns, axes, sizes)
-    table = dev.scatter_add(codes, probabilities, math.prod(sizes))
+    cells = math.prod(sizes)
+    if dev.fused is not None:  # one pass: codes in registers, weights added by atomics
+        table = dev.xp.zeros(cells, dtype=dev.xp.float64, device=dev.device)
+        dev.fused.clique_marginal(table, columns, probabilities, axes, sizes)
+    else:
+        table = dev.scatter_add(cell_codes(dev, columns, axes, sizes), probabilities, cells)
     host = dev.to_numpy(table, copy=False)  # the table is this call's own
     return np.asarray(host, dtype=np.float64).reshape(tuple(sizes))
+
+
+def plus_gathered(
+    dev: ArrayDevice,
+    base: Any,
+    columns: Any,
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    table: FloatArray,
+    *,
+    in_place: bool = False,
+) -> Any:
+    """``base_i + table[c_i]`` for every record, ``table`` a host table on the clique.
+
+    With ``in_place=True`` (the caller owns ``base``) the fused kernel adds into
+    ``base`` itself, one pass and no new ``M``-long array; use the return value
+    either way.
+    """
+    flat = dev.asarray(np.ascontiguousarray(table, dtype=np.float64).reshape(-1))
+    if dev.fused is not None:
+        out = base if in_place else dev.xp.asarray(base, copy=True)
+        dev.fused.gather_add(out, columns, flat, axes, sizes)
+        return out
+    return base + dev.xp.take(flat, cell_codes(dev, columns, axes, sizes))
 
 
 def gathered(
     dev: ArrayDevice, columns: Any, axes: Sequence[int], sizes: Sequence[int], table: FloatArray
 ) -> Any:
     """``table[c_i]`` for every record, ``table`` a host table on the clique."""
-    flat = dev.asarray(np.ascontiguousarray(table, dtype=np.float64).reshape(-1))
-    return dev.xp.take(flat, cell_codes(dev, columns, axes, sizes))
+    zeros = dev.xp.zeros(columns.shape[1], dtype=dev.xp.float64, device=dev.device)
+    return plus_gathered(dev, zeros, columns, axes, sizes, table, in_place=True)
+
+
+def occupied(
+    dev: ArrayDevice, columns: Any, axes: Sequence[int], sizes: Sequence[int]
+) -> tuple[NDArray[np.int64], Any]:
+    """A large clique's occupied cells (host, int64, increasing) and each record's index
+    among them (int32, on the device): a sort on the device, only the cells cross."""
+    xp = dev.xp
+    found = xp.unique_inverse(cell_codes(dev, columns, axes, sizes))
+    cells = np.asarray(dev.to_numpy(found.values, copy=False), dtype=np.int64)
+    return cells, xp.astype(found.inverse_indices, xp.int32)  # at most M < 2^31 cells
 
 
 def sample(dev: ArrayDevice, columns: Any, probabilities: Any, uniforms: FloatArray) -> Any:
@@ -98,7 +148,7 @@ def descend(
     xp = dev.xp
     gradient = xp.zeros_like(log_w)
     for (axes, sizes), table in zip(cliques, residuals, strict=True):
-        gradient = gradient + gathered(dev, columns, axes, sizes, table)
+        gradient = plus_gathered(dev, gradient, columns, axes, sizes, table, in_place=True)
     trial, probabilities = normalised(dev, log_w - step * gradient)
     tables = [marginal(dev, columns, probabilities, axes, sizes) for axes, sizes in cliques]
     return trial, probabilities, tables
