@@ -53,7 +53,7 @@ released values (``nan`` where unmeasured), then the pairs' values. The
 guarantee covers them (the answers are post-processing of them and of the
 later releases), and they make the audit stronger than the answers alone: a
 noise-free round shifts the fitted hypothesis by ``O(1/n)`` inside the pairs'
-noise (the fitted parity interaction spread by ``1.2e-4`` across trials against
+noise (in a trial run the fitted parity interaction spread by ``1.2e-4`` against
 the neighbours' ``5e-5``), which no few hundred trials can see.
 
 **Speed.** About 65 ms a trial on one core (the fits onto the four-way clique
