@@ -60,14 +60,14 @@ def test_the_audited_build_runs_the_workload_rounds(cases: dict[str, AuditCase])
     assert type(m.build) is WorkloadBuild and (case.claimed_epsilon, case.delta) == (1.0, 1e-6)
     assert case.dataset0.n == least_n(1.0) == 40_000 and uses_workload(1.0, case.dataset0.n)
     plan = workload_plan_of(case)
-    assert plan is not None and plan.rounds == 4 and len(plan.candidates) == 5
+    assert plan is not None and plan.rounds == 5 and len(plan.candidates) == 5
     engine = m.build(case.dataset0, m.config, NumpyNoise(seed=0))
     labels = [entry.label for entry in engine.ledger.entries]
     # Each round charges its selection and its measurement before any reads the data.
     assert labels[:1] == ["prior: noisy 2-way marginals"]
     assert labels[1:] == ["prior: workload clique round"] * (2 * plan.rounds)
     measured = [mm.clique for mm in engine.prior_measurements if len(mm.clique) >= 3]
-    assert len(measured) == plan.rounds and set(measured) < set(plan.candidates)
+    assert len(measured) == plan.rounds and set(measured) == set(plan.candidates)
 
 
 def test_every_trial_releases_the_rounds(cases: dict[str, AuditCase], seed: int) -> None:
@@ -75,7 +75,7 @@ def test_every_trial_releases_the_rounds(cases: dict[str, AuditCase], seed: int)
     out = m(cases["correct"].dataset1, 4, np.random.default_rng(seed))
     assert not np.any(out[:, : m.codes] == RAISED)
     rounds = out[:, m.start : m.start + len(m.candidates)]
-    assert np.all(np.sort(rounds, axis=1) == [0, 1, 2, 3, 4])  # four measured, one left out
+    assert np.all(np.sort(rounds, axis=1) == [1, 2, 3, 4, 5])  # every candidate, in drawn order
     parity = m.candidates.index(PARITY)
     assert np.all(rounds[:, parity] > 0)  # the clique no pair sees is measured
     first = m.start + len(m.candidates) + sum(m.widths[:parity])
@@ -93,7 +93,7 @@ def test_the_control_is_the_real_build_with_noise_free_rounds(cases: dict[str, A
     assert type(m.build) is NoiselessRounds and BROKEN_WORKLOAD[NOISELESS] is NoiselessRounds
     engine = m.build(case.dataset0, m.config, NumpyNoise(seed=0))
     rounds = [mm for mm in engine.prior_measurements if len(mm.clique) >= 3]
-    assert len(rounds) == 4
+    assert len(rounds) == 5
     for mm in rounds:
         assert np.array_equal(mm.values, case.dataset0.marginal(mm.clique)) and mm.sigma > 0
     pairs = [mm for mm in engine.prior_measurements if len(mm.clique) == 2]

@@ -95,11 +95,11 @@ def test_candidates_are_the_announced_cliques_of_three_or_more_attributes() -> N
     assert workload_plan([], attributes=6, rho=1.0) is None
     with pytest.raises(ValueError, match=r"schema lacks: \['nope'\]"):
         workload_candidates(DOMAIN, [("x0", "nope", "x1")])
-    plan = workload_plan([PARITY] * 10, attributes=6, rho=0.06)
-    assert plan is not None and plan.rounds == 6
+    plan = workload_plan([PARITY] * 30, attributes=6, rho=0.06)
+    assert plan is not None and plan.rounds == 24  # ROUNDS_PER_ATTRIBUTE * d, fewer than 30
     # each round: eps_0^2 / 8 + 1 / (2 m^2) = rho / R (zCDP)
     per_round = plan.selection_epsilon**2 / 8 + 1 / (2 * plan.noise_multiplier**2)
-    assert per_round == pytest.approx(0.06 / 6)
+    assert per_round == pytest.approx(0.06 / 24)
 
 
 def test_the_plan_charges_the_workload_rounds_and_spends_exactly_the_budget(seed: int) -> None:

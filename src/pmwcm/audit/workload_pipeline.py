@@ -37,10 +37,10 @@ lowers the gap (the data's mass above the fit at ``0000``, below it at
 
 **Stream** (:func:`workload_stream`): six CM queries whose cliques announce five
 candidates (``{x0, x1, x2}``, the four-way clique and three other triples), so
-``R = min(5, d) = 4`` rounds leave one unmeasured: the selection decides which.
-The two cliques that carry the parity take the first two rounds in practically
-every trial, in either order, and the third and fourth are drawn among the
-other triples, which the pairs already describe. Knowing the parity, the
+``R = min(5, 4 d) = 5`` rounds measure them all: the selection decides their
+order, which the release shows. The two cliques that carry the parity take the
+first two rounds in practically every trial, in either order, and the other
+triples, which the pairs already describe, follow in a drawn order. Knowing the parity, the
 hypothesis answers every query (where the plain pipeline needs the oracle); the
 sparse vector's noisy tests still run, and their outcomes are in the transcript.
 

@@ -343,7 +343,7 @@ def _ruled(config: PMWConfig, n: int, attributes: int) -> PMWConfig | None:
         return None
     if (config.prior_fraction, config.sv_fraction) != (FIXED_PRIOR_FRACTION, FIXED_SV_FRACTION):
         return None
-    rule = plan_for_budget(config.epsilon, n, attributes)
+    rule = plan_for_budget(config.epsilon, n, attributes, measured=config.update_kind != "oracle")
     changes: dict[str, Any] = {
         "prior_fraction": rule.prior_fraction,
         "sv_fraction": rule.sv_fraction,

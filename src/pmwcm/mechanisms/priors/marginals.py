@@ -147,9 +147,16 @@ def entropic_descent(
 ) -> State:
     """Entropic mirror descent onto ``measurements``, for any representation of ``Dhat``.
 
-    Minimises ``L(Dhat) = sum_k ||Dhat_{C_k} - y_k||^2 / 2`` over the simplex with
-    ``Dhat <- Dhat exp(-s g) / Z``, ``g(x) = sum_k (Dhat_{C_k} - y_k)(x_{C_k})``
-    (the gradient of ``L``), growing ``s`` by 10% after an accepted step and
+    Minimises ``L(Dhat) = sum_k w_k ||Dhat_{C_k} - y_k||^2 / 2`` over the simplex with
+    ``Dhat <- Dhat exp(-s g) / Z``, ``g(x) = sum_k w_k (Dhat_{C_k} - y_k)(x_{C_k})``
+    (the gradient of ``L``). The weights ``w_k = (sigma_min / sigma_k)^2``
+    (:func:`precision_weights`) make ``L`` the measurements' Gaussian negative
+    log-likelihood, up to the factor ``sigma_min^2``, as Private-PGM's estimation
+    weighs them (McKenna, Sheldon, Miklau 2019): a noisy measurement (an online
+    update's, a workload round's) then pulls the fit less than a precise one (the
+    prior's pairs), where equal weights let it drag the precise ones off. Equal
+    sigmas (the all-pairs prior alone) give the unweighted loss exactly. The
+    step ``s`` grows by 10% after an accepted step and
     halving it (and undoing the step) when ``L`` increases. Stops after
     ``iterations`` or when ``L`` stalls (``rtol``, read over a window: below).
 
@@ -174,10 +181,14 @@ def entropic_descent(
     if not measurements:
         raise ValueError("the fit needs at least one measurement.")
 
+    weights = precision_weights(measurements)
+
     def residuals(state: State) -> tuple[float, list[FloatArray]]:
+        """``L`` and the weighted residuals ``w_k (Dhat_{C_k} - y_k)`` (the gradient's terms)."""
         tables = marginals(state)
         res = [t - m.values for t, m in zip(tables, measurements, strict=True)]
-        return 0.5 * sum(float((r * r).sum()) for r in res), res
+        loss = 0.5 * sum(w * float((r * r).sum()) for w, r in zip(weights, res, strict=True))
+        return loss, [r if w == 1.0 else w * r for w, r in zip(weights, res, strict=True)]
 
     bound = DISCREPANCY * noise_energy(measurements)
     limit = (CONTINUATION if continuation is None else continuation) * iterations
@@ -215,10 +226,31 @@ def entropic_descent(
 STALL_WINDOW = 10
 
 
+def precision_weights(measurements: Sequence[Measurement]) -> list[float]:
+    """``w_k = (sigma_min / sigma_k)^2``, each measurement's precision relative to the most
+    precise one's (public: the released sigmas); all 1 where the sigmas are equal, or
+    where one is 0 (a noise-free, public measurement: no likelihood to weigh by).
+
+    >>> y = np.zeros(2)
+    >>> one = Measurement(clique=("a",), values=y, sigma=1.0)
+    >>> two = Measurement(clique=("b",), values=y, sigma=2.0)
+    >>> precision_weights([one, two])
+    [1.0, 0.25]
+    """
+    sigmas = [float(m.sigma) for m in measurements]
+    smallest = min(sigmas)
+    if smallest <= 0.0:
+        return [1.0] * len(sigmas)
+    return [1.0 if sigma == smallest else (smallest / sigma) ** 2 for sigma in sigmas]
+
+
 def noise_energy(measurements: Sequence[Measurement]) -> float:
-    """``sum_k |C_k| sigma_k^2 / 2``: the fit's loss ``L`` at the data's own marginals,
+    """``sum_k w_k |C_k| sigma_k^2 / 2``: the fit's loss ``L`` at the data's own marginals,
     in expectation over the measurement noise (the discrepancy principle's scale)."""
-    return 0.5 * sum(m.values.size * m.sigma**2 for m in measurements)
+    weights = precision_weights(measurements)
+    return 0.5 * sum(
+        w * m.values.size * m.sigma**2 for w, m in zip(weights, measurements, strict=True)
+    )
 
 
 #: From this many cells on (Adult's binary 2^14 included), a fit on 1- and 2-way
