@@ -46,9 +46,11 @@ from pmwcm.engine.config import (
     FIXED_PRIOR_FRACTION,
     FIXED_SV_FRACTION,
     INFORMED_UPDATES,
+    REFIT_ITERATIONS,
     PMWConfig,
 )
 from pmwcm.engine.measured_update import (
+    MEASURED_REFIT_ITERATIONS,
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
@@ -132,7 +134,12 @@ class BudgetPlan:
         return MeasuredUpdate(
             kind=self.update,
             noise_multiplier=self.oracle_noise_level,
-            refit_iterations=self.config.refit_iterations,
+            # the config's default is the oracle update's; a measured one refits longer
+            refit_iterations=(
+                MEASURED_REFIT_ITERATIONS
+                if self.config.refit_iterations == REFIT_ITERATIONS
+                else self.config.refit_iterations
+            ),
             # the announced distinct queries themselves (the threshold rule's floor of
             # 1,000 would put a short file's updates after its end), else the rule's k
             pace_queries=self.config.announced_queries or self.config.expected_queries,
