@@ -30,6 +30,7 @@ import numpy as np
 
 from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_source, opendp_source
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
+from pmwcm.audit.measured_pipeline import BROKEN_MEASURED, measured_pipeline_case
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import BROKEN_ORACLES, crosscheck_oracle, oracle_case
 from pmwcm.audit.pipeline import crosscheck_pipeline, pipeline_case
@@ -179,8 +180,14 @@ def pipeline_cases() -> list[AuditCase]:
     """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`), the
     support prior (:func:`~pmwcm.audit.support_prior.support_prior_case`) and the
     workload-aware start (:func:`~pmwcm.audit.workload_pipeline.workload_pipeline_case`,
-    ~65 ms a trial), real code."""
-    return [pipeline_case(), support_prior_case(), workload_pipeline_case()]
+    ~65 ms a trial) and the measured update
+    (:func:`~pmwcm.audit.measured_pipeline.measured_pipeline_case`), real code."""
+    return [
+        pipeline_case(),
+        support_prior_case(),
+        workload_pipeline_case(),
+        measured_pipeline_case(),
+    ]
 
 
 #: Negative controls the audit must flag at any trial count it runs (the others measure
@@ -189,13 +196,16 @@ def pipeline_cases() -> list[AuditCase]:
 #: The Jain-Thakurta oracle with its ridge left out of the solve is caught from ~200
 #: trials (seeds 0..19 at alpha 5e-4: lower bounds >= 2.87 against the claimed 2.32).
 #: The workload rounds measured without noise release the data's marginal (0 vs all hits
-#: on its projection): caught from ~60 trials per input at alpha 1e-6.
+#: on its projection): caught from ~60 trials per input at alpha 1e-6. The measured
+#: update's clique released without noise: 100 vs 0 hits from 100 trials per input
+#: (lower bound 1.86 against the claimed 1, ``tests/test_audit_measured_pipeline.py``).
 MUST_CATCH = frozenset(
     {
         "refusing real-data solve",
         "support of the private records",
         "ridge left out of the solve",
         "noiseless workload measurement",
+        "noiseless measurement",
     }
 )
 
@@ -203,8 +213,9 @@ MUST_CATCH = frozenset(
 def negative_controls() -> list[tuple[AuditCase, bool]]:
     """``(case, must_catch)`` for each deliberately broken pipeline of ``BROKEN``,
     support prior of :data:`pmwcm.audit.support_prior.BROKEN`, oracle of
-    :data:`pmwcm.audit.oracles.BROKEN_ORACLES` and workload-aware start of
-    :data:`pmwcm.audit.workload_pipeline.BROKEN_WORKLOAD`."""
+    :data:`pmwcm.audit.oracles.BROKEN_ORACLES`, workload-aware start of
+    :data:`pmwcm.audit.workload_pipeline.BROKEN_WORKLOAD` and measured update of
+    :data:`pmwcm.audit.measured_pipeline.BROKEN_MEASURED`."""
     pipelines = [
         (pipeline_case(build=build, label=f"BROKEN {label}"), label in MUST_CATCH)
         for label, build in BROKEN.items()
@@ -220,7 +231,11 @@ def negative_controls() -> list[tuple[AuditCase, bool]]:
     workloads = [
         (workload_pipeline_case(broken=label), label in MUST_CATCH) for label in BROKEN_WORKLOAD
     ]
-    return pipelines + supports + oracles + workloads
+    measured = [
+        (measured_pipeline_case(build=build), label in MUST_CATCH)
+        for label, build in BROKEN_MEASURED.items()
+    ]
+    return pipelines + supports + oracles + workloads + measured
 
 
 def reach_cases(sources: Sequence[Source] = ()) -> list[AuditCase]:
