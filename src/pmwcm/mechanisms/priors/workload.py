@@ -245,12 +245,24 @@ def select_clique(
     epsilon: float,
     sigma: float,
     noise: NoiseSource,
+    data_marginals: dict[tuple[str, ...], np.ndarray] | None = None,
 ) -> int:
     """One round's selection: the index of the candidate the exponential mechanism picks
     by :func:`selection_quality` (sensitivity ``2/n``): ``epsilon``-DP, the audited
-    release (:mod:`pmwcm.audit.workload_selection`). Charge its event first."""
+    release (:mod:`pmwcm.audit.workload_selection`). Charge its event first.
+
+    ``data_marginals`` keeps the data's candidate marginals between rounds (they do not
+    change; only the hypothesis's do): the same qualities, each data marginal read once.
+    """
+    cache: dict[tuple[str, ...], np.ndarray] = {} if data_marginals is None else data_marginals
+
+    def data_marginal(clique: tuple[str, ...]) -> np.ndarray:
+        if clique not in cache:
+            cache[clique] = data.marginal(clique)
+        return cache[clique]
+
     qualities = [
-        selection_quality(data.marginal(c), hypothesis.marginal(c), sigma=sigma) for c in candidates
+        selection_quality(data_marginal(c), hypothesis.marginal(c), sigma=sigma) for c in candidates
     ]
     return exponential_mechanism(qualities, epsilon=epsilon, sensitivity=2.0 / data.n, noise=noise)
 
@@ -269,10 +281,12 @@ def workload_prior(
     hypothesis, measurements = start.hypothesis, list(start.measurements)
     remaining = list(plan.candidates)
     sigma = clique_sigma(plan.noise_multiplier, data.n)
+    data_marginals: dict[tuple[str, ...], np.ndarray] = {}  # at most 2^12 cells a candidate
     for _ in range(plan.rounds):
         pick = select_clique(
-            data, hypothesis, remaining, epsilon=plan.selection_epsilon, sigma=sigma, noise=noise
-        )
+            data, hypothesis, remaining, epsilon=plan.selection_epsilon, sigma=sigma,
+            noise=noise, data_marginals=data_marginals,
+        )  # fmt: skip
         clique = remaining.pop(pick)  # the selection is released: public from here
         measurements.append(
             measure_clique(data, clique, noise_multiplier=plan.noise_multiplier, noise=noise)
