@@ -162,11 +162,7 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
     factor = rng.normal(scale=0.01, size=(100,) * 3)
 
     def scatter() -> Any:
-        if dev.fused is not None:
-            table = dev.xp.zeros(cells, dtype=dev.xp.float64, device=dev.device)
-            dev.fused.clique_marginal(table, columns, p, clique, sizes[:3])
-            return table
-        return dev.scatter_add(support_array.cell_codes(dev, columns, clique, sizes[:3]), p, cells)
+        return support_array.device_marginal(dev, columns, p, clique, sizes[:3])
 
     def to_host() -> Any:
         return support_array.marginal(dev, columns, p, clique, sizes[:3])

@@ -200,7 +200,7 @@ class CupyKernels(FusedKernels):
                  for c in _C_TYPES.values()]  # fmt: skip
         self._module = cupy.RawModule(code=CUDA_SOURCE, name_expressions=names)
 
-    def _clique(self, columns: Any, axes: Sequence[int], sizes: Sequence[int]) -> tuple:
+    def _clique(self, axes: Sequence[int], sizes: Sequence[int]) -> tuple:
         cupy = self._cupy
         return (
             cupy.asarray(np.asarray(axes, dtype=np.int64)),
@@ -217,7 +217,7 @@ class CupyKernels(FusedKernels):
         columns = self._cupy.ascontiguousarray(columns)  # the C reads row-major codes
         records, cells = probabilities.shape[0], out.shape[0]
         shared = cells <= SHARED_CELLS
-        axes_d, sizes_d, width = self._clique(columns, axes, sizes)
+        axes_d, sizes_d, width = self._clique(axes, sizes)
         self._kernel("clique_marginal", columns)(
             (self._blocks(records),), (self.threads,),
             (columns, np.int64(records), probabilities, axes_d, sizes_d, width, out,
@@ -230,7 +230,7 @@ class CupyKernels(FusedKernels):
     ) -> None:
         columns = self._cupy.ascontiguousarray(columns)
         records = out.shape[0]
-        axes_d, sizes_d, width = self._clique(columns, axes, sizes)
+        axes_d, sizes_d, width = self._clique(axes, sizes)
         self._kernel("gather_add", columns)(
             (self._blocks(records),),
             (self.threads,),

@@ -259,15 +259,15 @@ class SupportHistogram:
         the index on the support's device, where it has one)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
-        if cached is None and self.device is not None:
-            axes = self.domain.axes(attrs)
-            sizes = tuple(self.domain.shape[a] for a in axes)
-            cached = support_array.occupied(self.device, self._columns, axes, sizes)
-            self._cell_index.put(key, cached)
-        elif cached is None:
-            codes, sizes = self._codes(attrs)
-            cells, inverse = occupied_cells(codes, math.prod(sizes))
-            cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
+        if cached is None:
+            if self.device is not None:  # a sort on the device; only the cells cross
+                axes = self.domain.axes(attrs)
+                sizes = tuple(self.domain.shape[a] for a in axes)
+                cached = support_array.occupied(self.device, self._columns, axes, sizes)
+            else:
+                codes, sizes = self._codes(attrs)
+                cells, inverse = occupied_cells(codes, math.prod(sizes))
+                cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
             self._cell_index.put(key, cached)
         return cached
 

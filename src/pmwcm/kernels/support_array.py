@@ -35,6 +35,7 @@ from pmwcm.kernels.array_device import ArrayDevice
 __all__ = [
     "cell_codes",
     "descend",
+    "device_marginal",
     "gathered",
     "marginal",
     "normalised",
@@ -63,16 +64,23 @@ def normalised(dev: ArrayDevice, weights: Any) -> tuple[Any, Any]:
     return log_w, xp.exp(log_w)
 
 
-def marginal(
+def device_marginal(
     dev: ArrayDevice, columns: Any, probabilities: Any, axes: Sequence[int], sizes: Sequence[int]
-) -> FloatArray:
-    """The marginal table on the clique (host, shape ``sizes``)."""
+) -> Any:
+    """The marginal table on the clique, flat (C order) and on the device."""
     cells = math.prod(sizes)
     if dev.fused is not None:  # one pass: codes in registers, weights added by atomics
         table = dev.xp.zeros(cells, dtype=dev.xp.float64, device=dev.device)
         dev.fused.clique_marginal(table, columns, probabilities, axes, sizes)
-    else:
-        table = dev.scatter_add(cell_codes(dev, columns, axes, sizes), probabilities, cells)
+        return table
+    return dev.scatter_add(cell_codes(dev, columns, axes, sizes), probabilities, cells)
+
+
+def marginal(
+    dev: ArrayDevice, columns: Any, probabilities: Any, axes: Sequence[int], sizes: Sequence[int]
+) -> FloatArray:
+    """The marginal table on the clique (host, shape ``sizes``)."""
+    table = device_marginal(dev, columns, probabilities, axes, sizes)
     host = dev.to_numpy(table, copy=False)  # the table is this call's own
     return np.asarray(host, dtype=np.float64).reshape(tuple(sizes))
 
