@@ -24,21 +24,24 @@ from pmwcm.mechanisms.priors.support import FIT_WORK_CAP, support_fit_budget
 
 DOMAIN = Domain.from_sizes({"a": 3, "b": 7, "c": 2, "d": 11})
 CLIQUES = [("a",), *itertools.combinations(DOMAIN.names, 2)]
+#: A measured update's or an announced clique's: any length (the Horner kernels).
+WIDE_CLIQUES = [*CLIQUES, ("a", "b", "c"), ("a", "b", "c", "d"), ("b", "d", "c")]
 
 
+@pytest.mark.parametrize("cliques", [CLIQUES, WIDE_CLIQUES], ids=["pairs", "wide"])
 @pytest.mark.parametrize("size", [1000, CHUNK_MIN_RECORDS + 17])  # one chunk, and several
-def test_the_passes_equal_bincount_and_gather(size: int) -> None:
+def test_the_passes_equal_bincount_and_gather(size: int, cliques: list[tuple[str, ...]]) -> None:
     rng = np.random.default_rng(size)
     records = np.stack([rng.integers(0, s, size) for s in DOMAIN.sizes], axis=1)
     log_w = rng.normal(size=size)
-    layout = CliqueLayout(DOMAIN, CLIQUES)
+    layout = CliqueLayout(DOMAIN, cliques)
     columns = columns_of(records.astype(np.uint8))
     shift = float(log_w.max())
     flat, total = clique_marginals(columns, log_w, layout, shift=shift)
     p = np.exp(log_w - shift)
     codes = [
         cell_codes(records, DOMAIN.axes(c), shape)
-        for c, shape in zip(CLIQUES, layout.shapes, strict=True)
+        for c, shape in zip(cliques, layout.shapes, strict=True)
     ]
     for table, code, shape in zip(layout.split(flat), codes, layout.shapes, strict=True):
         expected = np.bincount(code, weights=p, minlength=int(np.prod(shape))).reshape(shape)
@@ -58,9 +61,13 @@ def test_the_passes_equal_bincount_and_gather(size: int) -> None:
     assert moved_total == pytest.approx(again_total, rel=1e-12)
 
 
-def test_a_clique_of_three_is_refused_by_the_passes() -> None:
+def test_a_clique_of_three_takes_the_horner_rows_not_the_pair_ones() -> None:
+    layout = CliqueLayout(DOMAIN, [("b",), ("a", "c", "d")])
     with pytest.raises(ValueError, match="one or two attributes"):
-        CliqueLayout(DOMAIN, [("a", "b", "c")]).pairs()
+        layout.pairs()
+    axes, sizes = layout.horner()
+    assert axes.tolist() == [[4, 4, 1], [0, 2, 3]]  # "b" padded with the zero slot m = 4
+    assert sizes.tolist() == [[1, 1, 7], [3, 2, 11]]
 
 
 def test_the_fit_budget_caps_the_whole_fit() -> None:

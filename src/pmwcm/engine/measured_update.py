@@ -297,7 +297,7 @@ class MeasuredUpdate:
         if not (isinstance(self.reserve, int) and self.reserve >= 0):
             raise ValueError(f"reserve must be a non-negative integer, got {self.reserve!r}.")
 
-    def due(self, *, answered: int, updates: int, cutoff: int) -> bool:
+    def due(self, *, answered: int, updates: int, cutoff: int, measured: bool = True) -> bool:
         """Whether the next fresh query gets an update without the sparse vector's test.
 
         The pacing schedule (issue 35, "no unspent budget"), over the
@@ -308,8 +308,12 @@ class MeasuredUpdate:
 
         * the ``T - reserve`` paced updates fall due evenly over the first
           ``k' = ceil(0.95 k)`` answers, the ``i``-th at the first fresh query from
-          answer ``ceil(i k' / (T - reserve))`` on, whenever the updates made so far
-          (paced or flagged) lag behind it;
+          answer ``ceil(i k' / (T - reserve))`` on whose clique is ``measured``
+          (:meth:`measures`), whenever the updates made so far (paced or flagged) lag
+          behind it: a paced update teaches the hypothesis a measured marginal, where
+          an unmeasured clique's would be an oracle call at the measurement's noise
+          level, a noisy released answer (on full-resolution Adult at ``epsilon = 1``
+          the stream's worst answers were such calls);
         * the ``reserve`` left (``max(reserve, ceil(0.3 T))``) are the sparse vector's,
           so that an error it flags
           late in the stream still has an update behind it;
@@ -331,6 +335,8 @@ class MeasuredUpdate:
         [31, 63, 94, 98, 99]
         """
         if self.pace_queries is None or self.kind == "oracle" or updates >= cutoff:
+            return False
+        if not measured:
             return False
         if answered >= self.pace_queries - (cutoff - updates):
             return True  # the end of the expected stream: spend what is left

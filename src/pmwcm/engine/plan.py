@@ -244,18 +244,15 @@ def plan_budget(
     except (ValueError, ArithmeticError) as exc:
         raise _no_level(epsilon, delta, exc) from None
     backend = resolved.backend_choice(domain, n)  # ValueError naming the setting
-    # The measured update refits onto cliques of any size: the dense hypothesis only (the
-    # support's passes take one- and two-way cliques); a public fact of the schema.
-    measuring = (
-        config.update_kind != "oracle" and kind == "cm" and not composition
-        and backend.kind == "dense"
-    )  # fmt: skip
+    # The measured update refits onto cliques of any size, on either backend (the support's
+    # passes take any clique: pmwcm.kernels.support_passes).
+    measuring = config.update_kind != "oracle" and kind == "cm" and not composition
     if measuring:  # issue 35: paced measurements need a few updates (public)
         updates = measured_updates(resolved.max_updates, config.announced_queries)
         resolved = replace(resolved, max_updates=updates)
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
-        if candidates and prior.multiplier is not None and backend.kind == "dense":
+        if candidates and prior.multiplier is not None:
             prior = workload_levels(resolved, accountant, candidates, attributes=len(domain))
         sv = None if composition else SparseVectorPlan.of(resolved, accountant)
         fixed = dp_accounting.ComposedDpEvent(

@@ -172,12 +172,14 @@ def _paid_marginal_prior(
     if workload is not None:  # charged whole before any selection reads the data
         for event in workload.events():
             ledger.spend(event, label="prior: workload clique round")
+    release: PriorRelease[Histogram]
     if plan.backend.kind == "support":
-        return support_marginal_prior(
+        release = support_marginal_prior(
             data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size,
             device=resolve_device(plan.config.device),
         )  # fmt: skip
-    release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+    else:
+        release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
     if workload is None:
         return release
     return workload_prior(data, release, workload, noise=noise)

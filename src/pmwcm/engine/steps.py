@@ -113,6 +113,7 @@ class EngineSteps:
             answered=len(self.running.log.released),
             updates=len(self.running.updates),
             cutoff=parts.settings.max_updates,
+            measured=update.measures(parts.data.domain, round_.clique),
         ):
             return True
         sensitivity = round_.sensitivity(parts.data.n)

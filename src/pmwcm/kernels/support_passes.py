@@ -32,6 +32,7 @@ import itertools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -70,16 +71,21 @@ class CliqueLayout:
         cells = [int(np.prod(shape, dtype=np.int64)) for shape in self.shapes]
         self.offsets = np.cumsum([0, *cells]).astype(np.int64)
 
+    @property
+    def width(self) -> int:
+        """Attributes of the widest clique (0 without cliques)."""
+        return max((len(shape) for shape in self.shapes), default=0)
+
     def pairs(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """Each clique as ``(first axis, second axis, second's size)``: its cell code is
         ``x[first] * size + x[second]``, a one-way clique's second axis being the zero
-        slot ``m`` (the passes take cliques of one or two attributes, as the priors measure).
+        slot ``m`` (the pair passes: the priors measure one- and two-way cliques).
 
         Raises:
-            ValueError: a clique of three or more attributes.
+            ValueError: a clique of three or more attributes (:meth:`horner` takes it).
         """
-        if any(len(shape) > 2 for shape in self.shapes):
-            raise ValueError("the support passes take cliques of one or two attributes.")
+        if self.width > 2:
+            raise ValueError("the pair passes take cliques of one or two attributes.")
         first, second, stride = [], [], []
         for k in range(len(self.shapes)):
             axes = self.axes[self.starts[k] : self.starts[k + 1]]
@@ -88,6 +94,20 @@ class CliqueLayout:
             second.append(int(axes[1]) if len(axes) == 2 else self.attributes)
             stride.append(int(sizes[1]) if len(axes) == 2 else 1)
         return tuple(np.array(v, dtype=np.int64) for v in (first, second, stride))  # type: ignore[return-value]
+
+    def horner(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every clique as ``(axes, sizes)`` rows of :attr:`width` entries, for cliques of any
+        length: its cell code is Horner's ``c = c * sizes[j] + x[axes[j]]`` over the row, a
+        shorter clique padded in front with the zero slot ``m`` and size 1 (which leave
+        ``c`` at 0)."""
+        width = max(self.width, 1)
+        axes = np.full((len(self.shapes), width), self.attributes, dtype=np.int64)
+        sizes = np.ones((len(self.shapes), width), dtype=np.int64)
+        for k in range(len(self.shapes)):
+            begin, end = int(self.starts[k]), int(self.starts[k + 1])
+            axes[k, width - (end - begin) :] = self.axes[begin:end]
+            sizes[k, width - (end - begin) :] = self.sizes[begin:end]
+        return axes, sizes
 
     @property
     def cells(self) -> int:
@@ -178,6 +198,87 @@ def _step(
     return top, total
 
 
+@njit(cache=True, nogil=True)
+def _marginals_wide(
+    columns: Columns,
+    log_w: FloatArray,
+    shift: float,
+    axes: NDArray[np.int64],
+    sizes: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    out: FloatArray,
+    begin: int,
+    end: int,
+) -> float:
+    total = 0.0
+    m = columns.shape[0]
+    record = np.zeros(m + 1, dtype=np.int64)  # slot m stays 0: the padding's axis
+    cliques, width = axes.shape
+    for i in range(begin, end):
+        p = np.exp(log_w[i] - shift)
+        total += p
+        for a in range(m):
+            record[a] = columns[a, i]
+        for k in range(cliques):
+            code = 0
+            for j in range(width):
+                code = code * sizes[k, j] + record[axes[k, j]]
+            out[offsets[k] + code] += p
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _step_wide(
+    columns: Columns,
+    log_w: FloatArray,
+    residuals: FloatArray,
+    step: float,
+    shift: float,
+    axes: NDArray[np.int64],
+    sizes: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    out: FloatArray,
+    tables: FloatArray,
+    begin: int,
+    end: int,
+) -> tuple[float, float]:
+    top = -np.inf
+    total = 0.0
+    m = columns.shape[0]
+    record = np.zeros(m + 1, dtype=np.int64)
+    cliques, width = axes.shape
+    cells = np.empty(cliques, dtype=np.int64)
+    for i in range(begin, end):
+        for a in range(m):
+            record[a] = columns[a, i]
+        g = 0.0
+        for k in range(cliques):
+            code = 0
+            for j in range(width):
+                code = code * sizes[k, j] + record[axes[k, j]]
+            cells[k] = offsets[k] + code
+            g += residuals[cells[k]]
+        value = log_w[i] - step * g
+        out[i] = value
+        if value > top:
+            top = value
+        p = np.exp(value - shift)
+        total += p
+        for k in range(cliques):
+            tables[cells[k]] += p
+    return top, total
+
+
+def _kernels(layout: CliqueLayout) -> tuple[Any, Any, tuple[NDArray[np.int64], ...]]:
+    """The marginal and step kernels for ``layout`` and their clique arguments: the pair
+    kernels where every clique has one or two attributes (the priors' cliques; a
+    cell code of one multiply-add), the Horner kernels otherwise (measured updates'
+    and announced cliques: 1.3-1.5x slower per record-clique visit on pairs)."""
+    if layout.width <= 2:
+        return _marginals, _step, (*layout.pairs(), layout.offsets)
+    return _marginals_wide, _step_wide, (*layout.horner(), layout.offsets)
+
+
 #: Records per chunk below which a pass runs as one chunk.
 CHUNK_MIN_RECORDS = 2**16
 #: Chunks a larger pass is cut into (fixed, so that its sums do not depend on the machine).
@@ -205,11 +306,11 @@ def clique_marginals(
     support is cut into :data:`PASS_CHUNKS` chunks, each summed into its own tables on
     its own thread, then added in chunk order.
     """
-    pair = layout.pairs()
+    marginals, _, cliques = _kernels(layout)
 
     def run(chunk: tuple[int, int]) -> tuple[FloatArray, float]:
         out = np.zeros(layout.cells)
-        total = _marginals(columns, log_w, shift, *pair, layout.offsets, out, *chunk)
+        total = marginals(columns, log_w, shift, *cliques, out, *chunk)
         return out, float(total)
 
     parts = list(_pool().map(run, _chunks(log_w.size)))
@@ -235,14 +336,13 @@ def descent_step(
     pass). ``shift`` must bound ``w'`` from above (no ``exp`` overflows); a bound far
     above the maximum underflows the tables, which the caller sees from the maximum."""
     out = np.empty_like(log_w)
-    pair = layout.pairs()
+    _, step_kernel, cliques = _kernels(layout)
 
     def run(chunk: tuple[int, int]) -> tuple[float, FloatArray, float]:
         tables = np.zeros(layout.cells)
-        top, total = _step(
-            columns, log_w, residuals, float(step), float(shift), *pair, layout.offsets,
-            out, tables, *chunk,
-        )  # fmt: skip
+        top, total = step_kernel(
+            columns, log_w, residuals, float(step), float(shift), *cliques, out, tables, *chunk
+        )
         return float(top), tables, float(total)
 
     parts = list(_pool().map(run, _chunks(log_w.size)))

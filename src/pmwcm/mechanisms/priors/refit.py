@@ -40,16 +40,21 @@ from collections.abc import Sequence
 
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
 from pmwcm.kernels.support import SupportHistogram
-from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram
-from pmwcm.mechanisms.priors.support import fit_support
+from pmwcm.mechanisms.priors.marginals import Measurement, default_iterations, fit_histogram
+from pmwcm.mechanisms.priors.support import fit_support, support_fit_budget
 
-__all__ = ["refit_to_measurements"]
+__all__ = ["refit_to_measurements", "whole_fit"]
 
 
 def refit_to_measurements(
-    hypothesis: Histogram, measurements: Sequence[Measurement], *, iterations: int
+    hypothesis: Histogram,
+    measurements: Sequence[Measurement],
+    *,
+    iterations: int,
+    continuation: int | None = None,
 ) -> Histogram:
-    """``iterations`` entropic mirror-descent steps from ``hypothesis`` onto ``measurements``.
+    """``iterations`` entropic mirror-descent steps from ``hypothesis`` onto ``measurements``
+    (``continuation``: as :func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`'s).
 
     A new histogram of the same backend; ``hypothesis`` is not changed. With no
     measurements or no iterations it is returned as it is.
@@ -63,11 +68,28 @@ def refit_to_measurements(
         return hypothesis
     if isinstance(hypothesis, DenseHistogram):
         return fit_histogram(
-            hypothesis.domain, measurements, iterations=iterations, start=hypothesis
-        )
+            hypothesis.domain, measurements, iterations=iterations, start=hypothesis,
+            continuation=continuation,
+        )  # fmt: skip
     if isinstance(hypothesis, SupportHistogram):
-        return fit_support(hypothesis, measurements, iterations=iterations)
+        return fit_support(
+            hypothesis, measurements, iterations=iterations, continuation=continuation
+        )
     raise ValueError(
         f"No fit onto measurements for a {type(hypothesis).__name__} hypothesis "
         "(dense and support histograms have one)."
     )
+
+
+def whole_fit(hypothesis: Histogram, measurements: Sequence[Measurement]) -> Histogram:
+    """The prior's whole fit from ``hypothesis`` onto ``measurements``, at its backend's
+    public work budget: :func:`~pmwcm.mechanisms.priors.marginals.default_iterations` on a
+    dense histogram, :func:`~pmwcm.mechanisms.priors.support.support_fit_budget` (with its
+    continuation) on a support."""
+    if isinstance(hypothesis, SupportHistogram):
+        iterations, continuation = support_fit_budget(hypothesis.size, len(measurements))
+        return refit_to_measurements(
+            hypothesis, measurements, iterations=iterations, continuation=continuation
+        )
+    iterations = default_iterations(hypothesis.domain, len(measurements))
+    return refit_to_measurements(hypothesis, measurements, iterations=iterations)

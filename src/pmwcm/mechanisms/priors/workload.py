@@ -23,10 +23,12 @@ Miklau 2022, Algorithm 2), for ``R`` rounds (:func:`workload_plan`):
 2. **Measure** (reads the data): ``y = D_C + N(0, sigma^2 I)``,
    ``sigma = m sqrt(2) / n``: the Gaussian mechanism, ``GaussianDpEvent(m)``
    (:func:`~pmwcm.mechanisms.marginal_measurement.measure_clique`).
-3. **Refit** (post-processing): the prior's entropic fit
-   (:func:`~pmwcm.mechanisms.priors.marginals.fit_histogram`) from the current
-   hypothesis onto every measurement so far, pairs included (a short one,
-   :data:`ROUND_ITERATIONS` steps, between rounds; the whole fit after the last).
+3. **Refit** (post-processing): the prior's entropic fit on the prior's backend
+   (:func:`~pmwcm.mechanisms.priors.refit.refit_to_measurements`: the dense
+   histogram's, or the weighted support's) from the current hypothesis onto every
+   measurement so far, pairs included (a short one, :data:`ROUND_ITERATIONS` steps,
+   between rounds; the whole fit, :func:`~pmwcm.mechanisms.priors.refit.whole_fit`,
+   after the last).
 
 **Guarantee.** The rounds are an adaptive composition of ``R`` pairs
 ``(EpsilonDeltaDpEvent(eps_0), GaussianDpEvent(m))``; with the pairs' event
@@ -58,16 +60,12 @@ import dp_accounting
 import numpy as np
 
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import DenseHistogram
+from pmwcm.kernels.histogram import Histogram
 from pmwcm.mechanisms.accounting.events import EpsilonDeltaDpEvent
 from pmwcm.mechanisms.marginal_measurement import clique_sigma, measure_clique
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.priors.marginals import (
-    PriorRelease,
-    default_iterations,
-    fit_histogram,
-    measurement_event,
-)
+from pmwcm.mechanisms.priors.marginals import PriorRelease, measurement_event
+from pmwcm.mechanisms.priors.refit import refit_to_measurements, whole_fit
 from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
@@ -239,7 +237,7 @@ def exponential_mechanism(
 
 def select_clique(
     data: PrivateData,
-    hypothesis: DenseHistogram,
+    hypothesis: Histogram,
     candidates: Sequence[tuple[str, ...]],
     *,
     epsilon: float,
@@ -269,11 +267,11 @@ def select_clique(
 
 def workload_prior(
     data: PrivateData,
-    start: PriorRelease[DenseHistogram],
+    start: PriorRelease[Histogram],
     plan: WorkloadPlan,
     *,
     noise: NoiseSource,
-) -> PriorRelease[DenseHistogram]:
+) -> PriorRelease[Histogram]:
     """``plan.rounds`` rounds of select, measure, refit from ``start`` (module docstring).
 
     The caller must have charged :meth:`WorkloadPlan.events` to its ledger first.
@@ -292,11 +290,8 @@ def workload_prior(
             measure_clique(data, clique, noise_multiplier=plan.noise_multiplier, noise=noise)
         )
         # A short warm-started fit is enough to steer the next selection...
-        hypothesis = fit_histogram(
-            data.domain, measurements, iterations=ROUND_ITERATIONS, start=hypothesis,
-            continuation=1,
-        )  # fmt: skip
+        hypothesis = refit_to_measurements(
+            hypothesis, measurements, iterations=ROUND_ITERATIONS, continuation=1
+        )
     # ... and the start gets the prior's whole fit onto every measurement.
-    iterations = default_iterations(data.domain, len(measurements))
-    hypothesis = fit_histogram(data.domain, measurements, iterations=iterations, start=hypothesis)
-    return PriorRelease(hypothesis, tuple(measurements))
+    return PriorRelease(whole_fit(hypothesis, measurements), tuple(measurements))
