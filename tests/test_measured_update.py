@@ -3,6 +3,8 @@ measurement, reads the data only through it, and its accounting is exact composi
 
 from __future__ import annotations
 
+import dataclasses
+
 import dp_accounting
 import numpy as np
 import pytest
@@ -234,3 +236,51 @@ def test_a_snapshot_carries_the_measurements_and_the_restored_engine_goes_on(see
         restored.answer(query)
     assert len(restored.updates) > made
     assert restored.ledger.entries[-1].label.startswith("clique measurement")
+
+
+#: One attribute wide enough that a clique with it cannot be measured (> 2^12 cells).
+WIDE_DOMAIN = Domain.from_sizes({"y": 2, "x": 2, "wide": 3000})
+
+
+def test_an_unmeasurable_clique_takes_four_slots_at_half_the_multiplier(seed: int) -> None:
+    """On a support, the oracle call on a clique too large to measure is one Gaussian at
+    ``m / 2`` taking four slots from a pool of twelve the plan keeps beyond the
+    measurements' ``T``, then one slot once the pool is spent; the ledger stays exact
+    composition within the budget, and the engine halts once the slots are spent
+    (threshold 0: the sparse vector flags nearly every query)."""
+    rng = np.random.default_rng(seed)
+    records = np.stack([rng.integers(0, s, 4_000) for s in WIDE_DOMAIN.sizes], axis=1)
+    data = PrivateData.from_records(WIDE_DOMAIN, records)
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=50, mode="hybrid", after_halt="synthetic",
+        update="measure", threshold=0.0, backend="support", support_size=1000,
+    )  # fmt: skip
+    engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
+    update, cutoff = engine.measured_update, engine.settings.max_updates
+    assert update is not None and (update.oracle_slots, update.oracle_pool) == (4, 12)
+    assert cutoff == 12 + 20
+    wide = CMQuery(loss="logistic", target="y", features=("wide",), encodings={"wide": "ordinal"})
+    narrow = CMQuery(loss="logistic", target="y", features=("x",))
+    assert not update.measures(WIDE_DOMAIN, wide.clique) and update.measures(
+        WIDE_DOMAIN, narrow.clique
+    )
+    ridge = [
+        dataclasses.replace(wide, l2=0.01 * (j + 1)) for j in range(2 * cutoff)
+    ]  # distinct queries on the wide clique
+    for query in [narrow, *ridge]:
+        engine.answer(query)
+        if engine.halted:
+            break
+    calls = [e for e in engine.ledger.entries if e.label.startswith("oracle call")]
+    assert calls and all(
+        e.event.noise_multiplier == pytest.approx(update.noise_multiplier / 2.0) for e in calls[:3]
+    )
+    used = update.slots_used(WIDE_DOMAIN, [u.round.clique for u in engine.updates], cutoff=cutoff)
+    measured = sum(update.measures(WIDE_DOMAIN, u.round.clique) for u in engine.updates)
+    assert engine.halted and used.total == cutoff and used.pooled == 12
+    # Three calls of four slots from the pool, then one slot each until T is spent.
+    assert len(engine.updates) == measured + len(calls) and len(calls) == 3 + cutoff - 12 - measured
+    pooled = [e for e in calls if e.event.noise_multiplier < update.noise_multiplier]
+    assert len(pooled) == 3
+    exact = _exact_epsilon([e.event for e in engine.ledger.entries], 1e-6)
+    assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9

@@ -54,6 +54,7 @@ from pmwcm.engine.measured_update import (
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
+    fallback_slots,
     measured_updates,
 )
 from pmwcm.engine.noise_levels import calibrate_oracle, default_threshold, make_accountant
@@ -131,6 +132,7 @@ class BudgetPlan:
         multiplier, the pacing over the expected stream), or ``None`` for the oracle's."""
         if self.update == "oracle" or self.kind != "cm" or self.mode == "composition":
             return None
+        fallback = _fallback(self.update, self.backend.kind, self.config)
         return MeasuredUpdate(
             kind=self.update,
             noise_multiplier=self.oracle_noise_level,
@@ -143,6 +145,8 @@ class BudgetPlan:
             # the announced distinct queries themselves (the threshold rule's floor of
             # 1,000 would put a short file's updates after its end), else the rule's k
             pace_queries=self.config.announced_queries or self.config.expected_queries,
+            oracle_slots=fallback[0],
+            oracle_pool=fallback[1],
         )
 
     def engine_settings(self) -> EngineSettings:
@@ -249,7 +253,8 @@ def plan_budget(
     measuring = config.update_kind != "oracle" and kind == "cm" and not composition
     if measuring:  # issue 35: paced measurements need a few updates (public)
         updates = measured_updates(resolved.max_updates, config.announced_queries)
-        resolved = replace(resolved, max_updates=updates)
+        pool = _fallback(config.update_kind, backend.kind, resolved)[1]
+        resolved = replace(resolved, max_updates=updates + pool)
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
         if candidates and prior.multiplier is not None:
@@ -303,6 +308,12 @@ def _update_level(
         config.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
     )
     return calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
+
+
+def _fallback(update: str, backend: str, config: PMWConfig) -> tuple[int, int]:
+    """:func:`~pmwcm.engine.measured_update.fallback_slots` of this plan (public)."""
+    gaussian = isinstance(config.oracle.privacy_event(1.0), dp_accounting.GaussianDpEvent)
+    return fallback_slots(update, backend=backend, gaussian_oracle=gaussian)  # type: ignore[arg-type]
 
 
 def _no_level(epsilon: float, delta: float, exc: BaseException) -> BudgetRefused:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pmwcm.engine.answer_log import AnswerLog
+from pmwcm.engine.measured_update import SlotsUsed
 from pmwcm.engine.parts import EngineParts
 from pmwcm.engine.state import Answer, EngineState, PastUpdate, UpdateRecord
 from pmwcm.kernels.histogram import Histogram
@@ -35,6 +36,17 @@ class RunningState:
         self.updates: list[UpdateRecord] = []
         self.sv_paid = False
         self.log = AnswerLog()
+
+    def slots_used(self, parts: EngineParts) -> SlotsUsed:
+        """The update slots the updates made so far took out of ``T``: one each, but an
+        oracle call the measured update gave more
+        (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.slots`; recomputed from
+        the updates' cliques, public, so no state keeps it)."""
+        update = parts.measured_update
+        if update is None:
+            return SlotsUsed(total=len(self.updates))
+        cliques = [record.round.clique for record in self.updates]
+        return update.slots_used(parts.data.domain, cliques, cutoff=parts.settings.max_updates)
 
     def export(self, parts: EngineParts, *, log: bool) -> EngineState:
         """The frozen value of this state and of ``parts``' ledger and sparse vector."""
@@ -135,8 +147,8 @@ class StateView:
         ``after_halt="synthetic"`` serves the final hypothesis as promised
         instead of refusing every later query.
         """
-        updates = len(self._running.updates)
-        return updates >= self._parts.settings.max_updates or self._parts.sparse_vector.halted
+        used = self._running.slots_used(self._parts).total
+        return used >= self._parts.settings.max_updates or self._parts.sparse_vector.halted
 
     def state(self, *, log: bool = True) -> EngineState:
         """The engine's state as one frozen value (secret; see :class:`EngineState`).

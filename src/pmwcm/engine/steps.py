@@ -109,9 +109,11 @@ class EngineSteps:
         # vector's test (it reads only the count of distinct queries answered and of
         # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
+        used = self.running.slots_used(parts)
         if update is not None and update.due(
             answered=len(self.running.log.released),
-            updates=len(self.running.updates),
+            updates=used.total,
+            pooled=used.pooled,
             cutoff=parts.settings.max_updates,
             measured=update.measures(parts.data.domain, round_.clique),
         ):
@@ -181,13 +183,27 @@ class EngineSteps:
         self.running.updates.append(UpdateRecord(query=query, round=round_, private=answer))
         return self.release(key, answer, "oracle")
 
+    def oracle_level(self, round_: QueryRound) -> float:
+        """This round's oracle noise level: the plan's, or, where the measured update
+        gives an unmeasurable clique more slots, ``level / sqrt(slots)`` (public)."""
+        parts, update = self.parts, self.parts.measured_update
+        level = parts.oracle_noise_level
+        if update is None or not isinstance(round_, CMRound):
+            return level
+        slots = update.slots(
+            parts.data.domain, round_.clique, used=self.running.slots_used(parts),
+            cutoff=parts.settings.max_updates,
+        )  # fmt: skip
+        return update.oracle_level(level, slots)
+
     def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
         """A fresh private answer, paid for in the ledger before any noise is drawn."""
         parts = self.parts
-        event = round_.privacy_event(parts.oracle_noise_level)
+        level = self.oracle_level(round_)
+        event = round_.privacy_event(level)
         parts.ledger.spend(event, label=f"oracle call {len(self.running.updates) + 1}")
         return round_.private_answer(
-            data_marginal, n=parts.data.n, noise_level=parts.oracle_noise_level, noise=parts.noise
+            data_marginal, n=parts.data.n, noise_level=level, noise=parts.noise
         )
 
     def _update(
@@ -214,7 +230,7 @@ class EngineSteps:
             measurements=self.running.measurements,
             measurement=measurement,
             settings=parts.settings,
-            context=PublicContext(n=parts.data.n, noise_level=parts.oracle_noise_level),
+            context=PublicContext(n=parts.data.n, noise_level=self.oracle_level(round_)),
         )
         self.running.updates.append(record)
 
