@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pmwcm.engine.measured_update import (
+    UNMEASURED_THRESHOLD,
     MeasuredUpdate,
     project_onto,
     shrunk_measurement,
@@ -284,3 +285,36 @@ def test_an_unmeasurable_clique_takes_four_slots_at_half_the_multiplier(seed: in
     assert len(pooled) == 3
     exact = _exact_epsilon([e.event for e in engine.ledger.entries], 1e-6)
     assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9
+
+
+def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_slot() -> None:
+    """With no flagged query at all, the paced updates alone spend all ``T`` slots, the
+    oracle pool's included (it joins the schedule in step with the stream), and the
+    first ones fall where the schedule without the pool puts them."""
+    pooled = MeasuredUpdate(
+        kind="measure", noise_multiplier=1.0, pace_queries=1000, oracle_slots=4, oracle_pool=12
+    )
+    plain = dataclasses.replace(pooled, oracle_slots=1, oracle_pool=0)
+
+    def schedule(update: MeasuredUpdate, cutoff: int) -> list[int]:
+        made: list[int] = []
+        for j in range(1000):
+            if update.due(answered=j, updates=len(made), cutoff=cutoff):
+                made.append(j)
+        return made
+
+    with_pool, without = schedule(pooled, 32), schedule(plain, 20)
+    assert len(with_pool) == 32 and len(without) == 20
+    assert with_pool[0] <= without[0] and with_pool[-1] == 999
+    # Spread over the stream in step with it, not bunched at its end: by answer 600 the
+    # pool has added its share (12 x 601 / 950) to the schedule's.
+    assert sum(j < 600 for j in with_pool) >= sum(j < 600 for j in without) + 4
+
+
+def test_the_threshold_is_higher_on_an_unmeasurable_clique_of_a_support_plan() -> None:
+    pooled = MeasuredUpdate(kind="measure", noise_multiplier=1.0, oracle_slots=4, oracle_pool=12)
+    dense = dataclasses.replace(pooled, oracle_slots=1, oracle_pool=0)
+    narrow, wide = ("y", "x"), ("y", "wide")
+    assert pooled.threshold_factor(WIDE_DOMAIN, narrow) == 1.0
+    assert pooled.threshold_factor(WIDE_DOMAIN, wide) == UNMEASURED_THRESHOLD > 1.0
+    assert dense.threshold_factor(WIDE_DOMAIN, wide) == 1.0

@@ -120,6 +120,8 @@ class EngineSteps:
             return True
         sensitivity = round_.sensitivity(parts.data.n)
         threshold = self.threshold_units(sensitivity)
+        if update is not None:  # higher where a flag would buy an oracle call (public)
+            threshold *= update.threshold_factor(parts.data.domain, round_.clique)
         return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
 
     def threshold_units(self, sensitivity: float) -> float:
