@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from pmwcm.engine.measured_update import (
-    UNMEASURED_THRESHOLD,
     MeasuredUpdate,
     project_onto,
     shrunk_measurement,
@@ -19,6 +18,7 @@ from pmwcm.engine.measured_update import (
 from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
+from pmwcm.engine.update_slots import UNMEASURED_THRESHOLD, FallbackRule
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.kernels.queries import CMQuery
@@ -258,7 +258,7 @@ def test_an_unmeasurable_clique_takes_four_slots_at_half_the_multiplier(seed: in
     )  # fmt: skip
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
     update, cutoff = engine.measured_update, engine.settings.max_updates
-    assert update is not None and (update.oracle_slots, update.oracle_pool) == (4, 12)
+    assert update is not None and update.fallback == FallbackRule(slots=4, pool=12, threshold=3.0)
     assert cutoff == 12 + 20
     wide = CMQuery(loss="logistic", target="y", features=("wide",), encodings={"wide": "ordinal"})
     narrow = CMQuery(loss="logistic", target="y", features=("x",))
@@ -276,8 +276,8 @@ def test_an_unmeasurable_clique_takes_four_slots_at_half_the_multiplier(seed: in
     assert calls and all(
         e.event.noise_multiplier == pytest.approx(update.noise_multiplier / 2.0) for e in calls[:3]
     )
-    used = update.slots_used(WIDE_DOMAIN, [u.round.clique for u in engine.updates], cutoff=cutoff)
-    measured = sum(update.measures(WIDE_DOMAIN, u.round.clique) for u in engine.updates)
+    flags = [update.measures(WIDE_DOMAIN, u.round.clique) for u in engine.updates]
+    used, measured = update.fallback.slots_used(flags, cutoff=cutoff), sum(flags)
     assert engine.halted and used.total == cutoff and used.pooled == 12
     # Three calls of four slots from the pool, then one slot each until T is spent.
     assert len(engine.updates) == measured + len(calls) and len(calls) == 3 + cutoff - 12 - measured
@@ -292,9 +292,10 @@ def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_
     oracle pool's included (it joins the schedule in step with the stream), and the
     first ones fall where the schedule without the pool puts them."""
     pooled = MeasuredUpdate(
-        kind="measure", noise_multiplier=1.0, pace_queries=1000, oracle_slots=4, oracle_pool=12
-    )
-    plain = dataclasses.replace(pooled, oracle_slots=1, oracle_pool=0)
+        kind="measure", noise_multiplier=1.0, pace_queries=1000,
+        fallback=FallbackRule(slots=4, pool=12),
+    )  # fmt: skip
+    plain = dataclasses.replace(pooled, fallback=FallbackRule())
 
     def schedule(update: MeasuredUpdate, cutoff: int) -> list[int]:
         made: list[int] = []
@@ -311,10 +312,22 @@ def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_
     assert sum(j < 600 for j in with_pool) >= sum(j < 600 for j in without) + 4
 
 
-def test_the_threshold_is_higher_on_an_unmeasurable_clique_of_a_support_plan() -> None:
-    pooled = MeasuredUpdate(kind="measure", noise_multiplier=1.0, oracle_slots=4, oracle_pool=12)
-    dense = dataclasses.replace(pooled, oracle_slots=1, oracle_pool=0)
-    narrow, wide = ("y", "x"), ("y", "wide")
-    assert pooled.threshold_factor(WIDE_DOMAIN, narrow) == 1.0
-    assert pooled.threshold_factor(WIDE_DOMAIN, wide) == UNMEASURED_THRESHOLD > 1.0
-    assert dense.threshold_factor(WIDE_DOMAIN, wide) == 1.0
+def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: int) -> None:
+    """The plan's fallback rule: on a support, four slots, a pool of twelve and three times
+    the threshold on a clique too large to measure; on a dense hypothesis none of it."""
+    rng = np.random.default_rng(seed)
+    records = np.stack([rng.integers(0, s, 4_000) for s in WIDE_DOMAIN.sizes], axis=1)
+    data = PrivateData.from_records(WIDE_DOMAIN, records)
+    rules = {}
+    for backend in ("support", "dense"):
+        config = PMWConfig(
+            epsilon=1.0, delta=1e-6, announced_queries=50, mode="hybrid", update="measure",
+            backend=backend, support_size=1000 if backend == "support" else 0,
+        )  # fmt: skip
+        update = build_engine(data, config, noise=NumpyNoise(seed=seed)).measured_update
+        assert update is not None
+        rules[backend] = update.fallback
+    assert rules["dense"] == FallbackRule()
+    support = rules["support"]
+    assert support.threshold_factor(measured=True) == 1.0
+    assert support.threshold_factor(measured=False) == UNMEASURED_THRESHOLD > 1.0

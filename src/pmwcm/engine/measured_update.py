@@ -62,13 +62,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 import dp_accounting
 import numpy as np
 from scipy import stats
 
+from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import FloatArray, Histogram
@@ -90,7 +91,6 @@ from pmwcm.mechanisms.priors.refit import refit_to_measurements
 __all__ = [
     "UPDATE_KINDS",
     "MeasuredUpdate",
-    "SlotsUsed",
     "UpdateKind",
     "calibrate_update_noise",
     "measured_updates",
@@ -237,46 +237,6 @@ RESERVE_SHARE = 0.3
 #: steps, 1.31x at 10 and 2.44x at 30 (mean excess risk 2.3e-6, 2.1e-6, 1.6e-6), and
 #: on the 8,000-row table 1.17x, 1.59x, 1.81x; 100 steps gave 1.85x there.
 MEASURED_REFIT_ITERATIONS = 30
-#: Update slots an oracle call takes where a flagged clique is too large to measure
-#: (:meth:`MeasuredUpdate.slots`): one Gaussian at ``m / sqrt(4)``, exactly the four
-#: Gaussians at ``m`` it replaces. At one slot the call's answer is a 1/T-th share of
-#: the update budget: on full-resolution Adult at ``epsilon = 1`` (k = 2,000, seed 0,
-#: ``T = 20``) such calls were the stream's worst answers, max excess risk 1.5e-3
-#: against the oracle engine's 6.4e-4; at four slots the max was 4.7e-4.
-ORACLE_SLOTS = 4
-#: Oracle calls on unmeasurable cliques a support plan keeps slots for
-#: (:func:`fallback_slots`), beyond the measurements' ``T``; later ones take one slot.
-#: With four slots for every such call and no pool, those calls took the pacing's slots
-#: and the engine halted early (the same stream: 18.7% unchecked).
-ORACLE_POOL_CALLS = 3
-#: The sparse vector's threshold on an unmeasurable clique, in units of the rule's
-#: (:meth:`MeasuredUpdate.threshold_factor`). The rule's threshold lets about ``T / 2``
-#: queries through on noise alone: cheap where a flag buys a measurement, not where it
-#: buys an oracle call at a few slots. On full-resolution Adult from the workload-aware
-#: start (eps = 1, k = 2,000, seed 0) the factor 1 flagged every stream's unmeasurable
-#: cliques into oracle calls: max excess risk 1.7e-3, 12.5% unchecked, the updates'
-#: gain 0.95x; at 3 (and at 100: no such flag at all) 1.9e-4, none unchecked.
-UNMEASURED_THRESHOLD = 3.0
-
-
-def fallback_slots(kind: UpdateKind, *, backend: str, gaussian_oracle: bool) -> tuple[int, int]:
-    """``(oracle_slots, oracle_pool)`` of a plan (:class:`MeasuredUpdate`; public).
-
-    On a weighted support (full-resolution tables, where most cliques of a query
-    are too large to measure) an ``update="measure"`` plan gives an unmeasurable
-    clique's oracle call :data:`ORACLE_SLOTS` slots and keeps a pool of
-    :data:`ORACLE_POOL_CALLS` such calls beyond ``T``, so long as the oracle's event
-    is Gaussian (it then composes with the slots' exactly). Elsewhere ``(1, 0)``:
-    a dense hypothesis's flagged cliques were measurable in every measured regime.
-
-    >>> fallback_slots("measure", backend="support", gaussian_oracle=True)
-    (4, 12)
-    >>> fallback_slots("measure", backend="dense", gaussian_oracle=True)
-    (1, 0)
-    """
-    if kind == "measure" and backend == "support" and gaussian_oracle:
-        return ORACLE_SLOTS, ORACLE_SLOTS * ORACLE_POOL_CALLS
-    return 1, 0
 
 
 def measured_updates(planned: int, announced: int | None = None) -> int:
@@ -306,19 +266,6 @@ def measured_updates(planned: int, announced: int | None = None) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SlotsUsed:
-    """The update slots used so far: all of them, and those taken from the oracle pool.
-
-    Attributes:
-        total: slots used of ``T`` (the plan's ``max_updates``, the pool included).
-        pooled: of those, the slots the pool's oracle calls took (:meth:`MeasuredUpdate.slots`).
-    """
-
-    total: int = 0
-    pooled: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
 class MeasuredUpdate:
     """How the engine's flagged queries update the hypothesis (module docstring).
 
@@ -330,10 +277,9 @@ class MeasuredUpdate:
             (:meth:`due`); ``None``: no pacing, the sparse vector alone decides.
         reserve: the fewest updates the pacing leaves to the sparse vector until the
             end (:data:`RESERVE_SHARE` of ``T`` where that is more).
-        oracle_slots: the update slots an oracle call on an unmeasurable clique takes
-            (:meth:`slots`; :func:`fallback_slots`).
-        oracle_pool: the slots of ``T`` the pacing leaves to those calls
-            (:func:`fallback_slots`); once they are taken, such a call takes one slot.
+        fallback: how an oracle call on a clique too large to measure is paid
+            (:class:`~pmwcm.engine.update_slots.FallbackRule`: its slots, the pool of
+            them beyond ``T`` the pacing leaves to such calls, its threshold).
     """
 
     kind: UpdateKind
@@ -341,8 +287,7 @@ class MeasuredUpdate:
     refit_iterations: int = MEASURED_REFIT_ITERATIONS
     pace_queries: int | None = None
     reserve: int = 2
-    oracle_slots: int = 1
-    oracle_pool: int = 0
+    fallback: FallbackRule = field(default_factory=FallbackRule)
 
     def __post_init__(self) -> None:
         if self.kind not in UPDATE_KINDS:
@@ -356,12 +301,6 @@ class MeasuredUpdate:
             )
         if not (isinstance(self.reserve, int) and self.reserve >= 0):
             raise ValueError(f"reserve must be a non-negative integer, got {self.reserve!r}.")
-        if not (isinstance(self.oracle_slots, int) and self.oracle_slots >= 1):
-            raise ValueError(f"oracle_slots must be a positive integer, got {self.oracle_slots!r}.")
-        if not (isinstance(self.oracle_pool, int) and self.oracle_pool >= 0):
-            raise ValueError(
-                f"oracle_pool must be a non-negative integer, got {self.oracle_pool!r}."
-            )
 
     def due(
         self, *, answered: int, updates: int, cutoff: int, measured: bool = True, pooled: int = 0
@@ -384,8 +323,8 @@ class MeasuredUpdate:
           the stream's worst answers were such calls);
         * the ``reserve`` left (``max(reserve, ceil(0.3 T))``) are the sparse vector's,
           so that an error it flags
-          late in the stream still has an update behind it; the :attr:`oracle_pool`
-          slots beyond ``T`` are kept for unmeasurable cliques' oracle calls, the
+          late in the stream still has an update behind it; the fallback's pool of
+          slots beyond ``T`` is kept for unmeasurable cliques' oracle calls, the
           unused ones joining the schedule in step with the stream (all of them by
           answer ``k'``), so a stream with few such calls still spends its budget;
         * what is left at the end is spent there: from answer ``k - r`` on, with
@@ -414,9 +353,10 @@ class MeasuredUpdate:
         # The schedule counts the slots outside the oracle pool (``pooled`` of ``updates``);
         # the pool's unused slots join it in step with the stream.
         horizon = max(1, math.ceil(PACE_END * self.pace_queries))
-        measuring, made = cutoff - self.oracle_pool, updates - pooled
+        pool = self.fallback.pool
+        measuring, made = cutoff - pool, updates - pooled
         paced = measuring - max(self.reserve, math.ceil(RESERVE_SHARE * measuring))
-        paced += (self.oracle_pool - pooled) * min(answered + 1, horizon) // horizon
+        paced += (pool - pooled) * min(answered + 1, horizon) // horizon
         if paced < 1 or made >= paced:
             return False
         # Due at answer j (0-based) once floor((j + 1) paced / k') exceeds the count.
@@ -425,71 +365,6 @@ class MeasuredUpdate:
     def measures(self, domain: Domain, clique: tuple[str, ...]) -> bool:
         """Whether a flagged query on ``clique`` is measured (public: kind and schema)."""
         return self.kind != "oracle" and is_dense(domain.sizes_of(clique))
-
-    def threshold_factor(self, domain: Domain, clique: tuple[str, ...]) -> float:
-        """The sparse vector's threshold on ``clique`` in units of the plan's: where the plan
-        keeps an oracle pool (a support), :data:`UNMEASURED_THRESHOLD` on a clique too large
-        to measure, else 1. A per-query threshold that is a public function of the query
-        leaves the sparse vector's guarantee as it is (Lyu, Su, Li 2017, Alg. 1 takes any
-        public thresholds); a hypothesis answer it lets through is then certified to
-        that larger threshold."""
-        if self.oracle_pool == 0 or self.measures(domain, clique):
-            return 1.0
-        return UNMEASURED_THRESHOLD
-
-    def slots(
-        self, domain: Domain, clique: tuple[str, ...], *, used: SlotsUsed, cutoff: int
-    ) -> int:
-        """The update slots a flagged query on ``clique`` takes after ``used`` of ``cutoff``:
-        one for a measurement (or any update of ``"both"``); for the oracle call on a
-        clique too large to measure, :attr:`oracle_slots` while they fit in the
-        :attr:`oracle_pool` (and in ``cutoff``), else one. Its noise level is then
-        :meth:`oracle_level`.
-
-        ``T`` slots are calibrated as ``T`` Gaussian events at multiplier ``m``
-        (:func:`calibrate_update_noise`); ``j`` of them spent as one Gaussian at
-        ``m / sqrt(j)`` compose to exactly the same (the privacy loss of Gaussians
-        adds in ``1 / m^2``: Dong, Roth, Su 2022, Cor. 3.3; Bun, Steinke 2016,
-        Lemma 2.3), so the plan's guarantee holds whatever the mix. Public: the
-        setting, the schema, the counts.
-
-        >>> d = Domain.from_sizes({"a": 2, "b": 3, "c": 10_000})
-        >>> pace = MeasuredUpdate(kind="measure", noise_multiplier=1.0, oracle_slots=4,
-        ...                       oracle_pool=8)
-        >>> start = SlotsUsed()
-        >>> pace.slots(d, ("a", "b"), used=start, cutoff=28)
-        1
-        >>> pace.slots(d, ("a", "c"), used=start, cutoff=28)
-        4
-        >>> pace.slots(d, ("a", "c"), used=SlotsUsed(total=9, pooled=8), cutoff=28)  # pool spent
-        1
-        """
-        if self.kind != "measure" or self.measures(domain, clique):
-            return 1
-        wanted = self.oracle_slots
-        if (
-            wanted > 1
-            and used.pooled + wanted <= self.oracle_pool
-            and used.total + wanted <= cutoff
-        ):
-            return wanted
-        return 1
-
-    def slots_used(
-        self, domain: Domain, cliques: Sequence[tuple[str, ...]], *, cutoff: int
-    ) -> SlotsUsed:
-        """The slots the updates on ``cliques`` (in order) took out of ``cutoff``."""
-        used = SlotsUsed()
-        for clique in cliques:
-            taken = self.slots(domain, clique, used=used, cutoff=cutoff)
-            used = SlotsUsed(
-                total=used.total + taken, pooled=used.pooled + (taken if taken > 1 else 0)
-            )
-        return used
-
-    def oracle_level(self, level: float, slots: int) -> float:
-        """The oracle's noise level for a call taking ``slots`` slots: ``level / sqrt(slots)``."""
-        return level / math.sqrt(slots)
 
     @property
     def calls_oracle(self) -> bool:

@@ -54,13 +54,13 @@ from pmwcm.engine.measured_update import (
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
-    fallback_slots,
     measured_updates,
 )
 from pmwcm.engine.noise_levels import calibrate_oracle, default_threshold, make_accountant
 from pmwcm.engine.prior_plan import PriorLevels, prior_levels, workload_levels
 from pmwcm.engine.settings import EngineSettings
 from pmwcm.engine.sparse_vector_plan import SparseVectorPlan
+from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.accounting import Accountant
@@ -132,7 +132,6 @@ class BudgetPlan:
         multiplier, the pacing over the expected stream), or ``None`` for the oracle's."""
         if self.update == "oracle" or self.kind != "cm" or self.mode == "composition":
             return None
-        fallback = _fallback(self.update, self.backend.kind, self.config)
         return MeasuredUpdate(
             kind=self.update,
             noise_multiplier=self.oracle_noise_level,
@@ -145,8 +144,7 @@ class BudgetPlan:
             # the announced distinct queries themselves (the threshold rule's floor of
             # 1,000 would put a short file's updates after its end), else the rule's k
             pace_queries=self.config.announced_queries or self.config.expected_queries,
-            oracle_slots=fallback[0],
-            oracle_pool=fallback[1],
+            fallback=_fallback(self.update, self.backend.kind, self.config),
         )
 
     def engine_settings(self) -> EngineSettings:
@@ -253,7 +251,7 @@ def plan_budget(
     measuring = config.update_kind != "oracle" and kind == "cm" and not composition
     if measuring:  # issue 35: paced measurements need a few updates (public)
         updates = measured_updates(resolved.max_updates, config.announced_queries)
-        pool = _fallback(config.update_kind, backend.kind, resolved)[1]
+        pool = _fallback(config.update_kind, backend.kind, resolved).pool
         resolved = replace(resolved, max_updates=updates + pool)
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
@@ -310,10 +308,10 @@ def _update_level(
     return calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
 
 
-def _fallback(update: str, backend: str, config: PMWConfig) -> tuple[int, int]:
-    """:func:`~pmwcm.engine.measured_update.fallback_slots` of this plan (public)."""
+def _fallback(update: str, backend: str, config: PMWConfig) -> FallbackRule:
+    """The plan's :class:`~pmwcm.engine.update_slots.FallbackRule` (public)."""
     gaussian = isinstance(config.oracle.privacy_event(1.0), dp_accounting.GaussianDpEvent)
-    return fallback_slots(update, backend=backend, gaussian_oracle=gaussian)  # type: ignore[arg-type]
+    return FallbackRule.of(update, backend=backend, gaussian_oracle=gaussian)
 
 
 def _no_level(epsilon: float, delta: float, exc: BaseException) -> BudgetRefused:

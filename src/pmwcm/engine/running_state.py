@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pmwcm.engine.answer_log import AnswerLog
-from pmwcm.engine.measured_update import SlotsUsed
 from pmwcm.engine.parts import EngineParts
 from pmwcm.engine.state import Answer, EngineState, PastUpdate, UpdateRecord
+from pmwcm.engine.update_slots import SlotsUsed
 from pmwcm.kernels.histogram import Histogram
 from pmwcm.mechanisms.priors.marginals import Measurement
 
@@ -39,14 +39,15 @@ class RunningState:
 
     def slots_used(self, parts: EngineParts) -> SlotsUsed:
         """The update slots the updates made so far took out of ``T``: one each, but an
-        oracle call the measured update gave more
-        (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.slots`; recomputed from
-        the updates' cliques, public, so no state keeps it)."""
+        oracle call on an unmeasurable clique may take more
+        (:class:`~pmwcm.engine.update_slots.FallbackRule`; recomputed from the updates'
+        cliques, public, so no state keeps it)."""
         update = parts.measured_update
         if update is None:
             return SlotsUsed(total=len(self.updates))
-        cliques = [record.round.clique for record in self.updates]
-        return update.slots_used(parts.data.domain, cliques, cutoff=parts.settings.max_updates)
+        domain = parts.data.domain
+        measured = [update.measures(domain, record.round.clique) for record in self.updates]
+        return update.fallback.slots_used(measured, cutoff=parts.settings.max_updates)
 
     def export(self, parts: EngineParts, *, log: bool) -> EngineState:
         """The frozen value of this state and of ``parts``' ledger and sparse vector."""

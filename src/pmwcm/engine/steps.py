@@ -28,6 +28,7 @@ from pmwcm.engine.rounds import CMRound, QueryRound, as_table
 from pmwcm.engine.running_state import RunningState
 from pmwcm.engine.state import Answer, Source, UpdateRecord
 from pmwcm.engine.step_size import PublicContext
+from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.engine.update_step import updated_hypothesis
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.counting import LinearQuery
@@ -121,7 +122,8 @@ class EngineSteps:
         sensitivity = round_.sensitivity(parts.data.n)
         threshold = self.threshold_units(sensitivity)
         if update is not None:  # higher where a flag would buy an oracle call (public)
-            threshold *= update.threshold_factor(parts.data.domain, round_.clique)
+            measured = update.measures(parts.data.domain, round_.clique)
+            threshold *= update.fallback.threshold_factor(measured=measured)
         return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
 
     def threshold_units(self, sensitivity: float) -> float:
@@ -192,11 +194,12 @@ class EngineSteps:
         level = parts.oracle_noise_level
         if update is None or not isinstance(round_, CMRound):
             return level
-        slots = update.slots(
-            parts.data.domain, round_.clique, used=self.running.slots_used(parts),
+        slots = update.fallback.slots_taken(
+            measured=update.measures(parts.data.domain, round_.clique),
+            used=self.running.slots_used(parts),
             cutoff=parts.settings.max_updates,
-        )  # fmt: skip
-        return update.oracle_level(level, slots)
+        )
+        return FallbackRule.oracle_level(level, slots)
 
     def private_answer(self, round_: QueryRound, data_marginal: Any) -> Any:
         """A fresh private answer, paid for in the ledger before any noise is drawn."""
