@@ -234,29 +234,36 @@ def heaviest_cells(
     mass left out.
 
     The log-marginal is the sum of :func:`clique_factors` (read at the codes: the null
-    slots never enter, as :func:`read_at_codes` drops them); the clique's cells are
-    enumerated in slices of its leading axes, keeping the log-masses of the ``top``
-    heaviest so far and the log of the total (``logsumexp``, so nothing under- or
-    overflows whatever the potentials' scale).
+    slots never enter, as :func:`read_at_codes` drops them). The clique's cells are
+    enumerated in slices of its leading axes: the factors on the other axes only are
+    summed once, and each slice adds the rest read at its index. Masses are taken
+    relative to an upper bound on every log-mass (the sum of the parts' maxima), so no
+    ``exp`` overflows; the log-masses of the ``top`` heaviest cells so far are kept.
     """
-    from scipy.special import logsumexp
-
     clique = tuple(clique)
     read = [on_clique_axes(a, v, clique, picks) for a, v in clique_factors(potentials, clique)]
     shape = tuple(len(p) for p in picks)
     lead = 0  # slice along the first `lead` axes so that a slice has <= SLICE_CELLS cells
     while math.prod(shape[lead:]) > SLICE_CELLS:
         lead += 1
+    base = np.zeros(shape[lead:])
+    sliced = []
+    for factor in read:
+        if all(size == 1 for size in factor.shape[:lead]):
+            base = base + factor.reshape(factor.shape[lead:])
+        else:
+            sliced.append(factor)
+    peak = float(base.max()) + sum(float(f.max()) for f in sliced)
     inner = math.prod(shape[lead:])
     best_codes, best_log = np.zeros(0, dtype=np.int64), np.zeros(0)
-    log_total = -np.inf
+    total = 0.0
     for outer, index in enumerate(np.ndindex(*shape[:lead])):
-        log_slice = np.zeros(shape[lead:])
-        for factor in read:
+        log_slice = base
+        for factor in sliced:
             at = tuple(i if factor.shape[axis] > 1 else 0 for axis, i in enumerate(index))
             log_slice = log_slice + factor[at]
         flat = log_slice.reshape(-1)
-        log_total = float(np.logaddexp(log_total, logsumexp(flat)))
+        total += float(np.exp(flat - peak).sum())
         floor = best_log.min() if best_log.size >= top else -np.inf
         heavy = np.flatnonzero(flat > floor)
         best_codes = np.concatenate([best_codes, outer * inner + heavy])
@@ -264,8 +271,10 @@ def heaviest_cells(
         if best_log.size > top:
             keep = np.argpartition(best_log, -top)[-top:]
             best_codes, best_log = best_codes[keep], best_log[keep]
+    if not total > 0.0:
+        raise FloatingPointError(f"the model's marginal on {clique} underflowed.")
     order = np.argsort(best_codes)
-    kept = np.exp(best_log[order] - log_total)
+    kept = np.exp(best_log[order] - peak) / total
     table = CliqueTable(shape=shape, codes=best_codes[order], mass=kept / kept.sum())
     return table, max(0.0, 1.0 - float(kept.sum()))
 
