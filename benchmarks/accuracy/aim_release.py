@@ -110,7 +110,8 @@ def save_release(
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.stem + ".partial.npz")
-    np.savez(partial, meta=np.asarray(json.dumps(meta)), **arrays)
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    np.savez(partial, **arrays)  # type: ignore[arg-type]
     partial.replace(path)
 
 

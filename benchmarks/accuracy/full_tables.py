@@ -132,7 +132,7 @@ def answer_workload(
     asked = []
     for target in stepwise_targets(domain):
         analyst = StepwiseAnalyst(domain, target, max_features=STEPWISE_FEATURES)
-        while (query := analyst.next_query()) is not None:
-            analyst.observe(query, answer(query))
-            asked.append(query)
+        while (step := analyst.next_query()) is not None:
+            analyst.observe(step, answer(step))
+            asked.append(step)
     return asked

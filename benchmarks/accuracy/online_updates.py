@@ -174,7 +174,7 @@ def run_stream(
         "mean": float(np.mean(errors)), "max": float(np.max(errors)),
         "prior_mean": float(np.mean(on_prior)), "prior_max": float(np.max(on_prior)),
         "final_mean": float(np.mean(on_final)),
-        "gain": float(np.mean(on_prior) / max(np.mean(on_final), 1e-300)),
+        "gain": float(np.mean(on_prior)) / max(float(np.mean(on_final)), 1e-300),
         "unchecked": sources.count("synthetic") / len(sources),
         "spent": engine.ledger.spent_epsilon() / epsilon,
         "updates": len(engine.updates), "T": engine.settings.max_updates, "seconds": seconds,
@@ -280,8 +280,8 @@ def report(path: Path = RESULTS) -> str:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     groups: Groups = {}
     for row in rows:
-        cell = (row["table"], row.get("workload", "random"), row["k"], row["epsilon"])
-        groups.setdefault(cell, {}).setdefault(row["update"], []).append(row)
+        key = (row["table"], row.get("workload", "random"), row["k"], row["epsilon"])
+        groups.setdefault(key, {}).setdefault(row["update"], []).append(row)
     header = ("table", "workload", "k", "eps", "update", "seeds", "mean excess risk", "max",
               "its start alone: mean / max", "same-query gain", "unchecked", "eps spent",
               "updates (T)")  # fmt: skip
