@@ -289,15 +289,14 @@ def report(path: Path = RESULTS) -> str:
     for (name, workload, k, eps), by_update in sorted(groups.items()):
         cell = f"| {name} | {workload} | {k:,} | {eps:g} |"
         paired = [by_update[u] for u in ("oracle", "measure", "both") if u in by_update]
-        if not paired:
-            continue
-        first = paired[0]  # the pairs prior, shared by these engines
-        prior_mean = np.mean([r["prior_mean"] for r in first])
-        prior_max = max(r["prior_max"] for r in first)
-        lines.append(
-            f"{cell} {first[0]['update']}'s start alone | {len(first)} "
-            f"| {prior_mean:.3g} | {prior_max:.3g} | - | 1 | all (no check) | - | 0 |"
-        )
+        if paired:  # a cell may hold AIM's rows alone
+            first = paired[0]  # the pairs prior, shared by these engines
+            prior_mean = np.mean([r["prior_mean"] for r in first])
+            prior_max = max(r["prior_max"] for r in first)
+            lines.append(
+                f"{cell} {first[0]['update']}'s start alone | {len(first)} "
+                f"| {prior_mean:.3g} | {prior_max:.3g} | - | 1 | all (no check) | - | 0 |"
+            )
         for update in VARIANTS:
             rs = by_update.get(update, [])
             if not rs:
@@ -323,7 +322,26 @@ def report(path: Path = RESULTS) -> str:
                     f"| {np.mean([r['mean'] for r in rs]):.3g} | {max(r['max'] for r in rs):.3g} "
                     "| - | - | - (no check) | 100% | - |"
                 )
-    return "\n".join(lines) + "\n\n" + against_aim(groups)
+    releases = aim_releases(rows)
+    return "\n".join(lines) + "\n\n" + against_aim(groups) + (f"\n\n{releases}" if releases else "")
+
+
+def aim_releases(rows: list[dict[str, Any]]) -> str:
+    """The full-resolution AIM rows' costs: the release's seconds and peak RSS (its own
+    process), answering, and the model mass left out of the largest cliques."""
+    full = [r for r in rows if r["update"] in AIM_UNITS and "release_rss_mb" in r]
+    if not full:
+        return ""
+    header = ("table", "workload", "k", "eps", "update", "seed", "release s",
+              "release peak RSS MB", "answering s", "left-out mass: mean / max")  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in full:
+        lines.append(
+            f"| {r['table']} | {r.get('workload', 'random')} | {r['k']:,} | {r['epsilon']:g} "
+            f"| {r['update']} | {r['seed']} | {r['seconds']:.0f} | {r['release_rss_mb']:.0f} "
+            f"| {r['answering']:.0f} | {r['dropped_mean']:.2g} / {r['dropped_max']:.2g} |"
+        )
+    return "\n".join(lines)
 
 
 def against_aim(groups: Groups) -> str:
