@@ -16,6 +16,11 @@ the table the engine read, computed on the occupied cells of each query's
 clique (:func:`methods.sparse_problem`, never a dense clique table), against
 the exact minimum (:func:`pmwcm.engine.baselines.exact_minimum`), cached on disk
 per table in ``results/online_updates_minima/``.
+
+The stepwise workload (:func:`answer_workload`) is ``full_resolution.py``'s:
+forward selection of 4 features for every binary target, each analyst driven
+by the answering method's own released answers; its length
+(:func:`stepwise_k`) is public (the schema), its queries are not known ahead.
 """
 
 from __future__ import annotations
