@@ -42,7 +42,9 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import resource
+import subprocess
 import sys
 import time
 from collections import OrderedDict
@@ -60,6 +62,7 @@ from pmwcm.kernels.clique_table import CliqueTable  # noqa: E402
 from pmwcm.kernels.domain import Domain  # noqa: E402
 from pmwcm.kernels.queries import CMQuery  # noqa: E402
 from pmwcm.kernels.solvers import EXACT_BASELINE_SOLVE, minimize  # noqa: E402
+from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
 
 #: Above this many cells a clique marginal keeps only its heaviest cells.
 TOP_CELLS = 2**20
@@ -305,6 +308,24 @@ def make_release(table: str, *, epsilon: float, unit: str, seed: int) -> Path:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     save_release(release, data.domain, path, seconds=seconds, peak_rss_mb=rss)
     return path
+
+
+def saved_model(table: str, data: PrivateData, *, unit: str, epsilon: float, seed: int) -> AimModel:
+    """AIM's saved model on a full-resolution table, its release made first (in its own
+    process, :func:`main`) where no run has made it."""
+    from full_tables import DELTA
+    from methods import data_digest, zcdp_for
+
+    rho = zcdp_for(epsilon, DELTA)
+    path = release_path(table, data_digest(data), rho=rho, unit=unit, seed=seed)
+    if not path.exists():
+        env = dict(os.environ)
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+        command = [sys.executable, str(HERE / "aim_release.py"), "--table", table,
+                   "--epsilon", repr(epsilon), "--unit", unit, "--seed", str(seed)]  # fmt: skip
+        subprocess.run(command, check=True, env=env)
+    return load_model(path)
 
 
 def main() -> None:

@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,7 +61,7 @@ from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
 sys.path.insert(0, str(Path(__file__).parent))
-from aim_release import AimModel, ModelAnswerer, load_model, release_path
+from aim_release import ModelAnswerer, saved_model
 from full_tables import (
     FULL_TABLES,
     SparseEvaluator,
@@ -208,24 +206,6 @@ def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[P
     return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
 
 
-def full_aim_model(
-    ev: SparseEvaluator, name: str, *, unit: str, epsilon: float, seed: int
-) -> AimModel:
-    """AIM's saved model on a full-resolution table, its release made first (in its own
-    process, :mod:`aim_release`) where no run has made it."""
-    rho = zcdp_for(epsilon, DELTA)
-    path = release_path(name, data_digest(ev.train), rho=rho, unit=unit, seed=seed)
-    if not path.exists():
-        env = dict(os.environ)
-        env.setdefault("OPENBLAS_NUM_THREADS", "1")
-        env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
-        script = str(Path(__file__).parent / "aim_release.py")
-        command = [sys.executable, script, "--table", name, "--epsilon", repr(epsilon),
-                   "--unit", unit, "--seed", str(seed)]  # fmt: skip
-        subprocess.run(command, check=True, env=env)
-    return load_model(path)
-
-
 def run_aim(
     ev: Evaluator | SparseEvaluator,
     name: str,
@@ -242,7 +222,7 @@ def run_aim(
     extra: dict[str, object] = {}
     answerer: SyntheticAnswerer | ModelAnswerer
     if isinstance(ev, SparseEvaluator):
-        aim = full_aim_model(ev, name, unit=unit, epsilon=epsilon, seed=seed)
+        aim = saved_model(name, ev.train, unit=unit, epsilon=epsilon, seed=seed)
         answerer = ModelAnswerer(aim, ev.domain)
         seconds = aim.seconds
         extra = {"release_rss_mb": aim.peak_rss_mb, "release": aim.digest}
