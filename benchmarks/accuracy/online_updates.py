@@ -17,9 +17,24 @@ stream's distinct queries answered by the frozen prior over the same queries
 answered by the final hypothesis, ratio of means); the fraction of unchecked
 (``"synthetic"``) answers; the share of epsilon spent; the updates made. Tables:
 bundled Adult (binary schema, all 48,842 records) and a 8,000-row subsample
-(seeded). Excess risk is on the table the engine read (``run.Evaluator``)::
+(seeded); excess risk is on the table the engine read (``run.Evaluator``). At
+full resolution (:mod:`full_tables`): ``adult-full``, ``tv16``, ``loans`` whole
+and ``adult-full-8000``, ``tv16-8000``, their stream issue 13's mixed queries,
+excess risk on each clique's occupied cells (``full_tables.SparseEvaluator``).
+
+``--workload stepwise``: instead of the random stream, forward selection of 4
+features for every binary target (``StepwiseAnalyst``), each analyst driven by
+the method's own answers; pmwcm is told the workload's length and no cliques.
+
+``aim-ar`` / ``aim-replace``: OpenDP's AIM at its default rounds, every query
+fitted on the model's own clique marginal. On the binary tables that is the
+dense model table (:func:`aim_model`); at full resolution the release's model is
+saved once (``aim_release.py``, in its own process: its seconds and peak RSS
+are in the row) and projected per clique, a clique above ``aim_release.TOP_CELLS``
+cells on its heaviest cells (the left-out mass: ``dropped_mean``/``dropped_max``)::
 
     nice -n 5 .venv/bin/python benchmarks/accuracy/online_updates.py --seeds 3 --k 2000 --eps 1
+    ... --tables adult-full --eps 1 --seeds 1 --updates aim-ar [--workload stepwise]
 
 One JSON line per stream goes to ``results/online_updates.jsonl``; ``--report``
 prints the table from it.
@@ -32,6 +47,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +61,15 @@ from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.private_data import PrivateData
 
 sys.path.insert(0, str(Path(__file__).parent))
+from aim_release import ModelAnswerer, saved_model
+from full_tables import (
+    FULL_TABLES,
+    SparseEvaluator,
+    answer_workload,
+    load_private,
+    random_stream,
+    stepwise_k,
+)
 from methods import SYNTHETIC_CACHE, SyntheticAnswerer, data_digest, zcdp_for
 from run import DELTA, Evaluator
 
@@ -56,8 +81,14 @@ AIM_UNITS = {"aim-ar": "addremove", "aim-replace": "replace"}
 SUBSAMPLE = 8_000
 
 
-def table(name: str) -> Evaluator:
-    """Bundled Adult (binary) whole, or a seeded subsample of :data:`SUBSAMPLE` rows."""
+WORKLOADS = ("random", "stepwise")
+
+
+def table(name: str) -> Evaluator | SparseEvaluator:
+    """Bundled Adult (binary) whole, or a seeded subsample of :data:`SUBSAMPLE` rows; or a
+    full-resolution table of :data:`full_tables.FULL_TABLES` (its sparse evaluator)."""
+    if name in FULL_TABLES:
+        return SparseEvaluator(name, load_private(name))
     data = load_adult()
     records = np.asarray(data.records)
     if name == "adult-8000":
@@ -67,50 +98,81 @@ def table(name: str) -> Evaluator:
     return Evaluator(private, private)
 
 
-def _answer_error(engine: object, hypothesis: object, ev: Evaluator, query: object) -> float:
+def _answer_error(engine: object, hypothesis: object, ev: object, query: object) -> float:
     round_ = engine.cm_round(query)  # type: ignore[attr-defined]
     answer = round_.hypothesis_answer(hypothesis.clique_table(round_.clique))  # type: ignore[attr-defined]
-    return ev.excess_risk(query, answer)  # type: ignore[arg-type]
+    return ev.excess_risk(query, answer)  # type: ignore[attr-defined]
 
 
-def stream(ev: Evaluator, *, seed: int, k: int) -> tuple[list[CMQuery], int]:
-    """The seeded stream and its number of distinct queries (what ``pmwcm run`` announces)."""
-    queries = random_queries(
-        ev.domain, k, rng=np.random.default_rng(1000 + seed), losses=("logistic",)
-    )
+def stream(ev: Evaluator | SparseEvaluator, *, seed: int, k: int) -> tuple[list[CMQuery], int]:
+    """The seeded stream and its number of distinct queries (what ``pmwcm run`` announces):
+    random logistic queries on the binary tables, issue 13's mixed ones at full resolution."""
+    rng = np.random.default_rng(1000 + seed)
+    if isinstance(ev, SparseEvaluator):
+        queries = random_stream(ev.domain, k, seed)
+    else:
+        queries = random_queries(ev.domain, k, rng=rng, losses=("logistic",))
     return queries, len({query_key(q, ev.domain) for q in queries})
 
 
+def planned(
+    ev: Evaluator | SparseEvaluator, *, workload: str, seed: int, k: int
+) -> tuple[list[CMQuery] | None, int]:
+    """The random stream (``None`` for the stepwise workload, asked adaptively) and the
+    number of queries announced: the stream's distinct ones, or the stepwise workload's
+    length (public: the schema), its queries unknown in advance."""
+    if workload == "stepwise":
+        return None, stepwise_k(ev.domain)
+    return stream(ev, seed=seed, k=k)
+
+
 def run_stream(
-    ev: Evaluator, *, update: str, epsilon: float, seed: int, k: int
+    ev: Evaluator | SparseEvaluator,
+    name: str = "",
+    *,
+    update: str,
+    epsilon: float,
+    seed: int,
+    k: int,
+    workload: str = "random",
 ) -> dict[str, object]:
-    """One announced stream answered with ``update`` (``"workload"``: ``"measure"`` from the
-    workload-aware start over the stream's cliques); the row's numbers."""
-    queries, distinct_count = stream(ev, seed=seed, k=k)
+    """One stream answered with ``update`` (``"workload"``: ``"measure"`` from the
+    workload-aware start over the stream's cliques; a stepwise stream has none to
+    announce); the row's numbers."""
+    queries, announced = planned(ev, workload=workload, seed=seed, k=k)
     kind = "measure" if update == "workload" else update
     config = PMWConfig(
-        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=distinct_count,
+        epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=announced,
         mode="hybrid", update=kind,  # type: ignore[arg-type]
     )  # fmt: skip
-    workload = [q.clique for q in queries] if update == "workload" else []
+    cliques = [q.clique for q in queries] if update == "workload" and queries else []
     start = time.perf_counter()
-    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), workload=workload)
+    engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), workload=cliques)
     prior = engine.hypothesis
-    errors, sources = [], []
-    for q in queries:
-        answer = engine.answer(q)
-        errors.append(ev.excess_risk(q, np.asarray(answer.value)))
-        sources.append(answer.source)
+    errors: list[float] = []
+    sources: list[str] = []
+
+    def answer(query: CMQuery) -> np.ndarray:
+        out = engine.answer(query)
+        theta = np.asarray(out.value)
+        errors.append(ev.excess_risk(query, theta))
+        sources.append(out.source)
+        return theta
+
+    asked = answer_workload(ev.domain, queries, answer)
     seconds = time.perf_counter() - start
-    distinct = list({json.dumps(q.to_dict(), sort_keys=True): q for q in queries}.values())
+    distinct = list({json.dumps(q.to_dict(), sort_keys=True): q for q in asked}.values())
     on_prior = [_answer_error(engine, prior, ev, q) for q in distinct]
     on_final = [_answer_error(engine, engine.hypothesis, ev, q) for q in distinct]
+    if isinstance(ev, SparseEvaluator):
+        ev.flush()
     return {
-        "table": "", "update": update, "epsilon": epsilon, "seed": seed, "k": k, "n": ev.train.n,
+        "table": "", "update": update, "workload": workload, "epsilon": epsilon, "seed": seed,
+        "k": len(asked), "n": ev.train.n,
         "mean": float(np.mean(errors)), "max": float(np.max(errors)),
         "prior_mean": float(np.mean(on_prior)), "prior_max": float(np.max(on_prior)),
         "final_mean": float(np.mean(on_final)),
-        "gain": float(np.mean(on_prior) / max(np.mean(on_final), 1e-300)),
+        "gain": float(np.mean(on_prior)) / max(float(np.mean(on_final)), 1e-300),
         "unchecked": sources.count("synthetic") / len(sources),
         "spent": engine.ledger.spent_epsilon() / epsilon,
         "updates": len(engine.updates), "T": engine.settings.max_updates, "seconds": seconds,
@@ -144,42 +206,77 @@ def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[P
     return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
 
 
-def run_aim(ev: Evaluator, *, method: str, epsilon: float, seed: int, k: int) -> dict[str, object]:
-    """The same stream answered on AIM's model marginals (no sampling); the row's numbers."""
-    queries, _ = stream(ev, seed=seed, k=k)
-    model, seconds = aim_model(ev, unit=AIM_UNITS[method], epsilon=epsilon, seed=seed)
-    answerer = SyntheticAnswerer(model)
-    errors = [ev.excess_risk(q, answerer.answer(q)) for q in queries]
+def run_aim(
+    ev: Evaluator | SparseEvaluator,
+    name: str,
+    *,
+    update: str,
+    epsilon: float,
+    seed: int,
+    k: int,
+    workload: str = "random",
+) -> dict[str, object]:
+    """The same workload answered on AIM's model marginals (no sampling); the row's numbers."""
+    queries, _ = planned(ev, workload=workload, seed=seed, k=k)
+    unit = AIM_UNITS[update]
+    extra: dict[str, object] = {}
+    answerer: SyntheticAnswerer | ModelAnswerer
+    if isinstance(ev, SparseEvaluator):
+        aim = saved_model(name, ev.train, unit=unit, epsilon=epsilon, seed=seed)
+        answerer = ModelAnswerer(aim, ev.domain)
+        seconds = aim.seconds
+        extra = {"release_rss_mb": aim.peak_rss_mb, "release": aim.digest}
+    else:
+        model, seconds = aim_model(ev, unit=unit, epsilon=epsilon, seed=seed)
+        answerer = SyntheticAnswerer(model)
+    errors: list[float] = []
+
+    def answer(query: CMQuery) -> np.ndarray:
+        theta = answerer.answer(query)
+        errors.append(ev.excess_risk(query, theta))
+        return theta
+
+    start = time.perf_counter()
+    asked = answer_workload(ev.domain, queries, answer)
+    if isinstance(answerer, ModelAnswerer):
+        extra["answering"] = time.perf_counter() - start
+        extra["dropped_mean"] = float(np.mean(answerer.dropped))
+        extra["dropped_max"] = float(np.max(answerer.dropped))
+    if isinstance(ev, SparseEvaluator):
+        ev.flush()
     return {
-        "table": "", "update": method, "epsilon": epsilon, "seed": seed, "k": k,
-        "n": ev.train.n, "mean": float(np.mean(errors)), "max": float(np.max(errors)),
-        "seconds": seconds,
+        "table": "", "update": update, "workload": workload, "epsilon": epsilon, "seed": seed,
+        "k": len(asked), "n": ev.train.n, "mean": float(np.mean(errors)),
+        "max": float(np.max(errors)), "seconds": seconds, **extra,
     }  # fmt: skip
+
+
+#: Rows by (table, workload, k, eps), then by update.
+Groups = dict[tuple[str, str, int, float], dict[str, list[dict[str, Any]]]]
 
 
 def report(path: Path = RESULTS) -> str:
     """The ablation table (means over seeds; ``max`` is the largest over seeds)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    groups: dict[tuple[str, int, float], dict[str, list[dict[str, float]]]] = {}
+    groups: Groups = {}
     for row in rows:
-        groups.setdefault((row["table"], row["k"], row["epsilon"]), {}).setdefault(
-            row["update"], []
-        ).append(row)
-    header = ("table", "k", "eps", "update", "seeds", "mean excess risk", "max",
+        key = (row["table"], row.get("workload", "random"), row["k"], row["epsilon"])
+        groups.setdefault(key, {}).setdefault(row["update"], []).append(row)
+    header = ("table", "workload", "k", "eps", "update", "seeds", "mean excess risk", "max",
               "its start alone: mean / max", "same-query gain", "unchecked", "eps spent",
               "updates (T)")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for (name, k, eps), by_update in sorted(groups.items()):
+    for (name, workload, k, eps), by_update in sorted(groups.items()):
+        cell = f"| {name} | {workload} | {k:,} | {eps:g} |"
         paired = [by_update[u] for u in ("oracle", "measure", "both") if u in by_update]
-        if not paired:
-            continue
-        first = paired[0]  # the pairs prior, shared by these engines
-        prior_mean = np.mean([r["prior_mean"] for r in first])
-        prior_max = max(r["prior_max"] for r in first)
-        lines.append(
-            f"| {name} | {k:,} | {eps:g} | {first[0]['update']}'s start alone | {len(first)} "
-            f"| {prior_mean:.3g} | {prior_max:.3g} | - | 1 | all (no check) | - | 0 |"
-        )
+        if paired:  # a cell may hold AIM's rows alone
+            first = paired[0]  # the pairs prior, shared by these engines
+            prior_mean = np.mean([r["prior_mean"] for r in first])
+            prior_max = max(r["prior_max"] for r in first)
+            lines.append(
+                f"{cell} {first[0]['update']}'s start alone | {len(first)} "
+                f"| {prior_mean:.3g} | {prior_max:.3g} | - | 1 | all (no check) | - | 0 |"
+            )
         for update in VARIANTS:
             rs = by_update.get(update, [])
             if not rs:
@@ -190,7 +287,7 @@ def report(path: Path = RESULTS) -> str:
             start = f"{np.mean([r['prior_mean'] for r in rs]):.3g} / "
             start += f"{max(r['prior_max'] for r in rs):.3g}"
             lines.append(
-                f"| {name} | {k:,} | {eps:g} | {update} | {len(rs)} | {mean:.3g} "
+                f"{cell} {update} | {len(rs)} | {mean:.3g} "
                 f"| {max(r['max'] for r in rs):.3g} | {start} "
                 f"| {np.mean([r['gain'] for r in rs]):.2f}x "
                 f"| {100 * np.mean([r['unchecked'] for r in rs]):.1f}% "
@@ -201,20 +298,39 @@ def report(path: Path = RESULTS) -> str:
             rs = by_update.get(method, [])
             if rs:
                 lines.append(
-                    f"| {name} | {k:,} | {eps:g} | {method} | {len(rs)} "
+                    f"{cell} {method} | {len(rs)} "
                     f"| {np.mean([r['mean'] for r in rs]):.3g} | {max(r['max'] for r in rs):.3g} "
                     "| - | - | - (no check) | 100% | - |"
                 )
-    return "\n".join(lines) + "\n\n" + against_aim(groups)
+    releases = aim_releases(rows)
+    return "\n".join(lines) + "\n\n" + against_aim(groups) + (f"\n\n{releases}" if releases else "")
 
 
-def against_aim(groups: dict[tuple[str, int, float], dict[str, list[dict[str, float]]]]) -> str:
+def aim_releases(rows: list[dict[str, Any]]) -> str:
+    """The full-resolution AIM rows' costs: the release's seconds and peak RSS (its own
+    process), answering, and the model mass left out of the largest cliques."""
+    full = [r for r in rows if r["update"] in AIM_UNITS and "release_rss_mb" in r]
+    if not full:
+        return ""
+    header = ("table", "workload", "k", "eps", "update", "seed", "release s",
+              "release peak RSS MB", "answering s", "left-out mass: mean / max")  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for r in full:
+        lines.append(
+            f"| {r['table']} | {r.get('workload', 'random')} | {r['k']:,} | {r['epsilon']:g} "
+            f"| {r['update']} | {r['seed']} | {r['seconds']:.0f} | {r['release_rss_mb']:.0f} "
+            f"| {r['answering']:.0f} | {r['dropped_mean']:.2g} / {r['dropped_max']:.2g} |"
+        )
+    return "\n".join(lines)
+
+
+def against_aim(groups: Groups) -> str:
     """pmwcm's variants over AIM's (ratios of the mean over seeds, and of the max): below 1
     pmwcm is ahead."""
-    header = ("table", "k", "eps", "update", "mean / aim-ar", "max / aim-ar", "mean / aim-replace",
-              "max / aim-replace")  # fmt: skip
+    header = ("table", "workload", "k", "eps", "update", "mean / aim-ar", "max / aim-ar",
+              "mean / aim-replace", "max / aim-replace")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for (name, k, eps), by_update in sorted(groups.items()):
+    for (name, workload, k, eps), by_update in sorted(groups.items()):
         aims = {m: by_update[m] for m in AIM_UNITS if m in by_update}
         if not aims:
             continue
@@ -232,7 +348,9 @@ def against_aim(groups: dict[tuple[str, int, float], dict[str, list[dict[str, fl
                     f"{np.mean([r['mean'] for r in rs]) / np.mean([r['mean'] for r in a]):.2f}x"
                 )
                 cells.append(f"{max(r['max'] for r in rs) / max(r['max'] for r in a):.2f}x")
-            lines.append(f"| {name} | {k:,} | {eps:g} | {update} | " + " | ".join(cells) + " |")
+            lines.append(
+                f"| {name} | {workload} | {k:,} | {eps:g} | {update} | " + " | ".join(cells) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -352,12 +470,19 @@ def replace_section(results_md: Path, path: Path = RESULTS) -> None:
     results_md.write_text(text[:start] + section(path).rstrip() + "\n" + text[end:])
 
 
+#: The fields of a row printed as it is stored.
+SHOWN = ("table", "update", "workload", "epsilon", "seed", "k", "mean", "max", "gain",
+         "unchecked", "spent", "updates", "seconds", "release_rss_mb", "dropped_max")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="+", default=["adult", "adult-8000"])
     parser.add_argument("--eps", nargs="+", type=float, default=[1.0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--k", type=int, default=2000)
+    parser.add_argument("--k", type=int, default=2000, help="the random stream's length")
+    parser.add_argument("--workload", choices=WORKLOADS, default="random",
+                        help="stepwise: each binary target's forward selection")  # fmt: skip
     parser.add_argument("--updates", nargs="+", default=["oracle", "measure", "workload"],
                         help=f"from {VARIANTS} and {tuple(AIM_UNITS)}")  # fmt: skip
     parser.add_argument("--report", action="store_true")
@@ -380,20 +505,13 @@ def main() -> None:
         for eps in args.eps:
             for seed in range(args.seeds):
                 for update in args.updates:
-                    if update in AIM_UNITS:
-                        row = run_aim(ev, method=update, epsilon=eps, seed=seed, k=args.k)
-                        row["table"] = name
-                        with RESULTS.open("a") as out:
-                            out.write(json.dumps(row) + "\n")
-                        print(json.dumps(row), flush=True)
-                        continue
-                    row = run_stream(ev, update=update, epsilon=eps, seed=seed, k=args.k)
+                    run = run_aim if update in AIM_UNITS else run_stream
+                    row = run(ev, name, update=update, epsilon=eps, seed=seed, k=args.k,
+                              workload=args.workload)  # fmt: skip
                     row["table"] = name
                     with RESULTS.open("a") as out:
                         out.write(json.dumps(row) + "\n")
-                    print(json.dumps({k: row[k] for k in ("table", "update", "epsilon", "seed",
-                          "mean", "max", "gain", "unchecked", "spent", "updates", "seconds")}),
-                          flush=True)  # fmt: skip
+                    print(json.dumps({k: v for k, v in row.items() if k in SHOWN}), flush=True)
     print(report())
 
 

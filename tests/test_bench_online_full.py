@@ -1,0 +1,135 @@
+"""The full-resolution pieces of ``benchmarks/accuracy/online_updates.py`` (issue 35).
+
+* AIM's model read per clique (``aim_release.py``): a release's keys mapped to
+  the codes (null slot dropped), clipped and normalised; a saved model that
+  projects as the release itself does; the heaviest-cells table of a large
+  clique against the exact marginal. On a real, tiny OpenDP AIM release.
+* The sparse evaluator (``full_tables.SparseEvaluator``): excess risk on a
+  full-resolution table's occupied clique cells against a dense computation,
+  and its minima cached on disk.
+* The stepwise workload's length as announced.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ACCURACY = Path(__file__).resolve().parent.parent / "benchmarks" / "accuracy"
+sys.path.insert(0, str(ACCURACY))
+
+import aim_release  # noqa: E402
+from full_tables import SparseEvaluator, answer_workload, stepwise_k  # noqa: E402
+
+from pmwcm.engine.baselines import exact_minimum  # noqa: E402
+from pmwcm.kernels.domain import Domain  # noqa: E402
+from pmwcm.kernels.queries import CMQuery  # noqa: E402
+from pmwcm.mechanisms.priors.mbi_projection import numpy_projection  # noqa: E402
+from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
+
+
+def test_code_picks_find_each_code_around_the_null_slot() -> None:
+    domain = Domain.from_sizes({"a": 3, "b": 2})
+    keys = {"a": [2, None, 0, 1], "b": [None, 1, 0]}
+    assert aim_release.code_picks(keys, domain) == [[2, 3, 0], [2, 1]]
+
+
+def test_read_at_codes_drops_the_null_slot_clips_and_normalises() -> None:
+    # model axes: a = [2, None, 0, 1], b = [None, 1, 0]; cell value 10 * axis_a + axis_b
+    model = np.array([[10.0 * i + j for j in range(3)] for i in range(4)])
+    model[0, 2] = -5.0  # a = 2, b = 0: a negative model count is clipped to 0
+    table = aim_release.read_at_codes(model, [[2, 3, 0], [2, 1]])
+    expected = np.array([[22.0, 21.0], [32.0, 31.0], [0.0, 1.0]])  # rows a = 0, 1, 2
+    np.testing.assert_allclose(table, expected / expected.sum())
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Domain, Path]:
+    """A real OpenDP AIM release (default rounds) on 4 small attributes, saved."""
+    from synthetic import _release
+
+    domain = Domain.from_sizes({"a": 3, "b": 2, "c": 4, "y": 2})
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 3, 400)
+    c = (a + rng.integers(0, 2, 400)) % 4
+    y = (a + c + rng.integers(0, 2, 400)) % 2
+    records = np.stack([a, rng.integers(0, 2, 400), c, y], axis=1).astype(np.int64)
+    release = _release("aim", domain, records, rho=1.0, rounds=None)
+    path = tmp_path_factory.mktemp("aim") / "release.npz"
+    aim_release.save_release(release, domain, path, seconds=1.0, peak_rss_mb=2.0)
+    return release, domain, path
+
+
+def test_saved_model_projects_as_the_release(tiny_release: tuple[object, Domain, Path]) -> None:
+    release, domain, path = tiny_release
+    aim = aim_release.load_model(path)
+    assert (aim.seconds, aim.peak_rss_mb) == (1.0, 2.0)
+    picks = aim_release.code_picks(
+        {n: release.keys[n].to_list() for n in domain.names},  # type: ignore[attr-defined]
+        domain,
+    )
+    for clique in (("c", "a", "y"), ("b", "y"), ("a", "b", "c", "y")):
+        with numpy_projection():
+            direct = np.asarray(release.project(list(clique)))  # type: ignore[attr-defined]
+        expected = aim_release.read_at_codes(direct, [picks[domain.index(a)] for a in clique])
+        table, dropped = aim.clique_table(clique)
+        assert dropped == 0.0
+        np.testing.assert_allclose(table.table(), expected, rtol=1e-9, atol=1e-12)
+        assert table.table().sum() == pytest.approx(1.0)
+
+
+def test_heaviest_cells_match_the_exact_marginal(
+    tiny_release: tuple[object, Domain, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, path = tiny_release
+    aim = aim_release.load_model(path)
+    clique = ("c", "y", "a")
+    exact, _ = aim.clique_table(clique)
+    dense = exact.table().reshape(-1)
+    picks = [aim.picks[a] for a in clique]
+    monkeypatch.setattr(aim_release, "SLICE_CELLS", 5)  # several slices along c and y
+    every, dropped = aim_release.heaviest_cells(aim.model.potentials, clique, picks, 24)
+    np.testing.assert_allclose(every.table().reshape(-1), dense, rtol=1e-9, atol=1e-14)
+    assert dropped == pytest.approx(0.0, abs=1e-12)
+    top, dropped = aim_release.heaviest_cells(aim.model.potentials, clique, picks, 7)
+    heaviest = np.argsort(dense)[-7:]
+    assert top.codes is not None
+    assert set(top.codes.tolist()) == set(heaviest.tolist())
+    assert dropped == pytest.approx(1.0 - dense[heaviest].sum(), rel=1e-9)
+    np.testing.assert_allclose(top.mass, dense[np.sort(heaviest)] / dense[heaviest].sum())
+
+
+def test_sparse_evaluator_matches_a_dense_computation(tmp_path: Path) -> None:
+    domain = Domain.from_sizes({"u": 40, "v": 40, "w": 40, "x": 40, "z": 40, "y": 2})
+    assert domain.log_size > math.log(2**24)  # the full-resolution path of sparse_problem
+    rng = np.random.default_rng(3)
+    records = rng.integers(0, 40, size=(300, 6))
+    records[:, 5] = (records[:, 0] + records[:, 1] > 40).astype(np.int64)
+    data = PrivateData.from_records(domain, records)
+    query = CMQuery(loss="logistic", target="y", features=("u", "v", "w"))
+    ev = SparseEvaluator("tiny", data, minima=tmp_path)
+    dense_problem = query.compile(domain)
+    theta = np.linspace(-1.0, 1.0, dense_problem.dim)
+    theta *= 0.5 / np.linalg.norm(theta)  # inside the query's ball (radius 1)
+    risk = ev.excess_risk(query, theta)
+    counts = np.zeros((40, 40, 40, 2))
+    np.add.at(counts, tuple(records[:, [0, 1, 2, 5]].T), 1.0)
+    weights = counts.reshape(-1) / len(records)
+    expected = dense_problem.objective(theta, weights) - exact_minimum(dense_problem, weights)
+    assert risk == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert risk > 1e-3  # a real excess, not a clipped zero
+    ev.flush()
+    again = SparseEvaluator("tiny", data, minima=tmp_path)
+    assert again.excess_risk(query, theta) == pytest.approx(risk, rel=1e-12)
+    assert again.new == 0  # the minimum came from the file
+
+
+def test_stepwise_workload_asks_what_it_announces() -> None:
+    domain = Domain.from_sizes({"a": 2, "b": 3, "c": 2, "d": 2, "e": 4, "f": 2})
+    asked = answer_workload(domain, None, lambda q: np.arange(len(q.features) + 1.0))
+    assert len(asked) == stepwise_k(domain) == (5 + 4 + 3 + 2) * 4
+    assert len({(q.target, q.features) for q in asked}) == len(asked)
