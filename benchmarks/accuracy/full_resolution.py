@@ -51,7 +51,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))  # the repository root: benchmarks.tables
 
-from pmwcm.engine.baselines import exact_minimum  # noqa: E402
+from full_tables import SparseEvaluator  # noqa: E402
+
 from pmwcm.kernels.queries import CMQuery  # noqa: E402
 from pmwcm.kernels.workload import StepwiseAnalyst, random_queries  # noqa: E402
 from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
@@ -78,34 +79,12 @@ def load(dataset: str) -> tuple[PrivateData, np.ndarray]:
     return PrivateData.from_records(data.domain, train), train
 
 
-class Evaluator:
-    """Excess risk on the train split; exact minima cached on disk per dataset."""
+class Evaluator(SparseEvaluator):
+    """Excess risk on the train split; exact minima cached on disk per dataset (under
+    :data:`MINIMA`, this benchmark's own cache)."""
 
     def __init__(self, dataset: str, train: PrivateData) -> None:
-        self.train = train
-        self.path = MINIMA / f"{dataset}.json"
-        self.minima: dict[str, float] = (
-            json.loads(self.path.read_text()) if self.path.exists() else {}
-        )
-        self.new = 0
-
-    def excess_risk(self, query: CMQuery, theta: np.ndarray) -> float:
-        from methods import sparse_problem
-
-        problem, weights = sparse_problem(self.train, query)
-        key = json.dumps(query.to_dict(), sort_keys=True)
-        if key not in self.minima:
-            self.minima[key] = exact_minimum(problem, weights)
-            self.new += 1
-        return max(0.0, problem.objective(theta, weights) - self.minima[key])
-
-    def flush(self) -> None:
-        if self.new:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.minima))
-            tmp.replace(self.path)
-            self.new = 0
+        super().__init__(dataset, train, minima=MINIMA)
 
 
 def key_of(cell: dict[str, object]) -> str:
