@@ -445,8 +445,11 @@ SECTION_READING = """
   (stepwise), 1.06x on loans (n = 10,000: the prior holds most of the budget).
 * **Where it costs**: at eps = 4 the final hypothesis answers the stream's queries
   0.92x (Adult) and 0.78x (TV16) as well as its own start, and TV16's max is 3x its
-  start's: with a precise prior, a flagged unmeasurable clique's oracle call is
-  noisier than the hypothesis it replaces.
+  start's. On TV16 the cause is the measurements themselves: all 28 updates of stream
+  0 measured cliques (of 30 to 4,032 cells), no oracle call was made, and the same
+  stream with no unmeasurable clique ever flagged scores the same to every digit;
+  its worst answers are then on small cliques (80 cells) that the refit onto
+  coarser measurements moved off the precise prior. Adult's cause was not checked.
 * **Checked and spent**: no stream left an answer unchecked; 96-100% of epsilon
   spent on the random streams, 90% on the 92-query stepwise stream.
 
