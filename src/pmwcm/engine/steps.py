@@ -110,19 +110,20 @@ class EngineSteps:
         # vector's test (it reads only the count of distinct queries answered and of
         # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
-        used = self.running.slots_used(parts)
-        if update is not None and update.due(
-            answered=len(self.running.log.released),
-            updates=used.total,
-            pooled=used.pooled,
-            cutoff=parts.settings.max_updates,
-            measured=update.measures(parts.data.domain, round_.clique),
-        ):
-            return True
         sensitivity = round_.sensitivity(parts.data.n)
         threshold = self.threshold_units(sensitivity)
-        if update is not None:  # higher where a flag would buy an oracle call (public)
+        if update is not None:
             measured = update.measures(parts.data.domain, round_.clique)
+            used = self.running.slots_used(parts)
+            if update.due(
+                answered=len(self.running.log.released),
+                updates=used.total,
+                pooled=used.pooled,
+                cutoff=parts.settings.max_updates,
+                measured=measured,
+            ):
+                return True
+            # higher where a flag would buy an oracle call (public)
             threshold *= update.fallback.threshold_factor(measured=measured)
         return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
 
