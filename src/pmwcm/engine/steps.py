@@ -181,7 +181,7 @@ class EngineSteps:
         Post-processing of the measurement; committed at once."""
         assert self.parts.measured_update is not None
         every = (*self.running.measurements, measurement)
-        updated = self.parts.measured_update.absorb(self.running.hypothesis, measurement, every)
+        updated = self.parts.measured_update.absorb(self.running.hypothesis, every)
         answer = round_.hypothesis_answer(updated.clique_table(round_.clique))
         self.running.hypothesis = updated
         self.running.measurements = every

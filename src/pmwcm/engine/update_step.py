@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pmwcm.engine.measured_update import project_onto
 from pmwcm.engine.settings import EngineSettings, StepRule
 from pmwcm.engine.state import UpdateRecord
 from pmwcm.engine.step_size import PublicContext, step_factor
@@ -48,9 +47,8 @@ def updated_hypothesis(
     share it and must keep seeing it), and a sweep that raises leaves the caller's
     hypothesis and updates as they were.
 
-    With a ``measurement`` (``update="both"``, issue 35) the copy is first projected
-    onto it (:func:`~pmwcm.engine.measured_update.project_onto`), the tilt then
-    starts from the projected hypothesis, and the measurement joins the refit's.
+    With a ``measurement`` (``update="both"``, issue 35) the measurement joins the
+    refit's after the tilt (:mod:`pmwcm.engine.measured_update`, step 2).
 
     Args:
         hypothesis: ``Dhat_t``.
@@ -65,10 +63,7 @@ def updated_hypothesis(
     """
     round_ = record.round
     updated = hypothesis.copy()
-    if measurement is not None:  # issue 35: the measured clique first, then the tilt
-        updated = project_onto(updated, measurement)
-        marginal = updated.clique_table(round_.clique)
-        answer = round_.hypothesis_answer(marginal)
+    if measurement is not None:  # issue 35: the measured clique joins the refit
         measurements = (*measurements, measurement)
     rule = settings.step_rule
     factor = step_factor(rule, round_, marginal, answer, record.private, context=context)
