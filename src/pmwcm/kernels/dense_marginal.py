@@ -10,7 +10,7 @@ Two ways, chosen by size (:func:`planned_marginal`):
   whatever the axis order (``benchmarks/histogram.py`` measures the methods).
 * **One compiled pass** (at most :data:`ONE_PASS_MAX_CELLS` cells): every cell is
   added into its marginal cell through a table of row codes
-  (:func:`_sum_into_cells`), with no plan to build.
+  (:func:`sum_into_cells`), with no plan to build.
 
 Either way a clique's marginal in any axis order is the sorted-axis marginal
 transposed, bit for bit (the histogram's marginal cache relies on it).
@@ -234,10 +234,10 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
 #: in one pass; ``benchmarks/histogram.py``), and at 2^15 a clique spread over the
 #: domain would take 36 us in one pass, past the 20 us a kernel that the passes keep.
 ONE_PASS_MAX_CELLS = 2**14
-#: The innermost cells one row of :func:`_sum_into_cells` reads through a table of
+#: The innermost cells one row of :func:`sum_into_cells` reads through a table of
 #: cell codes (a row of at most this many cells keeps the table in L1).
 _ROW_CELLS = 256
-#: The copies :func:`_sum_into_cells` adds a row's cells into, in turn, when they
+#: The copies :func:`sum_into_cells` adds a row's cells into, in turn, when they
 #: fall on fewer marginal cells than this (written out as four in the final sum).
 _LANES = 4
 
@@ -275,7 +275,7 @@ def _one_pass_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
     """
     out_shape = tuple([array.shape[a] for a in axes])
     out = np.zeros(math.prod(out_shape))
-    _sum_into_cells(
+    sum_into_cells(
         array.reshape(-1),
         np.array(array.shape, dtype=np.int64),
         np.array(axes, dtype=np.int64),
@@ -301,7 +301,7 @@ def _row_codes(
 
 
 @njit(cache=True, nogil=True)
-def _sum_into_cells(
+def sum_into_cells(
     flat: FloatArray, shape: NDArray[np.int64], axes: NDArray[np.int64], out: FloatArray
 ) -> None:
     """``out[code(x)] += flat[x]`` for every cell ``x`` of a C-ordered ``shape``,

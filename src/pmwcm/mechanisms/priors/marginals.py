@@ -54,12 +54,14 @@ import numpy as np
 from pmwcm.kernels.clique_scale import broadcast_factor
 from pmwcm.kernels.dense_marginal import dense_marginal
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.fused_marginals import FUSED_MAX_CELLS, fused_marginals
 from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
 from pmwcm.mechanisms.noise import NoiseSource, add_gaussian
 from pmwcm.mechanisms.priors.pairwise_fit import PairwiseFit, PairwiseIterate
 from pmwcm.mechanisms.private_data import PrivateData
 
 State = TypeVar("State")
+Residuals = TypeVar("Residuals")
 #: The backend a :class:`PriorRelease` was fitted on.
 Fitted = TypeVar("Fitted", bound=Histogram, covariant=True)
 
@@ -176,11 +178,7 @@ def entropic_descent(
     (:func:`pmwcm.mechanisms.priors.support.fit_support`) are this loop with two
     representations, and agree when the support is all of ``X``.
     """
-    if iterations < 0:
-        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
-    if not measurements:
-        raise ValueError("the fit needs at least one measurement.")
-
+    _check_fit(measurements, iterations=iterations)
     weights = precision_weights(measurements)
 
     def residuals(state: State) -> tuple[float, list[FloatArray]]:
@@ -190,9 +188,33 @@ def entropic_descent(
         loss = 0.5 * sum(w * float((r * r).sum()) for w, r in zip(weights, res, strict=True))
         return loss, [r if w == 1.0 else w * r for w, r in zip(weights, res, strict=True)]
 
-    bound = DISCREPANCY * noise_energy(measurements)
+    return _descend(
+        start, residuals, moved, bound=DISCREPANCY * noise_energy(measurements),
+        iterations=iterations, continuation=continuation, step=step, rtol=rtol,
+    )  # fmt: skip
+
+
+def _check_fit(measurements: Sequence[Measurement], *, iterations: int) -> None:
+    if iterations < 0:
+        raise ValueError(f"iterations must be non-negative, got iterations={iterations}.")
+    if not measurements:
+        raise ValueError("the fit needs at least one measurement.")
+
+
+def _descend(
+    state: State,
+    residuals: Callable[[State], tuple[float, Residuals]],
+    moved: Callable[[State, Residuals, float], State],
+    *,
+    bound: float,
+    iterations: int,
+    continuation: int | None,
+    step: float,
+    rtol: float,
+) -> State:
+    """:func:`entropic_descent`'s loop: its step rule and stopping rules, for any form of
+    the residuals (per clique, or concatenated: :func:`fit_histogram`'s fused form)."""
     limit = (CONTINUATION if continuation is None else continuation) * iterations
-    state = start
     current, res = residuals(state)
     accepted = deque([current], maxlen=STALL_WINDOW + 1)
     done = 0
@@ -306,6 +328,13 @@ def fit_histogram(
         )
         return DenseHistogram.from_normalized(domain, pairwise.result(last), copy=False)
 
+    if domain.size <= FUSED_MAX_CELLS:
+        fitted = _fused_fit(
+            p, measurements, axes, iterations=iterations, step=step, rtol=rtol,
+            continuation=continuation,
+        )  # fmt: skip
+        return DenseHistogram(domain, fitted)
+
     def marginals(q: FloatArray) -> list[FloatArray]:
         return [dense_marginal(q, ax) for ax in axes]
 
@@ -328,6 +357,49 @@ def fit_histogram(
         continuation=continuation,
     )
     return DenseHistogram(domain, fitted)
+
+
+def _fused_fit(
+    start: FloatArray,
+    measurements: Sequence[Measurement],
+    axes: Sequence[tuple[int, ...]],
+    *,
+    iterations: int,
+    step: float,
+    rtol: float,
+    continuation: int | None,
+) -> FloatArray:
+    """:func:`entropic_descent` with every clique's table in one vector: a step's marginals
+    are one :meth:`~pmwcm.kernels.fused_marginals.FusedMarginals.marginals` call, its
+    gradient ``g = sum_k w_k B_k r_k`` one ``spread`` (the same loss, residuals and iterates as the
+    per-clique loop up to floating-point summation order)."""
+    _check_fit(measurements, iterations=iterations)
+    shape = start.shape
+    plan = fused_marginals(shape, tuple(axes))
+    cells = np.diff(plan.offsets)
+    targets = np.concatenate(
+        [
+            np.broadcast_to(m.values, tuple(shape[a] for a in ax)).ravel()
+            for m, ax in zip(measurements, axes, strict=True)
+        ]
+    )
+    weights = precision_weights(measurements)
+    weight = None if all(w == 1.0 for w in weights) else np.repeat(weights, cells)
+
+    def residuals(q: FloatArray) -> tuple[float, FloatArray]:
+        r = plan.marginals(q) - targets
+        weighted = r if weight is None else weight * r
+        return 0.5 * float(np.dot(weighted, r)), weighted
+
+    def moved(q: FloatArray, weighted: FloatArray, s: float) -> FloatArray:
+        z = -s * plan.spread(weighted)
+        out = q * np.exp(z - z.max())
+        return out / out.sum()
+
+    return _descend(
+        start, residuals, moved, bound=DISCREPANCY * noise_energy(measurements),
+        iterations=iterations, continuation=continuation, step=step, rtol=rtol,
+    )  # fmt: skip
 
 
 def default_iterations(domain: Domain, cliques: int) -> int:

@@ -1,0 +1,360 @@
+"""Many cliques' marginals of one dense table in one compiled call, and the adjoint.
+
+The dense entropic fit (:func:`pmwcm.mechanisms.priors.marginals.fit_histogram`)
+takes every measured clique's marginal ``D_{C_k}`` at each step and multiplies
+the histogram by ``exp(-s g)``, ``g(x) = sum_k r_k(x_{C_k})`` (the residuals
+broadcast back); the workload start's selection
+(:mod:`pmwcm.mechanisms.priors.workload`) takes every candidate clique's
+marginal once a round. Taken one clique at a time on binary Adult (2^14 cells,
+about 147 cliques a fit, about 2,900 candidates a round), these passes cost 20 s
+of ``pmwcm run``'s 22 s at ``eps = 1`` on 10,000 queries: per clique about 11 us
+of compiled pass over the 2^14 cells plus 17 us of Python and NumPy around it,
+and the broadcast sum of ``g`` (1,900 steps of 147 broadcast adds) another 7 s.
+
+**One plan, one call** (:class:`FusedMarginals`). Every clique's marginal is
+summed from the *smallest* table already computed that holds its attributes,
+rather than from the histogram:
+
+* a **window** ``[lo..hi]``, the marginal on the contiguous attributes
+  ``lo..hi`` of the domain (``min C`` to ``max C``), itself summed from
+  ``[lo..hi+1]`` (or ``[lo-1..d-1]``, or the histogram): each step of that
+  chain drops one end attribute, so all windows of one start cost at most
+  twice the largest of them, and all windows at most ``4 |X|`` cell reads on
+  a binary domain;
+* or another clique's marginal computed before it (cliques go largest first),
+  whose attributes contain its own (a pair inside a measured 5-way clique: 32
+  reads instead of its window's).
+
+Each step is :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` from its
+source table, all of them in one compiled call (:func:`_forward`). The
+adjoint (:func:`_adjoint`), ``g = sum_k B_k r_k`` with ``B_k`` the broadcast of
+a clique table over the domain, runs the same steps backwards: each table's
+accumulated values are added to every cell of its source that sums into them
+(:func:`_spread_from_cells`), from the cliques back to the histogram. Only
+the summation order differs from the per-clique passes (relative differences
+of about ``1e-15``); the plan depends on the shape and the cliques alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from pmwcm.kernels.clique_table import FloatArray
+from pmwcm.kernels.dense_marginal import sum_into_cells
+
+__all__ = ["FUSED_MAX_CELLS", "FusedMarginals", "fused_marginals"]
+
+#: Dense tables of at most this many cells take their many-clique passes here (the
+#: fit's steps, the selection's rounds); larger ones take them one clique at a time
+#: (:func:`~pmwcm.kernels.dense_marginal.dense_marginal`'s planned passes).
+FUSED_MAX_CELLS = 2**16
+
+IntArray = NDArray[np.int64]
+
+#: Cliques of at most this many attributes offer their subsets as sources to the
+#: smaller cliques after them (``2^|C|`` subsets each, registered once per plan).
+_SUBSET_SOURCE_MAX_ATTRIBUTES = 8
+
+
+@dataclass(frozen=True)
+class FusedMarginals:
+    """A plan for the marginals of a list of cliques of one dense C-ordered ``shape``.
+
+    The work buffer holds the histogram (cells ``0 .. |X|-1``), then every window
+    a clique reads, then the clique tables in the order given, each C-ordered in
+    its own axis order (:attr:`offsets`). Step ``i`` sums the table at
+    ``source[i]`` (of shape ``dims[dims_at[i]:dims_at[i+1]]``) onto the axes
+    ``kept[kept_at[i]:kept_at[i+1]]`` of that shape, into the table at
+    ``target[i]``; a step's source comes before it.
+
+    Attributes:
+        shape: the histogram's shape.
+        offsets: where each clique's table starts in :meth:`marginals`'s vector
+            (one more entry: the vector's length).
+        cost: cell reads a call makes (the steps' source sizes), for the record.
+    """
+
+    shape: tuple[int, ...]
+    offsets: IntArray
+    cost: int
+    _work_cells: int
+    _source: IntArray
+    _source_cells: IntArray
+    _target: IntArray
+    _target_cells: IntArray
+    _dims: IntArray
+    _dims_at: IntArray
+    _kept: IntArray
+    _kept_at: IntArray
+
+    def marginals(self, values: FloatArray) -> FloatArray:
+        """Every clique's marginal of ``values`` (``shape``, float64), concatenated in
+        order: ``out[offsets[k]:offsets[k+1]]`` is clique ``k``'s table, flattened."""
+        flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+        if flat.shape[0] != math.prod(self.shape):
+            raise ValueError(f"values have {flat.shape[0]} cells, the plan's shape {self.shape}.")
+        out = np.empty(int(self.offsets[-1]))
+        _forward(flat, out, *self._steps())
+        return out
+
+    def spread(self, tables: FloatArray) -> FloatArray:
+        """The adjoint of :meth:`marginals`: ``g(x) = sum_k t_k(x_{C_k})`` for the clique
+        tables ``t_k`` concatenated as :meth:`marginals` gives them; shape ``shape``."""
+        flat = np.ascontiguousarray(tables, dtype=np.float64).reshape(-1)
+        if flat.shape[0] != int(self.offsets[-1]):
+            raise ValueError(
+                f"tables have {flat.shape[0]} cells, the plan's cliques {int(self.offsets[-1])}."
+            )
+        out = np.empty(math.prod(self.shape))
+        _adjoint(flat, out, *self._steps())
+        return out.reshape(self.shape)
+
+    def _steps(
+        self,
+    ) -> tuple[int, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]:
+        return (
+            self._work_cells,
+            self._source,
+            self._source_cells,
+            self._target,
+            self._target_cells,
+            self._dims,
+            self._dims_at,
+            self._kept,
+            self._kept_at,
+        )
+
+
+class _Builder:
+    """Collects :class:`FusedMarginals`'s tables and steps (see the module docstring)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+        self.cells = math.prod(shape)
+        # every table: (offset in the work buffer, its domain axes in its own order)
+        self.tables: list[tuple[int, tuple[int, ...]]] = [(0, tuple(range(len(shape))))]
+        self.end = self.cells
+        self.windows: dict[tuple[int, int], int] = {(0, len(shape) - 1): 0}
+        self.steps: list[tuple[int, int, tuple[int, ...]]] = []  # source, target, kept
+
+    def add_table(self, axes: tuple[int, ...], offset: int | None = None) -> int:
+        if offset is None:
+            offset, self.end = self.end, self.end + math.prod(self.shape[a] for a in axes)
+        self.tables.append((offset, axes))
+        return len(self.tables) - 1
+
+    def add_step(self, source: int, target: int) -> None:
+        source_axes = self.tables[source][1]
+        kept = tuple(source_axes.index(a) for a in self.tables[target][1])
+        self.steps.append((source, target, kept))
+
+    def window(self, lo: int, hi: int) -> int:
+        """The table of window ``[lo..hi]``, made (with the chain above it) on first use."""
+        found = self.windows.get((lo, hi))
+        if found is not None:
+            return found
+        last = len(self.shape) - 1
+        parent = self.window(lo, hi + 1) if hi < last else self.window(lo - 1, last)
+        table = self.add_table(tuple(range(lo, hi + 1)))
+        self.add_step(parent, table)
+        self.windows[(lo, hi)] = table
+        return table
+
+
+@functools.lru_cache(maxsize=64)
+def fused_marginals(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...]) -> FusedMarginals:
+    """The plan for the marginals on ``cliques`` (each a tuple of distinct axes of
+    ``shape``, in the order its table's axes should have), cached per argument.
+
+    Raises:
+        ValueError: a clique repeats an axis or names one ``shape`` lacks.
+    """
+    d = len(shape)
+    for clique in cliques:
+        if len(set(clique)) != len(clique) or not all(0 <= a < d for a in clique):
+            raise ValueError(f"clique axes must be distinct axes of {d}, got {clique}.")
+    if d == 0:
+        raise ValueError("the fused marginals need a shape of at least one axis.")
+    build = _Builder(shape)
+    sizes = [math.prod(shape[a] for a in c) for c in cliques]
+    offsets = np.zeros(len(cliques) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes, dtype=np.int64)
+    clique_start = build.end
+    build.end += int(offsets[-1])
+    # The smallest computed table holding each attribute set (clique tables only;
+    # windows are found by their bounds).
+    holders: dict[frozenset[int], tuple[int, int]] = {}
+    for k in sorted(range(len(cliques)), key=lambda i: (-sizes[i], i)):
+        clique = cliques[k]
+        attrs = frozenset(clique)
+        lo, hi = (min(clique), max(clique)) if clique else (0, d - 1)
+        held = holders.get(attrs)
+        if held is not None and held[0] < math.prod(shape[lo : hi + 1]):
+            source = held[1]
+        else:
+            source = build.window(lo, hi)
+        table = build.add_table(clique, clique_start + int(offsets[k]))
+        build.add_step(source, table)
+        if len(clique) <= _SUBSET_SOURCE_MAX_ATTRIBUTES:
+            for subset in _subsets(clique):
+                if subset not in holders or holders[subset][0] > sizes[k]:
+                    holders[subset] = (sizes[k], table)
+    return _packed(build, offsets)
+
+
+def _subsets(clique: tuple[int, ...]) -> list[frozenset[int]]:
+    """Every non-empty subset of ``clique``'s attributes (itself included)."""
+    out = []
+    for mask in range(1, 1 << len(clique)):
+        out.append(frozenset(a for i, a in enumerate(clique) if mask >> i & 1))
+    return out
+
+
+def _packed(build: _Builder, offsets: IntArray) -> FusedMarginals:
+    """The builder's steps as flat integer arrays for the compiled calls."""
+    shape = build.shape
+    source, source_cells, target, target_cells = [], [], [], []
+    dims: list[int] = []
+    dims_at = [0]
+    kept: list[int] = []
+    kept_at = [0]
+    for s, t, keep in build.steps:
+        s_offset, s_axes = build.tables[s]
+        t_offset, t_axes = build.tables[t]
+        source.append(s_offset)
+        source_cells.append(math.prod(shape[a] for a in s_axes))
+        target.append(t_offset)
+        target_cells.append(math.prod(shape[a] for a in t_axes))
+        dims.extend(shape[a] for a in s_axes)
+        dims_at.append(len(dims))
+        kept.extend(keep)
+        kept_at.append(len(kept))
+
+    def packed(values: list[int]) -> IntArray:
+        array = np.array(values, dtype=np.int64)
+        array.flags.writeable = False
+        return array
+
+    offsets.flags.writeable = False
+    return FusedMarginals(
+        shape=shape,
+        offsets=offsets,
+        cost=sum(source_cells),
+        _work_cells=build.end,
+        _source=packed(source),
+        _source_cells=packed(source_cells),
+        _target=packed(target),
+        _target_cells=packed(target_cells),
+        _dims=packed(dims),
+        _dims_at=packed(dims_at),
+        _kept=packed(kept),
+        _kept_at=packed(kept_at),
+    )
+
+
+@njit(cache=True, nogil=True)
+def _forward(
+    flat: FloatArray,
+    out: FloatArray,
+    work_cells: int,
+    source: IntArray,
+    source_cells: IntArray,
+    target: IntArray,
+    target_cells: IntArray,
+    dims: IntArray,
+    dims_at: IntArray,
+    kept: IntArray,
+    kept_at: IntArray,
+) -> None:
+    """Runs every step in order on a work buffer holding ``flat`` first; the clique
+    tables (the ``out.shape[0]`` cells after ``flat``'s) go to ``out``."""
+    cells = flat.shape[0]
+    work = np.zeros(work_cells)
+    work[:cells] = flat
+    for i in range(source.shape[0]):
+        s, t = source[i], target[i]
+        sum_into_cells(
+            work[s : s + source_cells[i]],
+            dims[dims_at[i] : dims_at[i + 1]],
+            kept[kept_at[i] : kept_at[i + 1]],
+            work[t : t + target_cells[i]],
+        )
+    out[:] = work[cells : cells + out.shape[0]]
+
+
+@njit(cache=True, nogil=True)
+def _adjoint(
+    tables: FloatArray,
+    out: FloatArray,
+    work_cells: int,
+    source: IntArray,
+    source_cells: IntArray,
+    target: IntArray,
+    target_cells: IntArray,
+    dims: IntArray,
+    dims_at: IntArray,
+    kept: IntArray,
+    kept_at: IntArray,
+) -> None:
+    """The steps backwards: each target's values are added to every source cell that
+    sums into them, from the clique tables (``tables``) back to the histogram (``out``)."""
+    work = np.zeros(work_cells)
+    cells = out.shape[0]
+    work[cells : cells + tables.shape[0]] = tables
+    for i in range(source.shape[0] - 1, -1, -1):
+        s, t = source[i], target[i]
+        _spread_from_cells(
+            work[s : s + source_cells[i]],
+            dims[dims_at[i] : dims_at[i + 1]],
+            kept[kept_at[i] : kept_at[i + 1]],
+            work[t : t + target_cells[i]],
+        )
+    out[:] = work[: out.shape[0]]
+
+
+@njit(cache=True, nogil=True)
+def _spread_from_cells(
+    flat: FloatArray, shape: IntArray, axes: IntArray, table: FloatArray
+) -> None:
+    """``flat[x] += table[code(x)]`` for every cell ``x`` of a C-ordered ``shape``: the
+    adjoint of :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` (``code`` as there:
+    ``code(x) = sum_a x_a stride_a``, ``stride_a = 0`` for an axis not in ``axes``).
+
+    The trailing run of axes outside ``axes`` (``post`` contiguous cells) takes one
+    value; a mixed-radix counter over the other axes gives each run's code.
+    """
+    ndim = shape.shape[0]
+    stride = np.zeros(ndim, dtype=np.int64)
+    step = 1
+    for i in range(axes.shape[0] - 1, -1, -1):
+        stride[axes[i]] = step
+        step *= shape[axes[i]]
+    last, post = ndim, 1
+    while last > 0 and stride[last - 1] == 0:
+        last -= 1
+        post *= int(shape[last])
+    runs = 1
+    for a in range(last):
+        runs *= int(shape[a])
+    digits = np.zeros(max(last, 1), dtype=np.int64)
+    code = 0
+    for r in range(runs):
+        value = table[code]
+        start = r * post
+        for j in range(post):
+            flat[start + j] += value
+        a = last - 1
+        while a >= 0:
+            digits[a] += 1
+            code += stride[a]
+            if digits[a] < shape[a]:
+                break
+            code -= digits[a] * stride[a]
+            digits[a] = 0
+            a -= 1
