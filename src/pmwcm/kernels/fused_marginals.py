@@ -46,7 +46,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import FloatArray
-from pmwcm.kernels.dense_marginal import sum_into_cells
+from pmwcm.kernels.dense_marginal import ROW_CELLS, row_codes, sum_into_cells
 
 __all__ = ["FUSED_MAX_CELLS", "FusedMarginals", "fused_marginals"]
 
@@ -60,6 +60,10 @@ IntArray = NDArray[np.int64]
 #: Cliques of at most this many attributes offer their subsets as sources to the
 #: smaller cliques after them (``2^|C|`` subsets each, registered once per plan).
 _SUBSET_SOURCE_MAX_ATTRIBUTES = 8
+#: How a step sums its source: onto its leading axes (contiguous runs of cells summed),
+#: onto its trailing axes (contiguous rows added), or onto any axes
+#: (:func:`~pmwcm.kernels.dense_marginal.sum_into_cells`).
+_LEADING, _TRAILING, _SPREAD = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class FusedMarginals:
     _dims_at: IntArray
     _kept: IntArray
     _kept_at: IntArray
+    _kind: IntArray
 
     def marginals(self, values: FloatArray) -> FloatArray:
         """Every clique's marginal of ``values`` (``shape``, float64), concatenated in
@@ -117,7 +122,18 @@ class FusedMarginals:
 
     def _steps(
         self,
-    ) -> tuple[int, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray, IntArray]:
+    ) -> tuple[
+        int,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+        IntArray,
+    ]:
         return (
             self._work_cells,
             self._source,
@@ -128,6 +144,7 @@ class FusedMarginals:
             self._dims_at,
             self._kept,
             self._kept_at,
+            self._kind,
         )
 
 
@@ -224,6 +241,7 @@ def _packed(build: _Builder, offsets: IntArray) -> FusedMarginals:
     dims_at = [0]
     kept: list[int] = []
     kept_at = [0]
+    kind: list[int] = []
     for s, t, keep in build.steps:
         s_offset, s_axes = build.tables[s]
         t_offset, t_axes = build.tables[t]
@@ -235,6 +253,13 @@ def _packed(build: _Builder, offsets: IntArray) -> FusedMarginals:
         dims_at.append(len(dims))
         kept.extend(keep)
         kept_at.append(len(kept))
+        ndim = len(s_axes)
+        if keep == tuple(range(len(keep))):
+            kind.append(_LEADING)
+        elif keep == tuple(range(ndim - len(keep), ndim)):
+            kind.append(_TRAILING)
+        else:
+            kind.append(_SPREAD)
 
     def packed(values: list[int]) -> IntArray:
         array = np.array(values, dtype=np.int64)
@@ -255,6 +280,7 @@ def _packed(build: _Builder, offsets: IntArray) -> FusedMarginals:
         _dims_at=packed(dims_at),
         _kept=packed(kept),
         _kept_at=packed(kept_at),
+        _kind=packed(kind),
     )
 
 
@@ -271,6 +297,7 @@ def _forward(
     dims_at: IntArray,
     kept: IntArray,
     kept_at: IntArray,
+    kind: IntArray,
 ) -> None:
     """Runs every step in order on a work buffer holding ``flat`` first; the clique
     tables (the ``out.shape[0]`` cells after ``flat``'s) go to ``out``."""
@@ -278,13 +305,24 @@ def _forward(
     work = np.zeros(work_cells)
     work[:cells] = flat
     for i in range(source.shape[0]):
-        s, t = source[i], target[i]
-        sum_into_cells(
-            work[s : s + source_cells[i]],
-            dims[dims_at[i] : dims_at[i + 1]],
-            kept[kept_at[i] : kept_at[i + 1]],
-            work[t : t + target_cells[i]],
-        )
+        src = work[source[i] : source[i] + source_cells[i]]
+        dst = work[target[i] : target[i] + target_cells[i]]
+        if kind[i] == _LEADING:  # dst[r] = sum of run r of src
+            run = src.shape[0] // dst.shape[0]
+            for r in range(dst.shape[0]):
+                total = 0.0
+                for j in range(r * run, (r + 1) * run):
+                    total += src[j]
+                dst[r] = total
+        elif kind[i] == _TRAILING:  # dst = sum of the rows of src
+            width = dst.shape[0]
+            for r in range(src.shape[0] // width):
+                for j in range(width):
+                    dst[j] += src[r * width + j]
+        else:
+            sum_into_cells(
+                src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
+            )
     out[:] = work[cells : cells + out.shape[0]]
 
 
@@ -301,6 +339,7 @@ def _adjoint(
     dims_at: IntArray,
     kept: IntArray,
     kept_at: IntArray,
+    kind: IntArray,
 ) -> None:
     """The steps backwards: each target's values are added to every source cell that
     sums into them, from the clique tables (``tables``) back to the histogram (``out``)."""
@@ -308,13 +347,23 @@ def _adjoint(
     cells = out.shape[0]
     work[cells : cells + tables.shape[0]] = tables
     for i in range(source.shape[0] - 1, -1, -1):
-        s, t = source[i], target[i]
-        _spread_from_cells(
-            work[s : s + source_cells[i]],
-            dims[dims_at[i] : dims_at[i + 1]],
-            kept[kept_at[i] : kept_at[i + 1]],
-            work[t : t + target_cells[i]],
-        )
+        src = work[source[i] : source[i] + source_cells[i]]
+        dst = work[target[i] : target[i] + target_cells[i]]
+        if kind[i] == _LEADING:
+            run = src.shape[0] // dst.shape[0]
+            for r in range(dst.shape[0]):
+                value = dst[r]
+                for j in range(r * run, (r + 1) * run):
+                    src[j] += value
+        elif kind[i] == _TRAILING:
+            width = dst.shape[0]
+            for r in range(src.shape[0] // width):
+                for j in range(width):
+                    src[r * width + j] += dst[j]
+        else:
+            _spread_from_cells(
+                src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
+            )
     out[:] = work[: out.shape[0]]
 
 
@@ -326,8 +375,10 @@ def _spread_from_cells(
     adjoint of :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` (``code`` as there:
     ``code(x) = sum_a x_a stride_a``, ``stride_a = 0`` for an axis not in ``axes``).
 
-    The trailing run of axes outside ``axes`` (``post`` contiguous cells) takes one
-    value; a mixed-radix counter over the other axes gives each run's code.
+    Laid out as that pass is: the trailing run of axes outside ``axes`` (``post``
+    contiguous cells) takes one value; the innermost axes up to :data:`ROW_CELLS`
+    cells before it go through a table of their codes, and a mixed-radix counter over
+    the outer axes gives each row's base code.
     """
     ndim = shape.shape[0]
     stride = np.zeros(ndim, dtype=np.int64)
@@ -339,22 +390,34 @@ def _spread_from_cells(
     while last > 0 and stride[last - 1] == 0:
         last -= 1
         post *= int(shape[last])
-    runs = 1
-    for a in range(last):
-        runs *= int(shape[a])
-    digits = np.zeros(max(last, 1), dtype=np.int64)
-    code = 0
-    for r in range(runs):
-        value = table[code]
-        start = r * post
-        for j in range(post):
-            flat[start + j] += value
-        a = last - 1
+    cut, row = last, 1
+    while cut > 0 and row * shape[cut - 1] <= ROW_CELLS:
+        cut -= 1
+        row *= int(shape[cut])
+    codes = row_codes(shape, stride, cut, last, row)
+    rows = 1
+    for a in range(cut):
+        rows *= int(shape[a])
+    digits = np.zeros(max(cut, 1), dtype=np.int64)
+    base = 0
+    width = row * post
+    for r in range(rows):
+        start = r * width
+        if post == 1:
+            for j in range(row):
+                flat[start + j] += table[base + codes[j]]
+        else:
+            for j in range(row):
+                value = table[base + codes[j]]
+                first = start + j * post
+                for k in range(post):
+                    flat[first + k] += value
+        a = cut - 1
         while a >= 0:
             digits[a] += 1
-            code += stride[a]
+            base += stride[a]
             if digits[a] < shape[a]:
                 break
-            code -= digits[a] * stride[a]
+            base -= digits[a] * stride[a]
             digits[a] = 0
             a -= 1
