@@ -280,6 +280,11 @@ def noise_energy(measurements: Sequence[Measurement]) -> float:
 #: sweep, one per step, whatever the clique count); Adult's default fit takes 0.27 s
 #: of CPU instead of 0.90 s.
 PAIRWISE_MIN_CELLS = 2**12
+#: Up to this many cells a fit with a clique of three or more attributes runs in
+#: :func:`_fused_fit`'s form also above :data:`~pmwcm.kernels.fused_marginals.
+#: FUSED_MAX_CELLS` (where a pairs-only fit is :class:`PairwiseFit`'s): its work
+#: buffer holds up to about ``5 |X|`` cells per call.
+FUSED_HIGHER_ORDER_MAX_CELLS = 2**21
 
 
 def fit_histogram(
@@ -309,6 +314,14 @@ def fit_histogram(
     else:  # DenseHistogram.uniform's values, bit for bit, without its second array
         p = np.full(domain.shape, 1.0 / domain.size)
         p /= p.sum()
+    if domain.size <= FUSED_MAX_CELLS or (
+        domain.size <= FUSED_HIGHER_ORDER_MAX_CELLS and any(len(a) >= 3 for a in axes)
+    ):
+        fitted = _fused_fit(
+            p, measurements, axes, iterations=iterations, step=step, rtol=rtol,
+            continuation=continuation,
+        )  # fmt: skip
+        return DenseHistogram(domain, fitted)
     if (
         domain.size >= PAIRWISE_MIN_CELLS
         and len(domain) >= 2
@@ -327,13 +340,6 @@ def fit_histogram(
             continuation=continuation,
         )
         return DenseHistogram.from_normalized(domain, pairwise.result(last), copy=False)
-
-    if domain.size <= FUSED_MAX_CELLS:
-        fitted = _fused_fit(
-            p, measurements, axes, iterations=iterations, step=step, rtol=rtol,
-            continuation=continuation,
-        )  # fmt: skip
-        return DenseHistogram(domain, fitted)
 
     def marginals(q: FloatArray) -> list[FloatArray]:
         return [dense_marginal(q, ax) for ax in axes]
