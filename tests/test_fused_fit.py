@@ -72,8 +72,9 @@ def _reference_fit(
     continuation: int | None,
     step: float = 1.0,
     rtol: float = 1e-5,
-) -> np.ndarray:
-    """Entropic mirror descent as its docstring states it, in plain NumPy."""
+) -> tuple[np.ndarray, int]:
+    """Entropic mirror descent as its docstring states it, in plain NumPy; the fit and
+    the steps it took."""
     axes = [domain.axes(m.clique) for m in measurements]
     sigmas = [m.sigma for m in measurements]
     weights = [(min(sigmas) / s) ** 2 for s in sigmas]
@@ -119,7 +120,7 @@ def _reference_fit(
                 break
         if done >= iterations and current <= bound:
             break
-    return q
+    return q, done
 
 
 def _problem(
@@ -160,9 +161,11 @@ def test_the_fused_fit_is_the_numpy_descent(
     fused = fit_histogram(
         domain, measurements, iterations=iterations, start=start, continuation=continuation
     ).to_array()
-    reference = _reference_fit(
+    reference, steps = _reference_fit(
         domain, measurements, start.to_array(), iterations=iterations, continuation=continuation
     )
+    # the budget-only fit stops at its budget; the other goes on past it (far above the bound)
+    assert steps == iterations if continuation == 1 else steps > iterations
     np.testing.assert_allclose(fused, reference, rtol=1e-9, atol=0)
     monkeypatch.setattr(marginals_module, "FUSED_MAX_CELLS", 0)
     monkeypatch.setattr(marginals_module, "FUSED_HIGHER_ORDER_MAX_CELLS", 0)
