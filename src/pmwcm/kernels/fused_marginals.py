@@ -153,35 +153,86 @@ class _Builder:
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.shape = shape
-        self.cells = math.prod(shape)
-        # every table: (offset in the work buffer, its domain axes in its own order)
-        self.tables: list[tuple[int, tuple[int, ...]]] = [(0, tuple(range(len(shape))))]
-        self.end = self.cells
+        cells = math.prod(shape)
+        # every table: (offset in the work buffer, its domain axes in its own order, cells)
+        self.tables: list[tuple[int, tuple[int, ...], int]] = [(0, tuple(range(len(shape))), cells)]
+        self.end = cells
         self.windows: dict[tuple[int, int], int] = {(0, len(shape) - 1): 0}
-        self.steps: list[tuple[int, int, tuple[int, ...]]] = []  # source, target, kept
+        # the steps, as the compiled calls take them (FusedMarginals' attributes)
+        self.source: list[int] = []
+        self.source_cells: list[int] = []
+        self.target: list[int] = []
+        self.target_cells: list[int] = []
+        self.dims: list[int] = []
+        self.dims_at = [0]
+        self.kept: list[int] = []
+        self.kept_at = [0]
+        self.kind: list[int] = []
 
     def add_table(self, axes: tuple[int, ...], offset: int | None = None) -> int:
+        cells = math.prod(self.shape[a] for a in axes)
         if offset is None:
-            offset, self.end = self.end, self.end + math.prod(self.shape[a] for a in axes)
-        self.tables.append((offset, axes))
+            offset, self.end = self.end, self.end + cells
+        self.tables.append((offset, axes, cells))
         return len(self.tables) - 1
 
     def add_step(self, source: int, target: int) -> None:
-        source_axes = self.tables[source][1]
-        kept = tuple(source_axes.index(a) for a in self.tables[target][1])
-        self.steps.append((source, target, kept))
+        s_offset, s_axes, s_cells = self.tables[source]
+        t_offset, t_axes, t_cells = self.tables[target]
+        keep = tuple(s_axes.index(a) for a in t_axes)
+        self.source.append(s_offset)
+        self.source_cells.append(s_cells)
+        self.target.append(t_offset)
+        self.target_cells.append(t_cells)
+        self.dims.extend(self.shape[a] for a in s_axes)
+        self.dims_at.append(len(self.dims))
+        self.kept.extend(keep)
+        self.kept_at.append(len(self.kept))
+        ndim = len(s_axes)
+        if keep == tuple(range(len(keep))):
+            self.kind.append(_LEADING)
+        elif keep == tuple(range(ndim - len(keep), ndim)):
+            self.kind.append(_TRAILING)
+        else:
+            self.kind.append(_SPREAD)
 
     def window(self, lo: int, hi: int) -> int:
         """The table of window ``[lo..hi]``, made (with the chain above it) on first use."""
         found = self.windows.get((lo, hi))
         if found is not None:
             return found
-        last = len(self.shape) - 1
-        parent = self.window(lo, hi + 1) if hi < last else self.window(lo - 1, last)
+        # From the window one attribute wider on the left (its leading attribute summed
+        # out: rows added, the faster pass), or for a prefix from one wider on the right.
+        parent = self.window(lo - 1, hi) if lo > 0 else self.window(lo, hi + 1)
         table = self.add_table(tuple(range(lo, hi + 1)))
         self.add_step(parent, table)
         self.windows[(lo, hi)] = table
         return table
+
+    def plan(self, offsets: IntArray) -> FusedMarginals:
+        """The steps as read-only integer arrays for the compiled calls."""
+
+        def packed(values: list[int]) -> IntArray:
+            array = np.array(values, dtype=np.int64)
+            array.flags.writeable = False
+            return array
+
+        offsets.flags.writeable = False
+        return FusedMarginals(
+            shape=self.shape,
+            offsets=offsets,
+            cost=sum(self.source_cells),
+            _work_cells=self.end,
+            _source=packed(self.source),
+            _source_cells=packed(self.source_cells),
+            _target=packed(self.target),
+            _target_cells=packed(self.target_cells),
+            _dims=packed(self.dims),
+            _dims_at=packed(self.dims_at),
+            _kept=packed(self.kept),
+            _kept_at=packed(self.kept_at),
+            _kind=packed(self.kind),
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -204,84 +255,62 @@ def fused_marginals(shape: tuple[int, ...], cliques: tuple[tuple[int, ...], ...]
     offsets[1:] = np.cumsum(sizes, dtype=np.int64)
     clique_start = build.end
     build.end += int(offsets[-1])
-    # The smallest computed table holding each attribute set (clique tables only;
-    # windows are found by their bounds).
-    holders: dict[frozenset[int], tuple[int, int]] = {}
-    for k in sorted(range(len(cliques)), key=lambda i: (-sizes[i], i)):
-        clique = cliques[k]
-        attrs = frozenset(clique)
+    # The smallest clique table computed so far that holds each attribute set (a bit
+    # mask); windows are found by their bounds.
+    holders: dict[int, tuple[int, int]] = {}
+    order = sorted(range(len(cliques)), key=lambda i: (-sizes[i], i))
+    source: dict[int, int] = {}  # each clique's source table: another clique's ...
+    in_window: dict[int, list[int]] = {}  # ... or a window's (the cliques each serves)
+    tables: dict[int, int] = {}
+    for k in order:
+        clique, cells = cliques[k], sizes[k]
+        mask = sum(1 << a for a in clique)
         lo, hi = (min(clique), max(clique)) if clique else (0, d - 1)
-        held = holders.get(attrs)
+        held = holders.get(mask)
         if held is not None and held[0] < math.prod(shape[lo : hi + 1]):
-            source = held[1]
+            source[k] = held[1]  # that clique's table (made earlier in this order)
         else:
-            source = build.window(lo, hi)
-        table = build.add_table(clique, clique_start + int(offsets[k]))
-        build.add_step(source, table)
+            in_window.setdefault(build.window(lo, hi), []).append(k)
+        tables[k] = build.add_table(clique, clique_start + int(offsets[k]))
         if len(clique) <= _SUBSET_SOURCE_MAX_ATTRIBUTES:
-            for subset in _subsets(clique):
-                if subset not in holders or holders[subset][0] > sizes[k]:
-                    holders[subset] = (sizes[k], table)
-    return _packed(build, offsets)
+            subset = mask
+            while subset:  # every non-empty subset of the clique's attributes
+                known = holders.get(subset)
+                if known is None or known[0] > cells:
+                    holders[subset] = (cells, tables[k])
+                subset = (subset - 1) & mask
+    for window, served in in_window.items():
+        for k, table in _narrowed(build, window, [(k, frozenset(cliques[k])) for k in served]):
+            source[k] = table
+    for k in order:  # every source comes first: windows, their narrowings, larger cliques
+        build.add_step(source[k], tables[k])
+    return build.plan(offsets)
 
 
-def _subsets(clique: tuple[int, ...]) -> list[frozenset[int]]:
-    """Every non-empty subset of ``clique``'s attributes (itself included)."""
-    out = []
-    for mask in range(1, 1 << len(clique)):
-        out.append(frozenset(a for i, a in enumerate(clique) if mask >> i & 1))
+def _narrowed(
+    build: _Builder, table: int, served: list[tuple[int, frozenset[int]]]
+) -> list[tuple[int, int]]:
+    """Each served clique's source among ``table`` and tables narrowed from it.
+
+    While some attribute ``a`` of the table is outside ``n_a`` of the cliques it
+    serves with ``n_a (1 - 1/|a|) > 1``, the table without ``a`` (made once, a read of
+    the table) is cheaper for those ``n_a`` than the table itself: it is made, serves
+    them, and is narrowed in turn (the attribute outside most cliques first).
+    """
+    axes = build.tables[table][1]
+    out: list[tuple[int, int]] = []
+    while len(served) > 1:
+        gain, drop = max(
+            (sum(a not in attrs for _, attrs in served) * (1 - 1 / build.shape[a]), a) for a in axes
+        )
+        if gain <= 1:
+            break
+        narrower = build.add_table(tuple(a for a in axes if a != drop))
+        build.add_step(table, narrower)
+        out.extend(_narrowed(build, narrower, [c for c in served if drop not in c[1]]))
+        served = [c for c in served if drop in c[1]]
+    out.extend((k, table) for k, _ in served)
     return out
-
-
-def _packed(build: _Builder, offsets: IntArray) -> FusedMarginals:
-    """The builder's steps as flat integer arrays for the compiled calls."""
-    shape = build.shape
-    source, source_cells, target, target_cells = [], [], [], []
-    dims: list[int] = []
-    dims_at = [0]
-    kept: list[int] = []
-    kept_at = [0]
-    kind: list[int] = []
-    for s, t, keep in build.steps:
-        s_offset, s_axes = build.tables[s]
-        t_offset, t_axes = build.tables[t]
-        source.append(s_offset)
-        source_cells.append(math.prod(shape[a] for a in s_axes))
-        target.append(t_offset)
-        target_cells.append(math.prod(shape[a] for a in t_axes))
-        dims.extend(shape[a] for a in s_axes)
-        dims_at.append(len(dims))
-        kept.extend(keep)
-        kept_at.append(len(kept))
-        ndim = len(s_axes)
-        if keep == tuple(range(len(keep))):
-            kind.append(_LEADING)
-        elif keep == tuple(range(ndim - len(keep), ndim)):
-            kind.append(_TRAILING)
-        else:
-            kind.append(_SPREAD)
-
-    def packed(values: list[int]) -> IntArray:
-        array = np.array(values, dtype=np.int64)
-        array.flags.writeable = False
-        return array
-
-    offsets.flags.writeable = False
-    return FusedMarginals(
-        shape=shape,
-        offsets=offsets,
-        cost=sum(source_cells),
-        _work_cells=build.end,
-        _source=packed(source),
-        _source_cells=packed(source_cells),
-        _target=packed(target),
-        _target_cells=packed(target_cells),
-        _dims=packed(dims),
-        _dims_at=packed(dims_at),
-        _kept=packed(kept),
-        _kept_at=packed(kept_at),
-        _kind=packed(kind),
-    )
 
 
 @njit(cache=True, nogil=True)
@@ -302,11 +331,15 @@ def _forward(
     """Runs every step in order on a work buffer holding ``flat`` first; the clique
     tables (the ``out.shape[0]`` cells after ``flat``'s) go to ``out``."""
     cells = flat.shape[0]
-    work = np.zeros(work_cells)
+    # np.empty, each target zeroed as its step starts: a zeroed buffer of this size
+    # comes as fresh pages from the system on every call.
+    work = np.empty(work_cells)
     work[:cells] = flat
     for i in range(source.shape[0]):
         src = work[source[i] : source[i] + source_cells[i]]
         dst = work[target[i] : target[i] + target_cells[i]]
+        if kind[i] != _LEADING:
+            dst[:] = 0.0
         if kind[i] == _LEADING:  # dst[r] = sum of run r of src
             run = src.shape[0] // dst.shape[0]
             for r in range(dst.shape[0]):
@@ -343,9 +376,11 @@ def _adjoint(
 ) -> None:
     """The steps backwards: each target's values are added to every source cell that
     sums into them, from the clique tables (``tables``) back to the histogram (``out``)."""
-    work = np.zeros(work_cells)
+    work = np.empty(work_cells)
     cells = out.shape[0]
+    work[:cells] = 0.0
     work[cells : cells + tables.shape[0]] = tables
+    work[cells + tables.shape[0] :] = 0.0
     for i in range(source.shape[0] - 1, -1, -1):
         src = work[source[i] : source[i] + source_cells[i]]
         dst = work[target[i] : target[i] + target_cells[i]]
