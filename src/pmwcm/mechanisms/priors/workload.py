@@ -263,18 +263,25 @@ class CandidateQualities:
         sigma: float,
         data_marginals: dict[tuple[str, ...], np.ndarray] | None = None,
     ) -> None:
-        """``data_marginals`` keeps the data's candidate marginals across instances."""
-        cache: dict[tuple[str, ...], np.ndarray] = {} if data_marginals is None else data_marginals
+        """``data_marginals`` keeps the data's candidate marginals across instances;
+        without it, on a domain of at most ``FUSED_MAX_CELLS`` cells, they are one fused
+        pass over the data's full table (``data.marginal`` of every attribute)."""
         self.candidates = tuple(tuple(c) for c in candidates)
-        for clique in self.candidates:
-            if clique not in cache:
-                cache[clique] = data.marginal(clique)
-        tables = [cache[c] for c in self.candidates]
-        sizes = np.array([t.size for t in tables], dtype=np.int64)
-        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self._data = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
-        self._bias = math.sqrt(2.0 / math.pi) * sigma * sizes
         self._axes = tuple(data.domain.axes(c) for c in self.candidates)
+        if data_marginals is None and self.candidates and data.domain.size <= FUSED_MAX_CELLS:
+            plan = fused_marginals(data.domain.shape, self._axes)
+            self._data = plan.marginals(data.marginal(data.domain.names))
+            sizes = np.diff(plan.offsets)
+        else:
+            cache = {} if data_marginals is None else data_marginals
+            for clique in self.candidates:
+                if clique not in cache:
+                    cache[clique] = data.marginal(clique)
+            tables = [cache[c] for c in self.candidates]
+            sizes = np.array([t.size for t in tables], dtype=np.int64)
+            self._data = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
+        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self._bias = math.sqrt(2.0 / math.pi) * sigma * sizes
 
     def __call__(self, hypothesis: Histogram) -> FloatArray:
         """``q(C)`` of every candidate, in order, under ``hypothesis``."""
