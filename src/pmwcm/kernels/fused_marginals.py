@@ -2,37 +2,42 @@
 
 The dense entropic fit (:func:`pmwcm.mechanisms.priors.marginals.fit_histogram`)
 takes every measured clique's marginal ``D_{C_k}`` at each step and multiplies
-the histogram by ``exp(-s g)``, ``g(x) = sum_k r_k(x_{C_k})`` (the residuals
-broadcast back); the workload start's selection
+the histogram by ``exp(-s g)``, ``g(x) = sum_k w_k r_k(x_{C_k})`` (the weighted
+residuals broadcast back); the workload start's selection
 (:mod:`pmwcm.mechanisms.priors.workload`) takes every candidate clique's
-marginal once a round. Taken one clique at a time on binary Adult (2^14 cells,
-about 147 cliques a fit, about 2,900 candidates a round), these passes cost 20 s
-of ``pmwcm run``'s 22 s at ``eps = 1`` on 10,000 queries: per clique about 11 us
-of compiled pass over the 2^14 cells plus 17 us of Python and NumPy around it,
-and the broadcast sum of ``g`` (1,900 steps of 147 broadcast adds) another 7 s.
+marginal once a round.
+
+**Why.** One clique at a time, these passes took 20 of the 24 CPU seconds of
+``pmwcm run`` on 10,000 binary-Adult queries at ``eps = 1``
+(``benchmarks/throughput.py --cli-only --e2e 10000``; nonprivate 2.4 s). On 2^14
+cells a clique's marginal cost about 11 us of compiled pass and 17 us of Python
+and NumPy around it, a fit step on 147 cliques (pairs and 3- to 5-way ones)
+7.4 ms with its 147 broadcast adds, and a selection round over 2,930 candidates
+68 ms. Fused: 0.53 ms a step and 2.4 ms a round (one call each way, about
+210,000 and 1.1 million cell reads instead of 2.4 and 48 million), and the
+run takes about 6.5 s.
 
 **One plan, one call** (:class:`FusedMarginals`). Every clique's marginal is
-summed from the *smallest* table already computed that holds its attributes,
-rather than from the histogram:
+summed from a *small* table computed before it, rather than from the histogram:
 
-* a **window** ``[lo..hi]``, the marginal on the contiguous attributes
-  ``lo..hi`` of the domain (``min C`` to ``max C``), itself summed from
-  ``[lo..hi+1]`` (or ``[lo-1..d-1]``, or the histogram): each step of that
-  chain drops one end attribute, so all windows of one start cost at most
-  twice the largest of them, and all windows at most ``4 |X|`` cell reads on
-  a binary domain;
-* or another clique's marginal computed before it (cliques go largest first),
-  whose attributes contain its own (a pair inside a measured 5-way clique: 32
-  reads instead of its window's).
+* another clique's marginal whose attributes contain its own (cliques go
+  largest first; a pair inside a measured 5-way clique reads 32 cells);
+* or its **window** ``[lo..hi]``, the marginal on the contiguous attributes
+  ``min C .. max C``, summed from ``[lo-1..hi]`` (or, for ``lo = 0``, from
+  ``[0..hi+1]``, or the histogram): each link of that chain drops one end
+  attribute, so all windows together cost a few histogram reads;
+* or a **narrowing** of its window: while some attribute of a table is outside
+  ``n_a`` of the cliques it serves with ``n_a (1 - 1/|a|) > 1``, the table without
+  it (one read of the table) serves those cliques more cheaply, and is narrowed in
+  turn (:func:`_narrowed`).
 
-Each step is :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` from its
-source table, all of them in one compiled call (:func:`_forward`). The
-adjoint (:func:`_adjoint`), ``g = sum_k B_k r_k`` with ``B_k`` the broadcast of
-a clique table over the domain, runs the same steps backwards: each table's
-accumulated values are added to every cell of its source that sums into them
-(:func:`_spread_from_cells`), from the cliques back to the histogram. Only
-the summation order differs from the per-clique passes (relative differences
-of about ``1e-15``); the plan depends on the shape and the cliques alone.
+Each step sums one table onto some of its axes, all of them in one compiled call
+(:mod:`pmwcm.kernels.fused_passes`). The adjoint, ``g = sum_k B_k t_k`` with
+``B_k`` the broadcast of clique ``k``'s table over the domain, runs the same steps
+backwards, each adding a table's values to every cell of its source that sums into
+them. Only the summation order differs from the per-clique passes (relative
+differences of about ``1e-15``); the plan depends on the shape and the cliques
+alone, never on values.
 """
 
 from __future__ import annotations
@@ -42,11 +47,16 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
-from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import FloatArray
-from pmwcm.kernels.dense_marginal import ROW_CELLS, row_codes, sum_into_cells
+from pmwcm.kernels.fused_passes import (
+    LEADING,
+    SPREAD,
+    TRAILING,
+    IntArray,
+    adjoint_pass,
+    forward_pass,
+)
 
 __all__ = ["FUSED_MAX_CELLS", "FusedMarginals", "fused_marginals"]
 
@@ -55,15 +65,9 @@ __all__ = ["FUSED_MAX_CELLS", "FusedMarginals", "fused_marginals"]
 #: (:func:`~pmwcm.kernels.dense_marginal.dense_marginal`'s planned passes).
 FUSED_MAX_CELLS = 2**16
 
-IntArray = NDArray[np.int64]
-
 #: Cliques of at most this many attributes offer their subsets as sources to the
 #: smaller cliques after them (``2^|C|`` subsets each, registered once per plan).
 _SUBSET_SOURCE_MAX_ATTRIBUTES = 8
-#: How a step sums its source: onto its leading axes (contiguous runs of cells summed),
-#: onto its trailing axes (contiguous rows added), or onto any axes
-#: (:func:`~pmwcm.kernels.dense_marginal.sum_into_cells`).
-_LEADING, _TRAILING, _SPREAD = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class FusedMarginals:
         if flat.shape[0] != math.prod(self.shape):
             raise ValueError(f"values have {flat.shape[0]} cells, the plan's shape {self.shape}.")
         out = np.empty(int(self.offsets[-1]))
-        _forward(flat, out, *self._steps())
+        forward_pass(flat, out, *self._steps())
         return out
 
     def spread(self, tables: FloatArray) -> FloatArray:
@@ -117,7 +121,7 @@ class FusedMarginals:
                 f"tables have {flat.shape[0]} cells, the plan's cliques {int(self.offsets[-1])}."
             )
         out = np.empty(math.prod(self.shape))
-        _adjoint(flat, out, *self._steps())
+        adjoint_pass(flat, out, *self._steps())
         return out.reshape(self.shape)
 
     def _steps(
@@ -190,11 +194,11 @@ class _Builder:
         self.kept_at.append(len(self.kept))
         ndim = len(s_axes)
         if keep == tuple(range(len(keep))):
-            self.kind.append(_LEADING)
+            self.kind.append(LEADING)
         elif keep == tuple(range(ndim - len(keep), ndim)):
-            self.kind.append(_TRAILING)
+            self.kind.append(TRAILING)
         else:
-            self.kind.append(_SPREAD)
+            self.kind.append(SPREAD)
 
     def window(self, lo: int, hi: int) -> int:
         """The table of window ``[lo..hi]``, made (with the chain above it) on first use."""
@@ -311,148 +315,3 @@ def _narrowed(
         served = [c for c in served if drop in c[1]]
     out.extend((k, table) for k, _ in served)
     return out
-
-
-@njit(cache=True, nogil=True)
-def _forward(
-    flat: FloatArray,
-    out: FloatArray,
-    work_cells: int,
-    source: IntArray,
-    source_cells: IntArray,
-    target: IntArray,
-    target_cells: IntArray,
-    dims: IntArray,
-    dims_at: IntArray,
-    kept: IntArray,
-    kept_at: IntArray,
-    kind: IntArray,
-) -> None:
-    """Runs every step in order on a work buffer holding ``flat`` first; the clique
-    tables (the ``out.shape[0]`` cells after ``flat``'s) go to ``out``."""
-    cells = flat.shape[0]
-    # np.empty, each target zeroed as its step starts: a zeroed buffer of this size
-    # comes as fresh pages from the system on every call.
-    work = np.empty(work_cells)
-    work[:cells] = flat
-    for i in range(source.shape[0]):
-        src = work[source[i] : source[i] + source_cells[i]]
-        dst = work[target[i] : target[i] + target_cells[i]]
-        if kind[i] != _LEADING:
-            dst[:] = 0.0
-        if kind[i] == _LEADING:  # dst[r] = sum of run r of src
-            run = src.shape[0] // dst.shape[0]
-            for r in range(dst.shape[0]):
-                total = 0.0
-                for j in range(r * run, (r + 1) * run):
-                    total += src[j]
-                dst[r] = total
-        elif kind[i] == _TRAILING:  # dst = sum of the rows of src
-            width = dst.shape[0]
-            for r in range(src.shape[0] // width):
-                for j in range(width):
-                    dst[j] += src[r * width + j]
-        else:
-            sum_into_cells(
-                src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
-            )
-    out[:] = work[cells : cells + out.shape[0]]
-
-
-@njit(cache=True, nogil=True)
-def _adjoint(
-    tables: FloatArray,
-    out: FloatArray,
-    work_cells: int,
-    source: IntArray,
-    source_cells: IntArray,
-    target: IntArray,
-    target_cells: IntArray,
-    dims: IntArray,
-    dims_at: IntArray,
-    kept: IntArray,
-    kept_at: IntArray,
-    kind: IntArray,
-) -> None:
-    """The steps backwards: each target's values are added to every source cell that
-    sums into them, from the clique tables (``tables``) back to the histogram (``out``)."""
-    work = np.empty(work_cells)
-    cells = out.shape[0]
-    work[:cells] = 0.0
-    work[cells : cells + tables.shape[0]] = tables
-    work[cells + tables.shape[0] :] = 0.0
-    for i in range(source.shape[0] - 1, -1, -1):
-        src = work[source[i] : source[i] + source_cells[i]]
-        dst = work[target[i] : target[i] + target_cells[i]]
-        if kind[i] == _LEADING:
-            run = src.shape[0] // dst.shape[0]
-            for r in range(dst.shape[0]):
-                value = dst[r]
-                for j in range(r * run, (r + 1) * run):
-                    src[j] += value
-        elif kind[i] == _TRAILING:
-            width = dst.shape[0]
-            for r in range(src.shape[0] // width):
-                for j in range(width):
-                    src[r * width + j] += dst[j]
-        else:
-            _spread_from_cells(
-                src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
-            )
-    out[:] = work[: out.shape[0]]
-
-
-@njit(cache=True, nogil=True)
-def _spread_from_cells(
-    flat: FloatArray, shape: IntArray, axes: IntArray, table: FloatArray
-) -> None:
-    """``flat[x] += table[code(x)]`` for every cell ``x`` of a C-ordered ``shape``: the
-    adjoint of :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` (``code`` as there:
-    ``code(x) = sum_a x_a stride_a``, ``stride_a = 0`` for an axis not in ``axes``).
-
-    Laid out as that pass is: the trailing run of axes outside ``axes`` (``post``
-    contiguous cells) takes one value; the innermost axes up to :data:`ROW_CELLS`
-    cells before it go through a table of their codes, and a mixed-radix counter over
-    the outer axes gives each row's base code.
-    """
-    ndim = shape.shape[0]
-    stride = np.zeros(ndim, dtype=np.int64)
-    step = 1
-    for i in range(axes.shape[0] - 1, -1, -1):
-        stride[axes[i]] = step
-        step *= shape[axes[i]]
-    last, post = ndim, 1
-    while last > 0 and stride[last - 1] == 0:
-        last -= 1
-        post *= int(shape[last])
-    cut, row = last, 1
-    while cut > 0 and row * shape[cut - 1] <= ROW_CELLS:
-        cut -= 1
-        row *= int(shape[cut])
-    codes = row_codes(shape, stride, cut, last, row)
-    rows = 1
-    for a in range(cut):
-        rows *= int(shape[a])
-    digits = np.zeros(max(cut, 1), dtype=np.int64)
-    base = 0
-    width = row * post
-    for r in range(rows):
-        start = r * width
-        if post == 1:
-            for j in range(row):
-                flat[start + j] += table[base + codes[j]]
-        else:
-            for j in range(row):
-                value = table[base + codes[j]]
-                first = start + j * post
-                for k in range(post):
-                    flat[first + k] += value
-        a = cut - 1
-        while a >= 0:
-            digits[a] += 1
-            base += stride[a]
-            if digits[a] < shape[a]:
-                break
-            base -= digits[a] * stride[a]
-            digits[a] = 0
-            a -= 1

@@ -247,12 +247,14 @@ class CandidateQualities:
     takes the hypothesis's candidate marginals in one pass.
 
     On a dense hypothesis of at most :data:`~pmwcm.kernels.fused_marginals.FUSED_MAX_CELLS`
-    cells that pass is :class:`~pmwcm.kernels.fused_marginals.FusedMarginals` (one
-    compiled call for all candidates; on binary Adult's 2,900 candidates about
-    ... ms, against ... ms one :meth:`~pmwcm.kernels.histogram.Histogram.marginal`
-    at a time); otherwise one marginal per candidate. The gaps
-    ``||D_C - Dhat_C||_1`` are the same sums as :func:`selection_quality`'s up to
-    floating-point summation order.
+    cells that pass is :class:`~pmwcm.kernels.fused_marginals.FusedMarginals`: one
+    compiled call for all candidates (binary Adult's 2,930 candidates of a
+    10,000-query file: 2.4 ms a round, against 68 ms one
+    :meth:`~pmwcm.kernels.histogram.Histogram.marginal` at a time); otherwise one
+    marginal per candidate. The gaps ``||D_C - Dhat_C||_1`` are
+    :func:`selection_quality`'s sums up to floating-point summation order, a
+    function of the data of the same sensitivity ``2/n``, computed by the same
+    steps whatever the data.
     """
 
     def __init__(
