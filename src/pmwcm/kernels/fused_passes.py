@@ -48,28 +48,19 @@ def forward_pass(
     """Runs every step in order on a work buffer holding ``flat`` first; the clique
     tables (the ``out.shape[0]`` cells after ``flat``'s) go to ``out``."""
     cells = flat.shape[0]
-    # np.empty, each target zeroed as its step starts: a zeroed buffer of this size
-    # comes as fresh pages from the system on every call.
+    # np.empty, each target written or zeroed by its step: a zeroed buffer of this
+    # size comes as fresh pages from the system on every call.
     work = np.empty(work_cells)
     work[:cells] = flat
     for i in range(source.shape[0]):
         src = work[source[i] : source[i] + source_cells[i]]
         dst = work[target[i] : target[i] + target_cells[i]]
-        if kind[i] != LEADING:
-            dst[:] = 0.0
-        if kind[i] == LEADING:  # dst[r] = sum of run r of src
-            run = src.shape[0] // dst.shape[0]
-            for r in range(dst.shape[0]):
-                total = 0.0
-                for j in range(r * run, (r + 1) * run):
-                    total += src[j]
-                dst[r] = total
-        elif kind[i] == TRAILING:  # dst = sum of the rows of src
-            width = dst.shape[0]
-            for r in range(src.shape[0] // width):
-                for j in range(width):
-                    dst[j] += src[r * width + j]
+        if kind[i] == LEADING:
+            _sum_runs(src, dst)
+        elif kind[i] == TRAILING:
+            _sum_rows(src, dst)
         else:
+            dst[:] = 0.0
             sum_into_cells(
                 src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
             )
@@ -102,21 +93,79 @@ def adjoint_pass(
         src = work[source[i] : source[i] + source_cells[i]]
         dst = work[target[i] : target[i] + target_cells[i]]
         if kind[i] == LEADING:
-            run = src.shape[0] // dst.shape[0]
-            for r in range(dst.shape[0]):
-                value = dst[r]
-                for j in range(r * run, (r + 1) * run):
-                    src[j] += value
+            _spread_runs(src, dst)
         elif kind[i] == TRAILING:
-            width = dst.shape[0]
-            for r in range(src.shape[0] // width):
-                for j in range(width):
-                    src[r * width + j] += dst[j]
+            _spread_rows(src, dst)
         else:
             spread_from_cells(
                 src, dims[dims_at[i] : dims_at[i + 1]], kept[kept_at[i] : kept_at[i + 1]], dst
             )
     out[:] = work[: out.shape[0]]
+
+
+@njit(cache=True, nogil=True)
+def _sum_runs(src: FloatArray, dst: FloatArray) -> None:
+    """``dst[r]`` = the sum of the ``r``-th run of ``len(src) / len(dst)`` cells of ``src``
+    (the trailing axes summed out), runs of two added directly (vectorised) and longer
+    ones in four interleaved sums."""
+    run = src.shape[0] // dst.shape[0]
+    if run == 2:
+        for r in range(dst.shape[0]):
+            dst[r] = src[2 * r] + src[2 * r + 1]
+        return
+    for r in range(dst.shape[0]):
+        cells = src[r * run : (r + 1) * run]
+        a0 = a1 = a2 = a3 = 0.0
+        k = 0
+        while k + 4 <= run:
+            a0 += cells[k]
+            a1 += cells[k + 1]
+            a2 += cells[k + 2]
+            a3 += cells[k + 3]
+            k += 4
+        while k < run:
+            a0 += cells[k]
+            k += 1
+        dst[r] = (a0 + a1) + (a2 + a3)
+
+
+@njit(cache=True, nogil=True)
+def _sum_rows(src: FloatArray, dst: FloatArray) -> None:
+    """``dst`` = the sum of the rows of ``len(dst)`` cells of ``src`` (the leading axes
+    summed out), one row slice at a time (a slice, not ``src[r * w + j]``, lets the
+    compiler vectorise the add: 2-3 us for 2^14 cells against 8)."""
+    width = dst.shape[0]
+    dst[:] = src[:width]
+    for r in range(1, src.shape[0] // width):
+        row = src[r * width : (r + 1) * width]
+        for j in range(width):
+            dst[j] += row[j]
+
+
+@njit(cache=True, nogil=True)
+def _spread_runs(src: FloatArray, dst: FloatArray) -> None:
+    """The adjoint of :func:`_sum_runs`: ``dst[r]`` added to every cell of run ``r``."""
+    run = src.shape[0] // dst.shape[0]
+    if run == 2:
+        for r in range(dst.shape[0]):
+            src[2 * r] += dst[r]
+            src[2 * r + 1] += dst[r]
+        return
+    for r in range(dst.shape[0]):
+        cells = src[r * run : (r + 1) * run]
+        value = dst[r]
+        for k in range(run):
+            cells[k] += value
+
+
+@njit(cache=True, nogil=True)
+def _spread_rows(src: FloatArray, dst: FloatArray) -> None:
+    """The adjoint of :func:`_sum_rows`: ``dst`` added to every row of ``src``."""
+    width = dst.shape[0]
+    for r in range(src.shape[0] // width):
+        row = src[r * width : (r + 1) * width]
+        for j in range(width):
+            row[j] += dst[j]
 
 
 @njit(cache=True, nogil=True)
