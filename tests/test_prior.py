@@ -206,6 +206,8 @@ def test_a_fit_short_of_its_small_noise_goes_on_until_within_it(
         return original(self, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(marginals_module.PairwiseFit, "moved", counted)
+    # the matrix form's steps are counted: keep the fused form (tests/test_fused_fit.py) out
+    monkeypatch.setattr(marginals_module, "FUSED_MAX_CELLS", 0)
     budget_only = fit_histogram(WIDE, measured, iterations=20, continuation=1)
     assert len(steps) == 20 and _loss(budget_only, measured) > 2 * bound
     steps.clear()
@@ -238,6 +240,8 @@ def test_an_attribute_of_many_values_fits_by_plain_passes(monkeypatch: pytest.Mo
         raise AssertionError("the matrix form was built")
 
     monkeypatch.setattr(PairwiseFit, "__init__", refuse)
+    # the matrix form's rule, where the fused form (these sizes) would not take the fit
+    monkeypatch.setattr(marginals_module, "FUSED_MAX_CELLS", 0)
     rng = np.random.default_rng(0)
     truth = rng.dirichlet(np.ones(many.size)).reshape(many.shape)
     truth[:, 0, 0] *= 5.0  # a (b, y) marginal far from uniform

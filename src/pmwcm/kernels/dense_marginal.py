@@ -10,7 +10,7 @@ Two ways, chosen by size (:func:`planned_marginal`):
   whatever the axis order (``benchmarks/histogram.py`` measures the methods).
 * **One compiled pass** (at most :data:`ONE_PASS_MAX_CELLS` cells): every cell is
   added into its marginal cell through a table of row codes
-  (:func:`_sum_into_cells`), with no plan to build.
+  (:func:`sum_into_cells`), with no plan to build.
 
 Either way a clique's marginal in any axis order is the sorted-axis marginal
 transposed, bit for bit (the histogram's marginal cache relies on it).
@@ -234,10 +234,10 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
 #: in one pass; ``benchmarks/histogram.py``), and at 2^15 a clique spread over the
 #: domain would take 36 us in one pass, past the 20 us a kernel that the passes keep.
 ONE_PASS_MAX_CELLS = 2**14
-#: The innermost cells one row of :func:`_sum_into_cells` reads through a table of
+#: The innermost cells one row of :func:`sum_into_cells` reads through a table of
 #: cell codes (a row of at most this many cells keeps the table in L1).
-_ROW_CELLS = 256
-#: The copies :func:`_sum_into_cells` adds a row's cells into, in turn, when they
+ROW_CELLS = 256
+#: The copies :func:`sum_into_cells` adds a row's cells into, in turn, when they
 #: fall on fewer marginal cells than this (written out as four in the final sum).
 _LANES = 4
 
@@ -275,7 +275,7 @@ def _one_pass_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
     """
     out_shape = tuple([array.shape[a] for a in axes])
     out = np.zeros(math.prod(out_shape))
-    _sum_into_cells(
+    sum_into_cells(
         array.reshape(-1),
         np.array(array.shape, dtype=np.int64),
         np.array(axes, dtype=np.int64),
@@ -285,7 +285,7 @@ def _one_pass_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
 
 
 @njit(cache=True, nogil=True)
-def _row_codes(
+def row_codes(
     shape: NDArray[np.int64], stride: NDArray[np.int64], cut: int, last: int, row: int
 ) -> NDArray[np.int64]:
     """The marginal-cell offsets of one row's ``row`` cells (axes ``cut .. last-1``,
@@ -301,7 +301,7 @@ def _row_codes(
 
 
 @njit(cache=True, nogil=True)
-def _sum_into_cells(
+def sum_into_cells(
     flat: FloatArray, shape: NDArray[np.int64], axes: NDArray[np.int64], out: FloatArray
 ) -> None:
     """``out[code(x)] += flat[x]`` for every cell ``x`` of a C-ordered ``shape``,
@@ -311,7 +311,7 @@ def _sum_into_cells(
     ``stride_a = 0`` for a dropped axis. The cells are read as rows: the dropped
     axes after the last kept one (``post`` cells, contiguous) are first summed with
     four accumulators (independent adds, not one dependent chain); the innermost
-    axes up to :data:`_ROW_CELLS` cells then go through a table of their codes,
+    axes up to :data:`ROW_CELLS` cells then go through a table of their codes,
     and a counter over the outer axes gives each row's base code. A row whose
     consecutive cells fall on fewer than :data:`_LANES` marginal cells (a clique
     spread over the domain) is added into four interleaved copies, for the same
@@ -328,10 +328,10 @@ def _sum_into_cells(
         last -= 1
         post *= int(shape[last])
     cut, row = last, 1  # axes cut..last-1 make a row, coded through a table
-    while cut > 0 and row * shape[cut - 1] <= _ROW_CELLS:
+    while cut > 0 and row * shape[cut - 1] <= ROW_CELLS:
         cut -= 1
         row *= int(shape[cut])
-    codes = _row_codes(shape, stride, cut, last, row)
+    codes = row_codes(shape, stride, cut, last, row)
     rows = 1
     for a in range(cut):
         rows *= shape[a]

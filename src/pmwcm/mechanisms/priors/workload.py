@@ -60,7 +60,8 @@ import dp_accounting
 import numpy as np
 
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.histogram import Histogram
+from pmwcm.kernels.fused_marginals import FUSED_MAX_CELLS, fused_marginals
+from pmwcm.kernels.histogram import DenseHistogram, FloatArray, Histogram
 from pmwcm.mechanisms.accounting.events import EpsilonDeltaDpEvent
 from pmwcm.mechanisms.marginal_measurement import clique_sigma, measure_clique
 from pmwcm.mechanisms.noise import NoiseSource
@@ -72,6 +73,7 @@ __all__ = [
     "MAX_CANDIDATE_CELLS",
     "SELECTION_SHARE",
     "WORKLOAD_SHARE",
+    "CandidateQualities",
     "WorkloadPlan",
     "exponential_mechanism",
     "select_clique",
@@ -217,7 +219,11 @@ def selection_quality(
 
 
 def exponential_mechanism(
-    qualities: Sequence[float], *, epsilon: float, sensitivity: float, noise: NoiseSource
+    qualities: Sequence[float] | FloatArray,
+    *,
+    epsilon: float,
+    sensitivity: float,
+    noise: NoiseSource,
 ) -> int:
     """An index drawn with probability ``exp(eps q_i / (2 Delta))`` (normalised).
 
@@ -225,7 +231,7 @@ def exponential_mechanism(
     Gumbel, ``-ln(-ln U_i)``, ``U_i`` uniform from ``noise``; it has exactly that
     law (Gumbel 1954; Durfee, Rogers 2019). ``eps_0``-DP and ``eps_0^2/8``-zCDP.
     """
-    if not qualities:
+    if len(qualities) == 0:
         raise ValueError("the exponential mechanism needs at least one candidate.")
     if not (math.isfinite(epsilon) and epsilon > 0 and sensitivity > 0):
         raise ValueError(f"epsilon and sensitivity must be positive, got {epsilon}, {sensitivity}.")
@@ -233,6 +239,63 @@ def exponential_mechanism(
     gumbel = -np.log(-np.log(uniform))
     scores = epsilon * np.asarray(qualities, dtype=np.float64) / (2.0 * sensitivity)
     return int(np.argmax(scores + gumbel))
+
+
+class CandidateQualities:
+    """AIM's quality (:func:`selection_quality`) of every candidate of a fixed list, for
+    any hypothesis: the data's candidate marginals are read once, here, and each call
+    takes the hypothesis's candidate marginals in one pass.
+
+    On a dense hypothesis of at most :data:`~pmwcm.kernels.fused_marginals.FUSED_MAX_CELLS`
+    cells that pass is :class:`~pmwcm.kernels.fused_marginals.FusedMarginals`: one
+    compiled call for all candidates (binary Adult's 2,930 candidates of a
+    10,000-query file: 2.4 ms a round, against 68 ms one
+    :meth:`~pmwcm.kernels.histogram.Histogram.marginal` at a time); otherwise one
+    marginal per candidate. The gaps ``||D_C - Dhat_C||_1`` are
+    :func:`selection_quality`'s sums up to floating-point summation order, a
+    function of the data of the same sensitivity ``2/n``, computed by the same
+    steps whatever the data.
+    """
+
+    def __init__(
+        self,
+        data: PrivateData,
+        candidates: Sequence[tuple[str, ...]],
+        *,
+        sigma: float,
+        data_marginals: dict[tuple[str, ...], np.ndarray] | None = None,
+    ) -> None:
+        """``data_marginals`` keeps the data's candidate marginals across instances;
+        without it, on a domain of at most ``FUSED_MAX_CELLS`` cells, they are one fused
+        pass over the data's full table (``data.marginal`` of every attribute)."""
+        self.candidates = tuple(tuple(c) for c in candidates)
+        self._axes = tuple(data.domain.axes(c) for c in self.candidates)
+        if data_marginals is None and self.candidates and data.domain.size <= FUSED_MAX_CELLS:
+            plan = fused_marginals(data.domain.shape, self._axes)
+            self._data = plan.marginals(data.marginal(data.domain.names))
+            sizes = np.diff(plan.offsets)
+        else:
+            cache = {} if data_marginals is None else data_marginals
+            for clique in self.candidates:
+                if clique not in cache:
+                    cache[clique] = data.marginal(clique)
+            tables = [cache[c] for c in self.candidates]
+            sizes = np.array([t.size for t in tables], dtype=np.int64)
+            self._data = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
+        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self._bias = math.sqrt(2.0 / math.pi) * sigma * sizes
+
+    def __call__(self, hypothesis: Histogram) -> FloatArray:
+        """``q(C)`` of every candidate, in order, under ``hypothesis``."""
+        if not self.candidates:
+            return np.zeros(0)
+        shape = hypothesis.domain.shape
+        if isinstance(hypothesis, DenseHistogram) and hypothesis.domain.size <= FUSED_MAX_CELLS:
+            fitted = fused_marginals(shape, self._axes).marginals(hypothesis.to_array())
+        else:
+            fitted = np.concatenate([hypothesis.marginal(c).ravel() for c in self.candidates])
+        gaps = np.add.reduceat(np.abs(self._data - fitted), self._starts)
+        return np.asarray(gaps - self._bias, dtype=np.float64)
 
 
 def select_clique(
@@ -252,17 +315,10 @@ def select_clique(
     ``data_marginals`` keeps the data's candidate marginals between rounds (they do not
     change; only the hypothesis's do): the same qualities, each data marginal read once.
     """
-    cache: dict[tuple[str, ...], np.ndarray] = {} if data_marginals is None else data_marginals
-
-    def data_marginal(clique: tuple[str, ...]) -> np.ndarray:
-        if clique not in cache:
-            cache[clique] = data.marginal(clique)
-        return cache[clique]
-
-    qualities = [
-        selection_quality(data_marginal(c), hypothesis.marginal(c), sigma=sigma) for c in candidates
-    ]
-    return exponential_mechanism(qualities, epsilon=epsilon, sensitivity=2.0 / data.n, noise=noise)
+    qualities = CandidateQualities(data, candidates, sigma=sigma, data_marginals=data_marginals)
+    return exponential_mechanism(
+        qualities(hypothesis), epsilon=epsilon, sensitivity=2.0 / data.n, noise=noise
+    )
 
 
 def workload_prior(
@@ -277,15 +333,18 @@ def workload_prior(
     The caller must have charged :meth:`WorkloadPlan.events` to its ledger first.
     """
     hypothesis, measurements = start.hypothesis, list(start.measurements)
-    remaining = list(plan.candidates)
+    remaining = list(range(len(plan.candidates)))
     sigma = clique_sigma(plan.noise_multiplier, data.n)
-    data_marginals: dict[tuple[str, ...], np.ndarray] = {}  # at most 2^12 cells a candidate
+    # The data's candidate marginals are read once (at most 2^12 cells a candidate); each
+    # round scores every candidate and draws among those not yet measured, as
+    # select_clique on the remaining ones would.
+    qualities = CandidateQualities(data, plan.candidates, sigma=sigma)
     for _ in range(plan.rounds):
-        pick = select_clique(
-            data, hypothesis, remaining, epsilon=plan.selection_epsilon, sigma=sigma,
-            noise=noise, data_marginals=data_marginals,
+        pick = exponential_mechanism(
+            qualities(hypothesis)[remaining], epsilon=plan.selection_epsilon,
+            sensitivity=2.0 / data.n, noise=noise,
         )  # fmt: skip
-        clique = remaining.pop(pick)  # the selection is released: public from here
+        clique = plan.candidates[remaining.pop(pick)]  # the selection is released: public
         measurements.append(
             measure_clique(data, clique, noise_multiplier=plan.noise_multiplier, noise=noise)
         )
