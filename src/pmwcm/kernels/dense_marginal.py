@@ -301,21 +301,17 @@ def row_codes(
 
 
 @njit(cache=True, nogil=True)
-def sum_into_cells(
-    flat: FloatArray, shape: NDArray[np.int64], axes: NDArray[np.int64], out: FloatArray
-) -> None:
-    """``out[code(x)] += flat[x]`` for every cell ``x`` of a C-ordered ``shape``,
-    where ``code(x)`` is ``x``'s cell in the marginal on ``axes`` (C order, axes as given).
+def row_layout(
+    shape: NDArray[np.int64], axes: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], int, int, int, int, int, NDArray[np.int64]]:
+    """How a pass over a C-ordered ``shape`` reads its cells as rows for the marginal on
+    ``axes`` (:func:`sum_into_cells` and its adjoint): ``(stride, last, post, cut, row,
+    rows, codes)``.
 
-    ``code`` is linear in the coordinates: ``code(x) = sum_a x_a stride_a`` with
-    ``stride_a = 0`` for a dropped axis. The cells are read as rows: the dropped
-    axes after the last kept one (``post`` cells, contiguous) are first summed with
-    four accumulators (independent adds, not one dependent chain); the innermost
-    axes up to :data:`ROW_CELLS` cells then go through a table of their codes,
-    and a counter over the outer axes gives each row's base code. A row whose
-    consecutive cells fall on fewer than :data:`_LANES` marginal cells (a clique
-    spread over the domain) is added into four interleaved copies, for the same
-    reason. Loop bounds and the choice depend on the shapes only.
+    ``stride_a`` is the marginal's stride of axis ``a`` (0 where it is dropped); the
+    dropped axes after the last kept one, ``last..ndim-1``, make ``post`` contiguous
+    cells; axes ``cut..last-1`` make a row of ``row`` cells (at most :data:`ROW_CELLS`)
+    coded through ``codes``; the ``rows`` rows are counted over axes ``0..cut-1``.
     """
     ndim = shape.shape[0]
     stride = np.zeros(ndim, dtype=np.int64)
@@ -334,7 +330,50 @@ def sum_into_cells(
     codes = row_codes(shape, stride, cut, last, row)
     rows = 1
     for a in range(cut):
-        rows *= shape[a]
+        rows *= int(shape[a])
+    return stride, last, post, cut, row, rows, codes
+
+
+@njit(cache=True, nogil=True)
+def next_row_base(
+    digits: NDArray[np.int64],
+    shape: NDArray[np.int64],
+    stride: NDArray[np.int64],
+    base: int,
+    cut: int,
+) -> int:
+    """The next row's base code: ``digits``, a mixed-radix counter over axes
+    ``0..cut-1``, advanced by one in place, and ``base`` moved with it."""
+    a = cut - 1
+    while a >= 0:
+        digits[a] += 1
+        base += stride[a]
+        if digits[a] < shape[a]:
+            break
+        base -= digits[a] * stride[a]
+        digits[a] = 0
+        a -= 1
+    return base
+
+
+@njit(cache=True, nogil=True)
+def sum_into_cells(
+    flat: FloatArray, shape: NDArray[np.int64], axes: NDArray[np.int64], out: FloatArray
+) -> None:
+    """``out[code(x)] += flat[x]`` for every cell ``x`` of a C-ordered ``shape``,
+    where ``code(x)`` is ``x``'s cell in the marginal on ``axes`` (C order, axes as given).
+
+    ``code`` is linear in the coordinates: ``code(x) = sum_a x_a stride_a`` with
+    ``stride_a = 0`` for a dropped axis. The cells are read as rows: the dropped
+    axes after the last kept one (``post`` cells, contiguous) are first summed with
+    four accumulators (independent adds, not one dependent chain); the innermost
+    axes up to :data:`ROW_CELLS` cells then go through a table of their codes,
+    and a counter over the outer axes gives each row's base code. A row whose
+    consecutive cells fall on fewer than :data:`_LANES` marginal cells (a clique
+    spread over the domain) is added into four interleaved copies, for the same
+    reason. Loop bounds and the choice depend on the shapes only.
+    """
+    stride, last, post, cut, row, rows, codes = row_layout(shape, axes)
     # Consecutive cells of a row cycle through ``period`` marginal cells (the kept
     # axes at the row's end). Fewer than four make each cell's adds one dependent
     # chain, so then cell j goes to lane j mod 4 of four copies, summed at the end.
@@ -368,15 +407,7 @@ def sum_into_cells(
                     a0 += flat[first + k]
                     k += 1
                 sums[base + codes[j]] += (a0 + a1) + (a2 + a3)  # one lane: sums is out
-        a = cut - 1  # the next row's base: a mixed-radix counter over the outer axes
-        while a >= 0:
-            digits[a] += 1
-            base += stride[a]
-            if digits[a] < shape[a]:
-                break
-            base -= digits[a] * stride[a]
-            digits[a] = 0
-            a -= 1
+        base = next_row_base(digits, shape, stride, base, cut)
     if mask:
         for c in range(cells):
             out[c] = (sums[c] + sums[cells + c]) + (sums[2 * cells + c] + sums[3 * cells + c])

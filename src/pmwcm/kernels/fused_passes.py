@@ -18,7 +18,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from pmwcm.kernels.clique_table import FloatArray
-from pmwcm.kernels.dense_marginal import ROW_CELLS, row_codes, sum_into_cells
+from pmwcm.kernels.dense_marginal import next_row_base, row_layout, sum_into_cells
 
 __all__ = ["LEADING", "SPREAD", "TRAILING", "adjoint_pass", "forward_pass", "spread_from_cells"]
 
@@ -174,29 +174,12 @@ def spread_from_cells(flat: FloatArray, shape: IntArray, axes: IntArray, table: 
     adjoint of :func:`~pmwcm.kernels.dense_marginal.sum_into_cells` (``code`` as there:
     ``code(x) = sum_a x_a stride_a``, ``stride_a = 0`` for an axis not in ``axes``).
 
-    Laid out as that pass is: the trailing run of axes outside ``axes`` (``post``
-    contiguous cells) takes one value; the innermost axes up to :data:`ROW_CELLS`
-    cells before it go through a table of their codes, and a mixed-radix counter over
-    the outer axes gives each row's base code.
+    Laid out as that pass is (:func:`~pmwcm.kernels.dense_marginal.row_layout`): the
+    trailing run of axes outside ``axes`` (``post`` contiguous cells) takes one value;
+    the innermost axes up to ``ROW_CELLS`` cells before it go through a table of their
+    codes, and a mixed-radix counter over the outer axes gives each row's base code.
     """
-    ndim = shape.shape[0]
-    stride = np.zeros(ndim, dtype=np.int64)
-    step = 1
-    for i in range(axes.shape[0] - 1, -1, -1):
-        stride[axes[i]] = step
-        step *= shape[axes[i]]
-    last, post = ndim, 1
-    while last > 0 and stride[last - 1] == 0:
-        last -= 1
-        post *= int(shape[last])
-    cut, row = last, 1
-    while cut > 0 and row * shape[cut - 1] <= ROW_CELLS:
-        cut -= 1
-        row *= int(shape[cut])
-    codes = row_codes(shape, stride, cut, last, row)
-    rows = 1
-    for a in range(cut):
-        rows *= int(shape[a])
+    stride, _, post, cut, row, rows, codes = row_layout(shape, axes)
     digits = np.zeros(max(cut, 1), dtype=np.int64)
     base = 0
     width = row * post
@@ -211,12 +194,4 @@ def spread_from_cells(flat: FloatArray, shape: IntArray, axes: IntArray, table: 
                 first = start + j * post
                 for k in range(post):
                     flat[first + k] += value
-        a = cut - 1
-        while a >= 0:
-            digits[a] += 1
-            base += stride[a]
-            if digits[a] < shape[a]:
-                break
-            base -= digits[a] * stride[a]
-            digits[a] = 0
-            a -= 1
+        base = next_row_base(digits, shape, stride, base, cut)
