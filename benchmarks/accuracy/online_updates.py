@@ -392,6 +392,14 @@ hypothesis; unchecked: `synthetic` answers (after the halt); eps spent: the
 ledger's epsilon over the budget. Earlier rows (session 2's code) are in
 `results/online_updates_before_split.jsonl`.
 
+**Session 5: every `measure` and `workload` row re-run** on the measured update
+without its projection (the refit onto every measurement alone,
+`pmwcm.engine.measured_update`'s docstring) and the fused dense passes (the same
+fits and selections up to floating-point summation order), with the commands
+above and below; the rows they replace are in
+`results/online_updates_before_no_projection.jsonl`. The `oracle` and AIM rows
+do not run that code and were kept.
+
 **Full resolution** (session 4: the measured update and the workload-aware start
 on the weighted support, update slots for unmeasurable cliques, `docs/design.md`
 section 11), with
@@ -426,30 +434,42 @@ that leaves out; on the largest cliques the answer moved 2-7% between 2^20 and
 
 
 SECTION_READING = """
-**Reading, full resolution** (k = 2,000; seeds as the `seeds` column says).
+**Reading, full resolution** (k = 2,000; seeds as the `seeds` column says; session 5's
+code: the measured update without its projection).
 
 * **Against AIM** (one release, default rounds, add/remove unit, its model's clique
-  marginals): on Adult at eps = 1 `pmwcm run`'s default (`workload`) is at 0.38x /
-  0.38x of AIM's mean / max (4.8e-5 / 2.7e-4 against 1.26e-4 / 7.2e-4). The
+  marginals): on Adult at eps = 1 `pmwcm run`'s default (`workload`) is at 0.37x /
+  0.38x of AIM's mean / max (4.7e-5 / 2.7e-4 against 1.26e-4 / 7.2e-4). The
   paper's update with its own plan is at 1.20x / 0.89x. With the adaptive stepwise
   analyst (92 queries, each method driven by its own answers; AIM on the same
-  release) `measure` is at 0.08x / 0.09x (4.9e-5 / 3.9e-4 against 6.2e-4 /
+  release) `measure` is at 0.08x / 0.09x (5.1e-5 / 3.9e-4 against 6.2e-4 /
   4.1e-3). Every other full-resolution AIM cell is unrun: the release takes
   minutes (330 s on Adult), answering 2,000 queries on its model's clique
-  marginals 39 min, and TV16's release had not finished after an hour.
+  marginals 39 min, and TV16's release had not finished after an hour. AIM's
+  release on Adult at eps = 4 ran and is saved (`results/aim_releases/`), but
+  answering on its model's clique marginals was killed by the kernel at 23 GB
+  (variable elimination onto the query's clique builds factors over the union of
+  AIM's larger eps = 4 cliques; the eps = 1 release answered within 2 GB).
 * **What the online part buys at full resolution.** The measured update on the
-  support is 3x (Adult, eps = 1: 4.8e-5 against 1.5e-4) to 7x (Adult, eps = 4) below
-  the paper's update on the mean, and 2.4-4.7x on the max; on TV16 at eps = 1, 2.7x
-  on the mean (8.7e-5 against 2.4e-4, which left 18% unchecked). Same-query gain
-  1.33x (Adult, eps = 1), 1.35x (TV16, eps = 1), 1.66x (Adult, eps = 0.5), 1.27x
-  (stepwise), 1.06x on loans (n = 10,000: the prior holds most of the budget).
-* **Where it costs**: at eps = 4 the final hypothesis answers the stream's queries
-  0.92x (Adult) and 0.78x (TV16) as well as its own start, and TV16's max is 3x its
-  start's. On TV16 the cause is the measurements themselves: all 28 updates of stream
-  0 measured cliques (of 30 to 4,032 cells), no oracle call was made, and the same
-  stream with no unmeasurable clique ever flagged scores the same to every digit;
-  its worst answers are then on small cliques (80 cells) that the refit onto
-  coarser measurements moved off the precise prior. Adult's cause was not checked.
+  support is 3.2x (Adult, eps = 1: 4.7e-5 against 1.5e-4) to 8.5x (Adult, eps = 4:
+  6.3e-6 against 5.3e-5) below the paper's update on the mean, and 2.4-5.2x on the
+  max; on TV16 at eps = 1, 2.7x on the mean (8.6e-5 against 2.4e-4, which left 18%
+  unchecked) and 1.5x on the max. Same-query gain 1.34x (Adult, eps = 1), 1.19x
+  (Adult, eps = 4), 1.66x (Adult, eps = 0.5), 1.34x (TV16, eps = 1), 1.12x (TV16,
+  eps = 4), 1.22x (stepwise), 1.07x on loans (n = 10,000: the prior holds most of
+  the budget).
+* **Eps = 4 no longer costs** (session 5). With the projection the final hypothesis
+  answered the stream's queries 0.92x (Adult) and 0.78x (TV16) as well as its own
+  start, and TV16's max was 3x its start's. The projection made the measured noisy
+  marginal of a clique of hundreds to thousands of cells the hypothesis's marginal
+  in one step; on Adult at eps = 4 (stream 0, a 150-query panel scored around every
+  update) it raised the panel's mean at 17 of the first 23 updates, up to 1.7x, and
+  the refit never did. Without it, against the rows it replaces
+  (`results/online_updates_before_no_projection.jsonl`): Adult at eps = 4, mean /
+  max 7.6e-6 / 6.5e-5 became 6.3e-6 / 6.0e-5 (gain 0.92x to 1.19x); TV16 at eps = 4,
+  1.4e-5 / 1.2e-4 became 8.9e-6 / 4.9e-5 (0.78x to 1.12x); TV16 at eps = 1 kept its
+  mean (8.6e-5) and its max fell 1.4x (7.2e-4 to 5.2e-4); Adult at eps = 0.5 and 1,
+  loans and the stepwise stream moved by 0.98-1.06x on the mean.
 * **Checked and spent**: no stream left an answer unchecked; 96-100% of epsilon
   spent on the random streams, 90% on the 92-query stepwise stream.
 
@@ -461,9 +481,9 @@ SECTION_READING = """
   * On the 8,000-row table, where `measure` is the default: 0.27x / 0.57x at eps = 1,
     and 0.57x / 0.82x at eps = 4. Session 2 measured 1.38x / 1.57x behind in that cell.
   * On all of Adult, where `workload` is the default: 0.30x / 0.22x at eps = 1, and
-    0.28x / 0.40x at eps = 4. Session 2 measured 1.13x / 0.77x and 1.15x / 1.47x.
-  * Without the workload start, `measure` on all of Adult is at 0.43x / 0.28x
-    (eps = 1) and 0.60x / 1.08x (eps = 4, its max 8% above AIM's).
+    0.28x / 0.48x at eps = 4. Session 2 measured 1.13x / 0.77x and 1.15x / 1.47x.
+  * Without the workload start, `measure` on all of Adult is at 0.44x / 0.28x
+    (eps = 1) and 0.59x / 1.08x (eps = 4, its max 8% above AIM's).
   * At OpenDP's replace-one unit, AIM is weaker: pmwcm is at 0.19x / 0.50x (eps = 1)
     and 0.16x / 0.24x (eps = 4) of it on the 8,000-row table. That unit was run
     only there.
@@ -477,13 +497,13 @@ SECTION_READING = """
   alone; the same-query gain is its start over its final hypothesis, on the stream's
   distinct queries.
   * The measured updates now lower the error in every cell but one.
-  * The 8,000-row table at eps = 4: mean 2.91e-5 against the start's 3.58e-5, gain
-    1.81x (1.99x at k = 10,000).
-  * All of Adult at eps = 1: `measure` 1.28e-5 against 1.80e-5 (2.48x); `workload`
-    8.8e-6 against 1.1e-5 (1.77x).
-  * All of Adult at eps = 4: `measure` 1.61e-6 against 2.11e-6 (2.44x); `workload`
-    7.4e-7 against 9.4e-7 (1.67x).
-  * At k = 10,000 the gains are 2.53x, 1.91x, 2.09x and 1.48x on all of Adult, 1.99x
+  * The 8,000-row table at eps = 4: mean 2.88e-5 against the start's 3.58e-5, gain
+    1.80x (2.02x at k = 10,000).
+  * All of Adult at eps = 1: `measure` 1.28e-5 against 1.80e-5 (2.40x); `workload`
+    8.85e-6 against 1.1e-5 (1.74x).
+  * All of Adult at eps = 4: `measure` 1.56e-6 against 2.11e-6 (2.02x); `workload`
+    7.5e-7 against 9.4e-7 (1.65x).
+  * At k = 10,000 the gains are 2.61x, 1.85x, 1.96x and 1.46x on all of Adult, 2.02x
     at 8,000 rows, eps = 4. **Issue 35's 1.3x target is met there.**
   * The exception is 8,000 rows at eps = 1: gain 1.00x (1.13x at k = 10,000). The
     budget rule gives the prior 95% there. Giving the updates more raised the gain but
@@ -494,12 +514,18 @@ SECTION_READING = """
     no longer drag the prior's precise pairs off (before, the final hypothesis was
     0.64-0.77x of its start on all of Adult);
   * a measured update refits 30 steps, where it had 3: the gain on all of Adult at
-    eps = 4 went 0.99x, 1.31x, 2.44x at 3, 10 and 30 steps;
+    eps = 4 went 0.99x, 1.31x, 2.44x at 3, 10 and 30 steps (session 3, with the
+    projection then in place; session 5 dropped it, below);
   * the measured engine's plan gives the prior 70%, the sparse vector 10% and the
     measurements 20% (the oracle's split is 40 / 30 / 30).
 
   The workload start runs 4d rounds, where it ran d.
-* **Flat in k**: the mean at k = 10,000 over k = 2,000 is 0.93-1.10x, and 1.19x for
+* **Session 5 dropped the measured update's projection** (the refit alone; the old
+  rows in `results/online_updates_before_no_projection.jsonl`). On binary Adult, whose
+  cliques have at most 32 cells, each cell's mean over the same three streams moved by
+  0.97-1.04x and its max by 0.70-1.19x (the two extremes: `workload` at eps = 4, k =
+  10,000 and k = 2,000): no change beyond the streams' spread.
+* **Flat in k**: the mean at k = 10,000 over k = 2,000 is 0.94-1.07x, and 1.14x for
   `workload` on all of Adult at eps = 4 (target <= 1.2).
 * **Unchecked and spent**: 0.0% unchecked on every stream of every cell, at k = 2,000
   and 10,000, and 100% of epsilon spent for `measure` and `workload`. With the
