@@ -170,8 +170,7 @@ def _paid_marginal_prior(
     ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
     workload = plan.workload
     if workload is not None:  # charged whole before any selection reads the data
-        for event in workload.events():
-            ledger.spend(event, label="prior: workload clique round")
+        ledger.spend(workload.event(), label="prior: workload clique rounds")
     release: PriorRelease[Histogram]
     if plan.backend.kind == "support":
         release = support_marginal_prior(

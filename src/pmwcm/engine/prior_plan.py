@@ -96,4 +96,4 @@ def workload_levels(
         name="prior noise level",
     )  # fmt: skip
     pairs, plan = levels(scale)
-    return PriorLevels(pairs, (measurement_event(pairs), *plan.events()), plan)
+    return PriorLevels(pairs, (measurement_event(pairs), plan.event()), plan)
