@@ -202,6 +202,12 @@ def test_candidate_qualities_are_the_per_candidate_ones(
         selection_quality(data.marginal(c), hypothesis.marginal(c), sigma=1e-3) for c in CANDIDATES
     ]
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-15)
+    # A subset, in any order (the rounds ask for the candidates not yet measured).
+    among = [len(CANDIDATES) - 1, 0, len(CANDIDATES) // 2]
+    qualities = CandidateQualities(data, CANDIDATES, sigma=1e-3)
+    subset = qualities(hypothesis, among)
+    np.testing.assert_allclose(subset, [expected[i] for i in among], rtol=1e-12, atol=1e-15)
+    assert qualities(hypothesis, []).shape == (0,)
 
 
 def test_the_workload_rounds_pick_and_fit_as_one_round_at_a_time(seed: int) -> None:

@@ -89,7 +89,7 @@ def workload_levels(
 
     def event_for(scale: float) -> dp_accounting.DpEvent:
         pairs, plan = levels(scale)
-        return dp_accounting.ComposedDpEvent([measurement_event(pairs), *plan.events()])
+        return dp_accounting.ComposedDpEvent([measurement_event(pairs), plan.event()])
 
     scale = calibrate_noise_level(
         event_for, count=1, fixed=None, epsilon=eps_p, delta=delta_p, accountant=accountant,

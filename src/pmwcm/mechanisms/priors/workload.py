@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import dp_accounting
 import numpy as np
+from numpy.typing import NDArray
 
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.fused_marginals import FUSED_MAX_CELLS, fused_marginals
@@ -222,7 +223,13 @@ def selection_quality(
 ) -> float:
     """AIM's quality ``||D_C - Dhat_C||_1 - sqrt(2/pi) sigma |C|`` (sensitivity ``2/n``)."""
     gap = float(np.abs(data_marginal - hypothesis_marginal).sum())
-    return gap - math.sqrt(2.0 / math.pi) * sigma * data_marginal.size
+    return gap - float(_noise_bias(sigma, data_marginal.size))
+
+
+def _noise_bias(sigma: float, cells: int | NDArray[np.int64]) -> float | NDArray[np.floating]:
+    """``sqrt(2/pi) sigma |C|``: the expected L1 norm of a measurement's noise on
+    ``|C|`` cells, which AIM's quality subtracts from the gap."""
+    return math.sqrt(2.0 / math.pi) * sigma * cells
 
 
 def exponential_mechanism(
@@ -290,19 +297,29 @@ class CandidateQualities:
             sizes = np.array([t.size for t in tables], dtype=np.int64)
             self._data = np.concatenate([t.ravel() for t in tables]) if tables else np.zeros(0)
         self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self._bias = math.sqrt(2.0 / math.pi) * sigma * sizes
+        self._ends = self._starts + sizes
+        self._bias = np.asarray(_noise_bias(sigma, sizes), dtype=np.float64)
 
-    def __call__(self, hypothesis: Histogram) -> FloatArray:
-        """``q(C)`` of every candidate, in order, under ``hypothesis``."""
-        if not self.candidates:
+    def _gap(self, i: int, hypothesis: Histogram) -> float:
+        """``||D_C - Dhat_C||_1`` of candidate ``i``, its hypothesis marginal taken alone."""
+        data = self._data[self._starts[i] : self._ends[i]]
+        return float(np.abs(data - np.ravel(hypothesis.marginal(self.candidates[i]))).sum())
+
+    def __call__(self, hypothesis: Histogram, among: Sequence[int] | None = None) -> FloatArray:
+        """``q(C)`` of the candidates at the indices ``among`` (every one by default), in
+        that order, under ``hypothesis``. The fused pass takes every candidate's marginal
+        at once; otherwise only those asked for are taken (on a support each is a pass
+        over its ``M`` records)."""
+        chosen = np.arange(len(self.candidates)) if among is None else np.asarray(among, int)
+        if chosen.size == 0:
             return np.zeros(0)
-        shape = hypothesis.domain.shape
         if isinstance(hypothesis, DenseHistogram) and hypothesis.domain.size <= FUSED_MAX_CELLS:
+            shape = hypothesis.domain.shape
             fitted = fused_marginals(shape, self._axes).marginals(hypothesis.to_array())
+            gaps = np.add.reduceat(np.abs(self._data - fitted), self._starts)[chosen]
         else:
-            fitted = np.concatenate([hypothesis.marginal(c).ravel() for c in self.candidates])
-        gaps = np.add.reduceat(np.abs(self._data - fitted), self._starts)
-        return np.asarray(gaps - self._bias, dtype=np.float64)
+            gaps = np.array([self._gap(i, hypothesis) for i in chosen])
+        return np.asarray(gaps - self._bias[chosen], dtype=np.float64)
 
 
 def select_clique(
@@ -337,7 +354,7 @@ def workload_prior(
 ) -> PriorRelease[Histogram]:
     """``plan.rounds`` rounds of select, measure, refit from ``start`` (module docstring).
 
-    The caller must have charged :meth:`WorkloadPlan.events` to its ledger first.
+    The caller must have charged :meth:`WorkloadPlan.event` to its ledger first.
     """
     hypothesis, measurements = start.hypothesis, list(start.measurements)
     remaining = list(range(len(plan.candidates)))
@@ -348,7 +365,7 @@ def workload_prior(
     qualities = CandidateQualities(data, plan.candidates, sigma=sigma)
     for _ in range(plan.rounds):
         pick = exponential_mechanism(
-            qualities(hypothesis)[remaining], epsilon=plan.selection_epsilon,
+            qualities(hypothesis, remaining), epsilon=plan.selection_epsilon,
             sensitivity=2.0 / data.n, noise=noise,
         )  # fmt: skip
         clique = plan.candidates[remaining.pop(pick)]  # the selection is released: public
