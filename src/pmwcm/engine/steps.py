@@ -227,17 +227,20 @@ class EngineSteps:
         a half-made one."""
         record = UpdateRecord(query=query, round=round_, private=private)
         parts = self.parts
-        self.running.hypothesis, self.running.measurements = updated_hypothesis(
+        measurements = self.running.measurements
+        if measurement is not None:  # update="both": the clique's measurement joins them
+            measurements = (*measurements, measurement)
+        self.running.hypothesis = updated_hypothesis(
             self.running.hypothesis,
             self.running.updates,
             record,
             marginal=marginal,
             answer=answer,
-            measurements=self.running.measurements,
-            measurement=measurement,
+            measurements=measurements,
             settings=parts.settings,
             context=PublicContext(n=parts.data.n, noise_level=self.oracle_level(round_)),
         )
+        self.running.measurements = measurements
         self.running.updates.append(record)
 
     def release(self, key: str, value: Any, source: Source) -> Answer:

@@ -36,19 +36,19 @@ def updated_hypothesis(
     *,
     marginal: Any,
     answer: Any,
-    measurements: tuple[Measurement, ...],
-    measurement: Measurement | None,
+    measurements: Sequence[Measurement],
     settings: EngineSettings,
     context: PublicContext,
-) -> tuple[Histogram, tuple[Measurement, ...]]:
-    """The hypothesis after the update ``record`` defines, and the measurements it keeps.
+) -> Histogram:
+    """The hypothesis after the update ``record`` defines.
 
     Works on a copy: ``hypothesis`` is never changed in place (states taken earlier
     share it and must keep seeing it), and a sweep that raises leaves the caller's
     hypothesis and updates as they were.
 
-    With a ``measurement`` (``update="both"``, issue 35) the measurement joins the
-    refit's after the tilt (:mod:`pmwcm.engine.measured_update`, step 2).
+    With ``update="both"`` (issue 35) the clique's new measurement is the last of
+    ``measurements``: the refit after the tilt pulls towards it too
+    (:mod:`pmwcm.engine.measured_update`, step 2).
 
     Args:
         hypothesis: ``Dhat_t``.
@@ -57,14 +57,11 @@ def updated_hypothesis(
         marginal: ``Dhat_t``'s table on the round's clique.
         answer: ``theta_hat``, the hypothesis's answer on that table.
         measurements: the released marginals the refit pulls towards.
-        measurement: issue 35's measured marginal of the clique, if any.
         settings: the engine's settings (step rule, sweeps, window, refit).
         context: the public values a calibrated step reads (``n``, the noise level).
     """
     round_ = record.round
     updated = hypothesis.copy()
-    if measurement is not None:  # issue 35: the measured clique joins the refit
-        measurements = (*measurements, measurement)
     rule = settings.step_rule
     factor = step_factor(rule, round_, marginal, answer, record.private, context=context)
     updated.reweight_table(round_.clique, marginal, factor)
@@ -74,8 +71,7 @@ def updated_hypothesis(
     for _ in range(settings.sweeps):
         for earlier in history:
             _replay(updated, earlier, rule, context)
-    updated = refit_to_measurements(updated, measurements, iterations=settings.refit_iterations)
-    return updated, measurements
+    return refit_to_measurements(updated, measurements, iterations=settings.refit_iterations)
 
 
 def _replay(
