@@ -236,7 +236,7 @@ def dense_marginal(array: FloatArray, axes: Sequence[int]) -> FloatArray:
 ONE_PASS_MAX_CELLS = 2**14
 #: The innermost cells one row of :func:`sum_into_cells` reads through a table of
 #: cell codes (a row of at most this many cells keeps the table in L1).
-ROW_CELLS = 256
+_ROW_CELLS = 256
 #: The copies :func:`sum_into_cells` adds a row's cells into, in turn, when they
 #: fall on fewer marginal cells than this (written out as four in the final sum).
 _LANES = 4
@@ -285,7 +285,7 @@ def _one_pass_marginal(array: FloatArray, axes: tuple[int, ...]) -> FloatArray:
 
 
 @njit(cache=True, nogil=True)
-def row_codes(
+def _row_codes(
     shape: NDArray[np.int64], stride: NDArray[np.int64], cut: int, last: int, row: int
 ) -> NDArray[np.int64]:
     """The marginal-cell offsets of one row's ``row`` cells (axes ``cut .. last-1``,
@@ -310,7 +310,7 @@ def row_layout(
 
     ``stride_a`` is the marginal's stride of axis ``a`` (0 where it is dropped); the
     dropped axes after the last kept one, ``last..ndim-1``, make ``post`` contiguous
-    cells; axes ``cut..last-1`` make a row of ``row`` cells (at most :data:`ROW_CELLS`)
+    cells; axes ``cut..last-1`` make a row of ``row`` cells (at most :data:`_ROW_CELLS`)
     coded through ``codes``; the ``rows`` rows are counted over axes ``0..cut-1``.
     """
     ndim = shape.shape[0]
@@ -324,10 +324,10 @@ def row_layout(
         last -= 1
         post *= int(shape[last])
     cut, row = last, 1  # axes cut..last-1 make a row, coded through a table
-    while cut > 0 and row * shape[cut - 1] <= ROW_CELLS:
+    while cut > 0 and row * shape[cut - 1] <= _ROW_CELLS:
         cut -= 1
         row *= int(shape[cut])
-    codes = row_codes(shape, stride, cut, last, row)
+    codes = _row_codes(shape, stride, cut, last, row)
     rows = 1
     for a in range(cut):
         rows *= int(shape[a])
@@ -367,7 +367,7 @@ def sum_into_cells(
     ``stride_a = 0`` for a dropped axis. The cells are read as rows: the dropped
     axes after the last kept one (``post`` cells, contiguous) are first summed with
     four accumulators (independent adds, not one dependent chain); the innermost
-    axes up to :data:`ROW_CELLS` cells then go through a table of their codes,
+    axes up to :data:`_ROW_CELLS` cells then go through a table of their codes,
     and a counter over the outer axes gives each row's base code. A row whose
     consecutive cells fall on fewer than :data:`_LANES` marginal cells (a clique
     spread over the domain) is added into four interleaved copies, for the same

@@ -176,7 +176,7 @@ def spread_from_cells(flat: FloatArray, shape: IntArray, axes: IntArray, table: 
 
     Laid out as that pass is (:func:`~pmwcm.kernels.dense_marginal.row_layout`): the
     trailing run of axes outside ``axes`` (``post`` contiguous cells) takes one value;
-    the innermost axes up to ``ROW_CELLS`` cells before it go through a table of their
+    the innermost axes up to ``_ROW_CELLS`` cells before it go through a table of their
     codes, and a mixed-radix counter over the outer axes gives each row's base code.
     """
     stride, _, post, cut, row, rows, codes = row_layout(shape, axes)
