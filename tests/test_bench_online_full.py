@@ -103,6 +103,84 @@ def test_heaviest_cells_match_the_exact_marginal(
     np.testing.assert_allclose(top.mass, dense[np.sort(heaviest)] / dense[heaviest].sum())
 
 
+def hub_model() -> aim_release.AimModel:
+    """A Markov random field whose cliques all share a hub ``h`` outside the query clique
+    ``(a, b, c)``: eliminating ``h`` multiplies every factor, a product over the whole
+    clique and ``h``. Each attribute's model axis holds a null slot (position 0), which
+    the codes skip, as in a release."""
+    from mbi import CliqueVector, Factor, MarkovRandomField
+    from mbi import Domain as MbiDomain
+    from mbi.marginal_oracles import brute_force_marginals
+
+    sizes = {"a": 4, "b": 3, "c": 5, "h": 3}
+    domain = MbiDomain(list(sizes), [s + 1 for s in sizes.values()])
+    rng = np.random.default_rng(11)
+    cliques = [("a", "h"), ("b", "h"), ("c", "h"), ("a", "b")]
+    arrays = {
+        c: Factor(domain.project(c), 2.0 * rng.normal(size=domain.project(c).shape))
+        for c in cliques
+    }
+    potentials = CliqueVector(domain, cliques, arrays)
+    marginals = brute_force_marginals(potentials, 1.0)
+    model = MarkovRandomField(potentials=potentials, marginals=marginals, total=1.0)
+    picks = {name: list(range(1, size + 1)) for name, size in sizes.items()}
+    return aim_release.AimModel(model, picks, seconds=0.0, peak_rss_mb=0.0, digest="hub")
+
+
+def exact_clique_marginal(aim: aim_release.AimModel, clique: tuple[str, ...]) -> np.ndarray:
+    """The clique marginal by brute force: the whole joint, summed, read at the codes."""
+    potentials = aim.model.potentials
+    names = list(potentials.domain.attributes)
+    log_joint = np.zeros(potentials.domain.shape)
+    for factor in potentials.arrays.values():
+        own = list(factor.domain.attributes)
+        order = sorted(range(len(own)), key=lambda i: names.index(own[i]))
+        view = np.transpose(np.asarray(factor.values), order)
+        log_joint = log_joint + view.reshape(
+            [potentials.domain.size(a) if a in own else 1 for a in names]
+        )
+    joint = np.exp(log_joint)
+    summed = joint.sum(axis=tuple(i for i, a in enumerate(names) if a not in clique))
+    kept = [a for a in names if a in clique]
+    table = np.transpose(summed, [kept.index(a) for a in clique])
+    return aim_release.read_at_codes(table, [aim.picks[a] for a in clique])
+
+
+def test_held_attributes_bound_the_elimination_and_keep_the_marginal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a budget below the widest product, attributes of the clique are held at each
+    code in turn: the products fall within budget, and the marginal (every cell, the
+    heaviest few, and ``clique_table``'s dense path) is the exact one, codes mapped back
+    to the clique's order."""
+    aim = hub_model()
+    potentials = aim.model.potentials
+    budget = 5 * 4 * 4  # one clique attribute held brings a product within this
+    (first,) = aim_release.conditioning_set(potentials, ("a", "b", "c"), budget=budget)
+    clique = (*sorted({"a", "b", "c"} - {first}, reverse=True), first)  # held attribute last
+    held = aim_release.conditioning_set(potentials, clique, budget=budget)
+    assert held == (first,)
+    widest, union = aim_release.elimination_peak(potentials, clique)
+    assert union == {"a", "b", "c", "h"} and widest == 5 * 4 * 6 * 4
+    assert aim_release.conditioning_set(potentials, clique, budget=widest) == ()
+    expected = exact_clique_marginal(aim, clique)
+    assert aim_release.elimination_peak(potentials, clique, held)[0] <= budget
+    monkeypatch.setattr(aim_release, "UNION_CELLS", budget)
+    monkeypatch.setattr(aim_release, "SLICE_CELLS", 7)  # several slices under each code
+    picks = [aim.picks[a] for a in clique]
+    every, dropped = aim_release.heaviest_cells(potentials, clique, picks, expected.size)
+    np.testing.assert_allclose(every.table(), expected, rtol=1e-9, atol=1e-14)
+    assert dropped == pytest.approx(0.0, abs=1e-12)
+    top, dropped = aim_release.heaviest_cells(potentials, clique, picks, 9)
+    heaviest = np.argsort(expected.reshape(-1))[-9:]
+    assert top.codes is not None
+    assert set(top.codes.tolist()) == set(heaviest.tolist())
+    assert dropped == pytest.approx(1.0 - expected.reshape(-1)[heaviest].sum(), rel=1e-9)
+    table, dropped = aim.clique_table(clique)  # over budget: the held path, made dense
+    assert dropped == 0.0 and table.is_dense
+    np.testing.assert_allclose(table.table(), expected, rtol=1e-9, atol=1e-14)
+
+
 def test_sparse_evaluator_matches_a_dense_computation(tmp_path: Path) -> None:
     domain = Domain.from_sizes({"u": 40, "v": 40, "w": 40, "x": 40, "z": 40, "y": 2})
     assert domain.log_size > math.log(2**24)  # the full-resolution path of sparse_problem

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -48,7 +49,7 @@ import subprocess
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,9 @@ from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
 TOP_CELLS = 2**20
 #: Cells enumerated at once while looking for the heaviest ones.
 SLICE_CELLS = 2**22
+#: The most cells of a factor product one elimination step may build (float64: 512 MiB;
+#: the log-space fallback of a step holds about three such arrays).
+UNION_CELLS = 2**26
 RELEASES = HERE / "results" / "aim_releases"
 
 
@@ -141,11 +145,17 @@ class AimModel:
 
         picks = [self.picks[a] for a in clique]
         cells = math.prod(len(p) for p in picks)
-        if cells <= TOP_CELLS:
+        if cells <= TOP_CELLS and (
+            self.model.marginals.supports(tuple(clique))
+            or elimination_peak(self.model.potentials, clique)[0] <= UNION_CELLS
+        ):
             with numpy_projection():
                 projected = np.asarray(self.model.project(list(clique)).values)
             return CliqueTable.of_marginal(read_at_codes(projected, picks)), 0.0
-        return heaviest_cells(self.model.potentials, clique, picks, TOP_CELLS)
+        table, dropped = heaviest_cells(self.model.potentials, clique, picks, TOP_CELLS)
+        if cells <= TOP_CELLS:  # every cell kept: the dense table, as above
+            return CliqueTable.of_marginal(table.table()), 0.0
+        return table, dropped
 
 
 @dataclass
@@ -198,25 +208,102 @@ def load_model(path: Path) -> AimModel:
     return AimModel(model, picks, meta["seconds"], meta["peak_rss_mb"], digest)
 
 
+def _scopes_and_sizes(potentials: Any) -> tuple[list[tuple[str, ...]], dict[str, int]]:
+    sizes = dict(zip(potentials.domain.attributes, potentials.domain.shape, strict=True))
+    return [tuple(f.domain.attributes) for f in potentials.arrays.values()], sizes
+
+
+def _elimination_order(
+    potentials: Any,
+    scopes: Sequence[tuple[str, ...]],
+    clique: tuple[str, ...],
+    fixed: Sequence[str],
+) -> list[str]:
+    """mbi's greedy order for summing every attribute outside ``clique`` out of the
+    factors ``scopes``, with the attributes ``fixed`` held at a value (off the domain)."""
+    from mbi import Domain as MbiDomain
+    from mbi import junction_tree
+
+    active = potentials.active_domain
+    kept = [a for a in active.attributes if a not in fixed]
+    domain = MbiDomain(kept, [active.size(a) for a in kept])
+    free = tuple(a for a in clique if a not in fixed)
+    order, _ = junction_tree.greedy_order(domain, [*scopes, free], elim=domain.invert(free))
+    return list(order)
+
+
+def elimination_peak(
+    potentials: Any, clique: Sequence[str], fixed: Sequence[str] = ()
+) -> tuple[int, frozenset[str]]:
+    """The cells of the largest factor product that :func:`clique_factors` builds on
+    ``clique`` with ``fixed`` held at a value, and that product's attributes.
+
+    Summing an attribute out multiplies every factor that holds it, so a step builds a
+    table over the union of their attributes. On a model whose cliques share hub
+    attributes (AIM's at eps = 4 on full Adult) that union can hold most of a large query
+    clique and more: 6.3e9 cells for some 6-attribute cliques, which no machine here
+    holds. Fixing an attribute removes it from every union.
+    """
+    scopes, sizes = _scopes_and_sizes(potentials)
+    scopes = [tuple(a for a in s if a not in fixed) for s in scopes]
+    peak, widest = 1, frozenset[str]()
+    for attr in _elimination_order(potentials, scopes, tuple(clique), fixed):
+        touching = [s for s in scopes if attr in s]
+        union = frozenset().union(*touching)
+        cells = math.prod(sizes[a] for a in union)
+        if cells > peak:
+            peak, widest = cells, union
+        scopes = [s for s in scopes if attr not in s] + [tuple(a for a in union if a != attr)]
+    return peak, widest
+
+
+def conditioning_set(potentials: Any, clique: Sequence[str], budget: int) -> tuple[str, ...]:
+    """Attributes of ``clique`` to hold fixed, one value at a time, so that no product in
+    :func:`clique_factors` exceeds ``budget`` cells (empty where none does).
+
+    Greedy: while the widest product is over budget, fix the attribute of the clique that
+    minimises (the widest product after fixing it) x (its values), a proxy for the work of
+    one elimination per value. Stops when every attribute of the clique is fixed (the
+    products then hold eliminated attributes only, bounded by the model's own cliques).
+    """
+    sizes = dict(zip(potentials.domain.attributes, potentials.domain.shape, strict=True))
+    fixed: list[str] = []
+    peak, _ = elimination_peak(potentials, clique, fixed)
+    while peak > budget and len(fixed) < len(clique):
+        scored = []
+        for attr in clique:
+            if attr not in fixed:
+                after, _ = elimination_peak(potentials, clique, [*fixed, attr])
+                scored.append((after * sizes[attr], after, attr))
+        _, peak, attr = min(scored)
+        fixed.append(attr)
+    return tuple(fixed)
+
+
 def clique_factors(
-    potentials: Any, clique: Sequence[str]
+    potentials: Any, clique: Sequence[str], fixed: dict[str, int] | None = None
 ) -> list[tuple[tuple[str, ...], np.ndarray]]:
     """The log-space factors left on subsets of ``clique`` once every other attribute is
     summed out (mbi's greedy order, :mod:`pmwcm.mechanisms.priors.mbi_projection`'s steps):
-    their sum is the model's unnormalised log-marginal on the clique."""
-    from mbi import junction_tree
+    their sum is the model's unnormalised log-marginal on the clique.
 
+    ``fixed`` maps attributes of the clique to a model-axis position: every factor is read
+    at it first, so the factors returned live on the clique's other attributes (a factor
+    whose attributes are all fixed is a constant with no axes) and their sum is the
+    log-marginal's slice there, on the same scale for every choice of ``fixed``.
+    """
     from pmwcm.mechanisms.priors.mbi_projection import _sum_out
 
-    sizes = dict(zip(potentials.domain.attributes, potentials.domain.shape, strict=True))
-    factors = [
-        (tuple(f.domain.attributes), np.asarray(f.values, dtype=np.float64))
-        for f in potentials.arrays.values()
-    ]
-    domain = potentials.active_domain
-    cliques = [attrs for attrs, _ in factors] + [tuple(clique)]
-    order, _ = junction_tree.greedy_order(domain, cliques, elim=domain.invert(tuple(clique)))
-    for attr in order:
+    fixed = fixed or {}
+    _, sizes = _scopes_and_sizes(potentials)
+    factors = []
+    for f in potentials.arrays.values():
+        attrs = tuple(f.domain.attributes)
+        at = tuple(fixed.get(a, slice(None)) for a in attrs)
+        values = np.asarray(f.values, dtype=np.float64)[at]
+        factors.append((tuple(a for a in attrs if a not in fixed), values))
+    scopes = [attrs for attrs, _ in factors]
+    for attr in _elimination_order(potentials, scopes, tuple(clique), list(fixed)):
         touching = [f for f in factors if attr in f[0]]
         factors = [f for f in factors if attr not in f[0]]
         factors.append(_sum_out(touching, attr, sizes))
@@ -237,23 +324,14 @@ def on_clique_axes(
     return np.transpose(at_codes, order).reshape(shape)
 
 
-def heaviest_cells(
-    potentials: Any, clique: Sequence[str], picks: Sequence[Sequence[int]], top: int
-) -> tuple[CliqueTable, float]:
-    """The model's clique marginal on its ``top`` heaviest cells (renormalised) and the
-    mass left out.
+def log_mass_slices(read: Sequence[np.ndarray], shape: tuple[int, ...]) -> Iterator[np.ndarray]:
+    """The sum of the factors ``read`` (laid on ``shape``'s axes) over every cell, in C
+    order, in flat slices of at most :data:`SLICE_CELLS` cells along the leading axes.
 
-    The log-marginal is the sum of :func:`clique_factors` (read at the codes: the null
-    slots never enter, as :func:`read_at_codes` drops them). The clique's cells are
-    enumerated in slices of its leading axes: the factors on the other axes only are
-    summed once, and each slice adds the rest read at its index. Masses are taken
-    relative to an upper bound on every log-mass (the sum of the parts' maxima), so no
-    ``exp`` overflows; the log-masses of the ``top`` heaviest cells so far are kept.
+    The factors on the trailing axes only are summed once; each slice adds the rest read
+    at its index.
     """
-    clique = tuple(clique)
-    read = [on_clique_axes(a, v, clique, picks) for a, v in clique_factors(potentials, clique)]
-    shape = tuple(len(p) for p in picks)
-    lead = 0  # slice along the first `lead` axes so that a slice has <= SLICE_CELLS cells
+    lead = 0
     while math.prod(shape[lead:]) > SLICE_CELLS:
         lead += 1
     base = np.zeros(shape[lead:])
@@ -263,30 +341,86 @@ def heaviest_cells(
             base = base + factor.reshape(factor.shape[lead:])
         else:
             sliced.append(factor)
-    peak = float(base.max()) + sum(float(f.max()) for f in sliced)
-    inner = math.prod(shape[lead:])
-    best_codes, best_log = np.zeros(0, dtype=np.int64), np.zeros(0)
-    total = 0.0
-    for outer, index in enumerate(np.ndindex(*shape[:lead])):
+    for index in np.ndindex(*shape[:lead]):
         log_slice = base
         for factor in sliced:
             at = tuple(i if factor.shape[axis] > 1 else 0 for axis, i in enumerate(index))
             log_slice = log_slice + factor[at]
-        flat = log_slice.reshape(-1)
-        total += float(np.exp(flat - peak).sum())
-        floor = best_log.min() if best_log.size >= top else -np.inf
-        heavy = np.flatnonzero(flat > floor)
-        best_codes = np.concatenate([best_codes, outer * inner + heavy])
-        best_log = np.concatenate([best_log, flat[heavy]])
-        if best_log.size > top:
-            keep = np.argpartition(best_log, -top)[-top:]
-            best_codes, best_log = best_codes[keep], best_log[keep]
-    if not total > 0.0:
-        raise FloatingPointError(f"the model's marginal on {clique} underflowed.")
-    order = np.argsort(best_codes)
-    kept = np.exp(best_log[order] - peak) / total
-    table = CliqueTable(shape=shape, codes=best_codes[order], mass=kept / kept.sum())
-    return table, max(0.0, 1.0 - float(kept.sum()))
+        yield log_slice.reshape(-1)
+
+
+@dataclass
+class HeaviestCells:
+    """The ``top`` heaviest of a stream of cells given by log-mass, and the log of every
+    cell's mass summed (kept relative to the largest log-mass seen, so no ``exp``
+    overflows)."""
+
+    top: int
+    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    logs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    log_total: float = -math.inf
+
+    def add(self, first_code: int, logs: np.ndarray) -> None:
+        peak = float(logs.max())
+        if peak == -math.inf:
+            return
+        log_sum = peak + float(np.log(np.exp(logs - peak).sum()))
+        self.log_total = float(np.logaddexp(self.log_total, log_sum))
+        floor = self.logs.min() if self.logs.size >= self.top else -np.inf
+        heavy = np.flatnonzero(logs > floor)
+        self.codes = np.concatenate([self.codes, first_code + heavy])
+        self.logs = np.concatenate([self.logs, logs[heavy]])
+        if self.logs.size > self.top:
+            keep = np.argpartition(self.logs, -self.top)[-self.top :]
+            self.codes, self.logs = self.codes[keep], self.logs[keep]
+
+    def masses(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """The kept cells' codes (sorted), their masses renormalised, the mass left out."""
+        if not math.isfinite(self.log_total):
+            raise FloatingPointError("the model's marginal underflowed.")
+        order = np.argsort(self.codes)
+        kept = np.exp(self.logs[order] - self.log_total)
+        return self.codes[order], kept / kept.sum(), max(0.0, 1.0 - float(kept.sum()))
+
+
+def heaviest_cells(
+    potentials: Any, clique: Sequence[str], picks: Sequence[Sequence[int]], top: int
+) -> tuple[CliqueTable, float]:
+    """The model's clique marginal on its ``top`` heaviest cells (renormalised) and the
+    mass left out.
+
+    The log-marginal is the sum of :func:`clique_factors` (read at the codes: the null
+    slots never enter, as :func:`read_at_codes` drops them), enumerated in slices
+    (:func:`log_mass_slices`). Where eliminating onto the clique would build a product of
+    more than :data:`UNION_CELLS` cells, the attributes of :func:`conditioning_set` are
+    held at each of their codes in turn and the rest of the clique is enumerated under
+    each: the cells are visited in the order (held attributes, then the others), and the
+    kept cells' codes are mapped back to the clique's own order at the end.
+    """
+    clique = tuple(clique)
+    pick_of = dict(zip(clique, picks, strict=True))
+    held = conditioning_set(potentials, clique, UNION_CELLS)
+    free = tuple(a for a in clique if a not in held)
+    free_picks = [pick_of[a] for a in free]
+    free_shape = tuple(len(p) for p in free_picks)
+    inner = math.prod(free_shape)
+    best = HeaviestCells(top)
+    for outer, positions in enumerate(itertools.product(*[pick_of[a] for a in held])):
+        factors = clique_factors(potentials, clique, dict(zip(held, positions, strict=True)))
+        read = [on_clique_axes(attrs, values, free, free_picks) for attrs, values in factors]
+        first = outer * inner
+        for flat in log_mass_slices(read, free_shape):
+            best.add(first, flat)
+            first += flat.size
+    codes, mass, dropped = best.masses()
+    shape = tuple(len(p) for p in picks)
+    if held:  # (held, free) order -> the clique's
+        visited = [*held, *free]
+        index = np.unravel_index(codes, [len(pick_of[a]) for a in visited])
+        codes = np.ravel_multi_index([index[visited.index(a)] for a in clique], shape)
+        order = np.argsort(codes)
+        codes, mass = codes[order], mass[order]
+    return CliqueTable(shape=shape, codes=codes, mass=mass), dropped
 
 
 def make_release(table: str, *, epsilon: float, unit: str, seed: int) -> Path:
