@@ -226,3 +226,20 @@ def test_reading_keeps_no_line_after_its_turn(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert seen == count
     assert peak < 40 * count, f"peak {peak:,} bytes for {count:,} lines"
+
+
+def test_the_second_pass_parses_no_spelling_again(tmp_path: Path) -> None:
+    """More distinct spellings than the old 4,096-entry cache held: the second pass, which
+    meets them in the survey's order, finds every one cached (it missed on all of them)."""
+    count = 5_000
+    path = tmp_path / "distinct.jsonl"
+    with path.open("w") as out:
+        for i in range(count):  # each its own radius: a distinct spelling and problem
+            spec = {"loss": "logistic", "target": "income", "features": ["age", "sex"]}
+            out.write(json.dumps({"id": i, **spec, "radius": 1.0 + i / count}) + "\n")
+    domain = Schema.from_json(SCHEMA).domain()
+    with QueryFile(path) as queries:
+        assert queries.survey(domain).answerable == count
+        assert queries._parse.cache_info().misses == count
+        assert sum(1 for line in queries.lines() if line.query is not None) == count
+        assert queries._parse.cache_info().misses == count

@@ -36,6 +36,7 @@ class RunningState:
         self.updates: list[UpdateRecord] = []
         self.sv_paid = False
         self.log = AnswerLog()
+        self._slots_used: tuple[tuple[int, int, int], SlotsUsed] | None = None
 
     def slots_used(self, parts: EngineParts) -> SlotsUsed:
         """The update slots the updates made so far took out of ``T``: one each, but an
@@ -45,9 +46,16 @@ class RunningState:
         update = parts.measured_update
         if update is None:
             return SlotsUsed(total=len(self.updates))
+        # Asked twice a round; the updates are only appended to, so the count is
+        # recomputed only when they have grown (or been replaced, by ``adopt``).
+        seen = (id(parts), id(self.updates), len(self.updates))
+        if self._slots_used is not None and self._slots_used[0] == seen:
+            return self._slots_used[1]
         domain = parts.data.domain
         measured = [update.measures(domain, record.round.clique) for record in self.updates]
-        return update.fallback.slots_used(measured, cutoff=parts.settings.max_updates)
+        used = update.fallback.slots_used(measured, cutoff=parts.settings.max_updates)
+        self._slots_used = (seen, used)
+        return used
 
     def export(self, parts: EngineParts, *, log: bool) -> EngineState:
         """The frozen value of this state and of ``parts``' ledger and sparse vector."""
