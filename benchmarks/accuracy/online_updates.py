@@ -566,6 +566,8 @@ def main() -> None:
     parser.add_argument("--tables", nargs="+", default=["adult", "adult-8000"])
     parser.add_argument("--eps", nargs="+", type=float, default=[1.0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first stream's seed (to add streams to a cell)")  # fmt: skip
     parser.add_argument("--k", type=int, default=2000, help="the random stream's length")
     parser.add_argument("--workload", choices=WORKLOADS, default="random",
                         help="stepwise: each binary target's forward selection")  # fmt: skip
@@ -589,7 +591,7 @@ def main() -> None:
     for name in args.tables:
         ev = table(name)
         for eps in args.eps:
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for update in args.updates:
                     run = run_aim if update in AIM_UNITS else run_stream
                     row = run(ev, name, update=update, epsilon=eps, seed=seed, k=args.k,
