@@ -413,6 +413,10 @@ section 11), with
     ... --tables loans --eps 1 --seeds 2 --updates measure
     ... --tables adult-full --eps 1 --seeds 1 --workload stepwise --updates measure oracle
     ... --tables adult-full --eps 1 --seeds 1 --updates aim-ar   (and --workload stepwise)
+    ... --tables adult-full --eps 4 --seeds 1 --updates aim-ar                  (session 6)
+    ... --tables adult-full-8000 tv16-8000 --eps 0.5 1 4 --seeds 3 --updates measure  (session 6)
+    ... --tables adult-full-8000 tv16-8000 --eps 1 --seeds 1 --updates oracle        (session 6)
+    ... --tables tv16 --eps 1 --seeds 1 --updates aim-ar                        (session 6)
 
 `adult-full` is bundled Adult at its 14 native attributes (|X| = 6.4e17), `tv16`
 the 2016 CCES (17 attributes) and `loans` OpenIntro's loans table (54 attributes,
@@ -421,15 +425,21 @@ mixed logistic queries (`workloads.mixed_queries`: a binary target, 2-5 features
 one-hot up to 16 values, ordinal beyond); `stepwise` is forward stepwise selection
 of 4 features for every binary target, driven by each method's own answers,
 announced by its length (its queries are not known in advance, so no workload
-start). Excess risk on the occupied cells of each query's clique against the
-exact optimum (`full_tables.SparseEvaluator`). The engine's backend is the
-weighted support (`M = 2^18` for Adult). `workload` runs where eps n >= 40,000,
-else `measure` is `pmwcm run`'s default. AIM's release is saved
+start). `adult-full-8000` and `tv16-8000` are seeded 8,000-row subsamples
+(n = 8,000, so eps n < 40,000 everywhere and `measure` is the default). Excess
+risk on the occupied cells of each query's clique against the exact optimum
+(`full_tables.SparseEvaluator`). The engine's backend is the weighted support
+(`M = 2^18` for Adult). `workload` runs where eps n >= 40,000, else `measure` is
+`pmwcm run`'s default. AIM's release is saved
 (`results/aim_releases/`) and each query is answered on the model's marginal on
 its clique by NumPy variable elimination; a clique of more than 2^20 cells is fitted
 on its 2^20 heaviest model cells, renormalised (the last table says how much mass
 that leaves out; on the largest cliques the answer moved 2-7% between 2^20 and
-2^21 cells).
+2^21 cells). Where eliminating onto a clique would build a product of more than
+2^26 cells (AIM's eps = 4 model on full Adult shares hub attributes across its
+cliques: up to 6.3e9 cells), attributes of the clique are held at each of their
+codes in turn and the marginal is assembled from the slices (`aim_release.py`);
+the answers are the same marginals, in bounded memory.
 """
 
 
@@ -439,17 +449,25 @@ code: the measured update without its projection).
 
 * **Against AIM** (one release, default rounds, add/remove unit, its model's clique
   marginals): on Adult at eps = 1 `pmwcm run`'s default (`workload`) is at 0.37x /
-  0.38x of AIM's mean / max (4.7e-5 / 2.7e-4 against 1.26e-4 / 7.2e-4). The
-  paper's update with its own plan is at 1.20x / 0.89x. With the adaptive stepwise
-  analyst (92 queries, each method driven by its own answers; AIM on the same
-  release) `measure` is at 0.08x / 0.09x (5.1e-5 / 3.9e-4 against 6.2e-4 /
-  4.1e-3). Every other full-resolution AIM cell is unrun: the release takes
-  minutes (330 s on Adult), answering 2,000 queries on its model's clique
-  marginals 39 min, and TV16's release had not finished after an hour. AIM's
-  release on Adult at eps = 4 ran and is saved (`results/aim_releases/`), but
-  answering on its model's clique marginals was killed by the kernel at 23 GB
-  (variable elimination onto the query's clique builds factors over the union of
-  AIM's larger eps = 4 cliques; the eps = 1 release answered within 2 GB).
+  0.38x of AIM's mean / max (4.7e-5 / 2.7e-4 against 1.26e-4 / 7.2e-4), and at
+  eps = 4 at **0.20x / 0.21x** (7.4e-6 / 9.7e-5 against 3.7e-5 / 4.6e-4; session 6).
+  The paper's update with its own plan is at 1.20x / 0.89x (eps = 1) and 1.43x /
+  0.67x (eps = 4). With the adaptive stepwise analyst (92 queries, each method
+  driven by its own answers; AIM on the same release) `measure` is at 0.08x /
+  0.09x (5.1e-5 / 3.9e-4 against 6.2e-4 / 4.1e-3). AIM's eps = 4 release took 26
+  min and 3.0 GB; answering the 2,000 queries on its model's marginals, killed by
+  the kernel at 23 GB in session 5, took 70 min within 1.5 GB once attributes of a
+  large clique were held in turn (the head above). On TV16 at eps = 1 (session 6)
+  `workload` is at **0.35x / 0.52x** of AIM (8.6e-5 / 5.2e-4 against 2.4e-4 /
+  9.8e-4), the paper's update at 0.96x / 0.79x; AIM's release took 61 min and 4.1
+  GB, answering 7 min. AIM_EXTRA_READING
+* **Small n at full resolution** (session 6; 8,000-row subsamples, 3 streams a
+  cell, `measure`, the default there): no stream left an answer unchecked, at eps
+  = 0.5, 1 and 4 on both tables, and each spent 96-99.6% of epsilon. Same-query
+  gain 1.15x / 1.14x / 1.55x (Adult, eps 0.5 / 1 / 4) and 1.07x / 1.11x / 1.42x
+  (TV16). The paper's update with its own plan does what the issue saw: its rule
+  gives T = 1 there, and after its one update 82% (Adult) and 55% (TV16) of the
+  answers at eps = 1 were synthetic, unchecked.
 * **What the online part buys at full resolution.** The measured update on the
   support is 3.2x (Adult, eps = 1: 4.7e-5 against 1.5e-4) to 7.2x (Adult, eps = 4:
   7.4e-6 against 5.3e-5) below the paper's update on the mean, and 2.4-3.2x on the
