@@ -417,6 +417,9 @@ section 11), with
     ... --tables adult-full-8000 tv16-8000 --eps 0.5 1 4 --seeds 3 --updates measure  (session 6)
     ... --tables adult-full-8000 tv16-8000 --eps 1 --seeds 1 --updates oracle        (session 6)
     ... --tables tv16 --eps 1 --seeds 1 --updates aim-ar                        (session 6)
+    ... --tables adult-full-8000 --eps 1 --seeds 1 --updates aim-ar             (session 6)
+    ... --tables adult-full --eps 1 --seeds 3 --k 10000 --updates workload      (session 6)
+    ... --tables adult-full --eps 1 --seeds 1 --updates aim-replace             (session 6)
 
 `adult-full` is bundled Adult at its 14 native attributes (|X| = 6.4e17), `tv16`
 the 2016 CCES (17 attributes) and `loans` OpenIntro's loans table (54 attributes,
@@ -460,7 +463,14 @@ code: the measured update without its projection).
   large clique were held in turn (the head above). On TV16 at eps = 1 (session 6)
   `workload` is at **0.35x / 0.52x** of AIM (8.6e-5 / 5.2e-4 against 2.4e-4 /
   9.8e-4), the paper's update at 0.96x / 0.79x; AIM's release took 61 min and 4.1
-  GB, answering 7 min. AIM_EXTRA_READING
+  GB, answering 7 min. On the 8,000-row subsample of full Adult at eps = 1,
+  `measure` (the default there) is at 0.67x / 0.52x of AIM (7.4e-4 / 3.8e-3
+  against 1.1e-3 / 7.3e-3): below it on both, but 1.49x on the mean, short of the
+  issue's 1.5x; the paper's update is at 0.72x / 0.53x there, so at this n the
+  prior does most of the work. At OpenDP's replace-one unit (`unit_of(changes=1)`,
+  one release, full Adult, eps = 1) AIM scores 4.9e-4 / 6.7e-3, 3.9x / 9.3x its
+  add/remove release: `workload` is at 0.10x / 0.04x of it, the paper's update at
+  0.31x / 0.10x.
 * **Small n at full resolution** (session 6; 8,000-row subsamples, 3 streams a
   cell, `measure`, the default there): no stream left an answer unchecked, at eps
   = 0.5, 1 and 4 on both tables, and each spent 96-99.6% of epsilon. Same-query
@@ -468,6 +478,11 @@ code: the measured update without its projection).
   (TV16). The paper's update with its own plan does what the issue saw: its rule
   gives T = 1 there, and after its one update 82% (Adult) and 55% (TV16) of the
   answers at eps = 1 were synthetic, unchecked.
+* **k = 10,000 at full resolution** (session 6; Adult, eps = 1, `workload`, 3
+  streams): mean / max 4.6e-5 / 2.8e-4, 0.99x the k = 2,000 cell's mean (flat in
+  k); no answer unchecked, 96% of epsilon spent; same-query gain 1.29x, 1.20x and
+  1.18x (1.22x on average): below the issue's 1.3x at this resolution, which the
+  binary table meets at k = 10,000 (1.46-2.61x, below).
 * **What the online part buys at full resolution.** The measured update on the
   support is 3.2x (Adult, eps = 1: 4.7e-5 against 1.5e-4) to 7.2x (Adult, eps = 4:
   7.4e-6 against 5.3e-5) below the paper's update on the mean, and 2.4-3.2x on the
