@@ -157,14 +157,16 @@ class AimModel:
 
         picks = [self.picks[a] for a in clique]
         cells = math.prod(len(p) for p in picks)
-        if cells <= TOP_CELLS and (
-            self.model.marginals.supports(tuple(clique))
-            or elimination_peak(self.model.potentials, clique)[0] <= UNION_CELLS
-        ):
-            with numpy_projection():
-                projected = np.asarray(self.model.project(list(clique)).values)
-            return CliqueTable.of_marginal(read_at_codes(projected, picks)), 0.0
-        table, dropped = heaviest_cells(self.model.potentials, clique, picks, TOP_CELLS)
+        potentials = self.model.potentials
+        held: tuple[str, ...] | None = None
+        if cells <= TOP_CELLS:
+            supported = self.model.marginals.supports(tuple(clique))
+            held = () if supported else conditioning_set(potentials, clique, UNION_CELLS)
+            if not held:  # no product over budget: mbi's projection, in NumPy
+                with numpy_projection():
+                    projected = np.asarray(self.model.project(list(clique)).values)
+                return CliqueTable.of_marginal(read_at_codes(projected, picks)), 0.0
+        table, dropped = heaviest_cells(potentials, clique, picks, TOP_CELLS, held)
         if cells <= TOP_CELLS:  # every cell kept: the dense table, as above
             return CliqueTable.of_marginal(table.table()), 0.0
         return table, dropped
@@ -278,7 +280,7 @@ def conditioning_set(potentials: Any, clique: Sequence[str], budget: int) -> tup
     one elimination per value. Stops when every attribute of the clique is fixed (the
     products then hold eliminated attributes only, bounded by the model's own cliques).
     """
-    sizes = dict(zip(potentials.domain.attributes, potentials.domain.shape, strict=True))
+    _, sizes = _scopes_and_sizes(potentials)
     fixed: list[str] = []
     peak, _ = elimination_peak(potentials, clique, fixed)
     while peak > budget and len(fixed) < len(clique):
@@ -396,7 +398,11 @@ class HeaviestCells:
 
 
 def heaviest_cells(
-    potentials: Any, clique: Sequence[str], picks: Sequence[Sequence[int]], top: int
+    potentials: Any,
+    clique: Sequence[str],
+    picks: Sequence[Sequence[int]],
+    top: int,
+    held: Sequence[str] | None = None,
 ) -> tuple[CliqueTable, float]:
     """The model's clique marginal on its ``top`` heaviest cells (renormalised) and the
     mass left out.
@@ -407,11 +413,13 @@ def heaviest_cells(
     more than :data:`UNION_CELLS` cells, the attributes of :func:`conditioning_set` are
     held at each of their codes in turn and the rest of the clique is enumerated under
     each: the cells are visited in the order (held attributes, then the others), and the
-    kept cells' codes are mapped back to the clique's own order at the end.
+    kept cells' codes are mapped back to the clique's own order at the end. ``held``
+    is that set where the caller has it already.
     """
     clique = tuple(clique)
     pick_of = dict(zip(clique, picks, strict=True))
-    held = conditioning_set(potentials, clique, UNION_CELLS)
+    if held is None:
+        held = conditioning_set(potentials, clique, UNION_CELLS)
     free = tuple(a for a in clique if a not in held)
     free_picks = [pick_of[a] for a in free]
     free_shape = tuple(len(p) for p in free_picks)
