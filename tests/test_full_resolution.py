@@ -84,6 +84,9 @@ def test_a_sparse_table_holds_exactly_the_occupied_cells() -> None:
     np.testing.assert_allclose(table.mass, dense.reshape(-1)[table.codes], atol=1e-15)
     np.testing.assert_allclose(table.table(), dense, atol=1e-15)
     assert table.cells().shape == (table.codes.size, len(clique))
+    np.testing.assert_array_equal(
+        table.cells(), np.stack(np.unravel_index(table.codes, table.shape), axis=1)
+    )
 
 
 @pytest.mark.parametrize("query", WIDE_QUERIES, ids=lambda q: q.loss)

@@ -30,7 +30,9 @@ FloatArray = NDArray[np.float64]
 
 __all__ = [
     "DENSE_CLIQUE_CELLS",
+    "DIRECT_CELLS_PER_CODE",
     "MAX_CLIQUE_CELLS",
+    "MAX_RANKED_CELLS",
     "CliqueTable",
     "FloatArray",
     "cell_codes",
@@ -46,7 +48,7 @@ MAX_CLIQUE_CELLS = 2**62
 #: sort) while the clique has at most this many cells per code.
 DIRECT_CELLS_PER_CODE = 8
 #: The direct count's table holds int32 ranks: beyond this many cells, the sort.
-_MAX_RANKED_CELLS = 2**31 - 1
+MAX_RANKED_CELLS = 2**31 - 1
 
 
 def is_dense(shape: tuple[int, ...]) -> bool:
@@ -89,7 +91,7 @@ def occupied_cells(
     ([2, 5, 7], [1, 0, 1, 2])
     """
     codes = np.asarray(codes)
-    direct = min(DIRECT_CELLS_PER_CODE * max(codes.size, 1), _MAX_RANKED_CELLS)
+    direct = min(DIRECT_CELLS_PER_CODE * max(codes.size, 1), MAX_RANKED_CELLS)
     if cell_count <= direct:
         return _ranked_cells(codes.reshape(-1), cell_count)
     cells, inverse = np.unique(codes.astype(np.int64, copy=False), return_inverse=True)
@@ -121,6 +123,20 @@ def _ranked_cells(
     for i in range(codes.size):
         inverse[i] = rank[codes[i]]
     return cells, inverse
+
+
+@njit(cache=True, nogil=True)
+def _unravel(codes: NDArray[np.int64], shape: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.stack(np.unravel_index(codes, shape), axis=1)`` in one pass, row by row (a
+    support's large clique has up to ``M`` occupied cells: NumPy's form made ``|C|``
+    arrays, then a stacked copy and an ``int64`` one)."""
+    out = np.empty((codes.size, shape.size), dtype=np.int64)
+    for i in range(codes.size):
+        code = codes[i]
+        for j in range(shape.size - 1, -1, -1):
+            out[i, j] = code % shape[j]
+            code //= shape[j]
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,7 +225,7 @@ class CliqueTable:
             return np.indices(self.shape).reshape(len(self.shape), -1).T.astype(np.int64)
         if not self.shape:
             return np.zeros((self.codes.size, 0), dtype=np.int64)
-        return np.stack(np.unravel_index(self.codes, self.shape), axis=1).astype(np.int64)
+        return _unravel(self.codes, np.asarray(self.shape, dtype=np.int64))
 
     def table(self) -> FloatArray:
         """The dense table of shape ``shape`` (only for a dense clique or a small one)."""

@@ -31,7 +31,6 @@ Without one (the default) every operation is the NumPy code below.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,11 +44,11 @@ from pmwcm.kernels.clique_table import (
     FloatArray,
     cell_codes,
     is_dense,
-    occupied_cells,
 )
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import LRUCache
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
 from pmwcm.kernels.support_passes import columns_of
 
 IndexArray = NDArray[np.int32]
@@ -226,11 +225,6 @@ class SupportHistogram:
         """A host copy of one of the support's ``M``-long arrays."""
         return values.copy() if self.device is None else self.device.to_numpy(values)
 
-    def _codes(self, attrs: Sequence[str]) -> tuple[NDArray[np.integer], tuple[int, ...]]:
-        axes = self.domain.axes(attrs)
-        sizes = tuple(self.domain.shape[a] for a in axes)
-        return cell_codes(self._records, axes, sizes), sizes
-
     def marginal(self, attrs: Sequence[str]) -> FloatArray:
         """The marginal table on ``attrs``: a weighted bincount of the records' codes."""
         key = tuple(attrs)
@@ -249,10 +243,9 @@ class SupportHistogram:
             return support_array.marginal(
                 self.device, self._columns, self._probabilities, axes, sizes
             )
-        codes, sizes = self._codes(attrs)
-        cells = int(np.prod(sizes, dtype=np.int64))
-        counts = np.bincount(codes, weights=self._probabilities, minlength=cells)
-        return np.asarray(counts, dtype=np.float64).reshape(sizes)
+        axes = self.domain.axes(attrs)
+        sizes = tuple(self.domain.shape[a] for a in axes)
+        return clique_mass(self._records, axes, sizes, self._probabilities).reshape(sizes)
 
     def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray | Any]:
         """A large clique's occupied cells and each record's index among them (cached;
@@ -265,9 +258,9 @@ class SupportHistogram:
                 sizes = tuple(self.domain.shape[a] for a in axes)
                 cached = support_array.occupied(self.device, self._columns, axes, sizes)
             else:
-                codes, sizes = self._codes(attrs)
-                cells, inverse = occupied_cells(codes, math.prod(sizes))
-                cached = (cells, inverse.astype(np.int32))  # at most M < 2^31 cells
+                axes = self.domain.axes(attrs)
+                sizes = tuple(self.domain.shape[a] for a in axes)
+                cached = occupied_index(self._records, axes, sizes)
             self._cell_index.put(key, cached)
         return cached
 
@@ -283,7 +276,8 @@ class SupportHistogram:
         else:
             cells, inverse = self._occupied(attrs)
             if self.device is None:
-                table = CliqueTable.on_cells(sizes, cells, inverse, self._probabilities)
+                mass = index_mass(inverse, self._probabilities, cells.size)
+                table = CliqueTable(shape=sizes, codes=cells, mass=mass)
             else:  # the records' masses summed on the device; only the table crosses
                 mass = self.device.scatter_add(inverse, self._probabilities, cells.size)
                 mass = self.device.to_numpy(mass, copy=False)  # this call's own
@@ -353,9 +347,7 @@ class SupportHistogram:
         """The dense tensor over ``X`` (only for enumerable ``X``)."""
         if self.device is not None:
             return self._marginal(self.domain.names)
-        codes, sizes = self._codes(self.domain.names)
-        table = np.bincount(codes, weights=self._probabilities, minlength=self.domain.size)
-        return np.asarray(table, dtype=np.float64).reshape(sizes)
+        return self._marginal(self.domain.names)
 
     def copy(self) -> SupportHistogram:
         """An independent copy (records shared: they are never written)."""

@@ -46,6 +46,8 @@ __all__ = [
     "columns_of",
     "descent_step",
     "draw_children",
+    "pass_chunks",
+    "pass_pool",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -285,14 +287,15 @@ CHUNK_MIN_RECORDS = 2**16
 PASS_CHUNKS = 4
 
 
-def _chunks(size: int) -> list[tuple[int, int]]:
+def pass_chunks(size: int) -> list[tuple[int, int]]:
+    """``[begin, end)`` ranges cutting ``size`` records into the passes' fixed chunks."""
     count = 1 if size < CHUNK_MIN_RECORDS else PASS_CHUNKS
     edges = [size * c // count for c in range(count + 1)]
     return list(itertools.pairwise(edges))
 
 
 @functools.cache
-def _pool() -> ThreadPoolExecutor:
+def pass_pool() -> ThreadPoolExecutor:
     """Threads for the chunks (the kernels release the GIL)."""
     return ThreadPoolExecutor(max_workers=min(PASS_CHUNKS, os.cpu_count() or 1))
 
@@ -313,7 +316,7 @@ def clique_marginals(
         total = marginals(columns, log_w, shift, *cliques, out, *chunk)
         return out, float(total)
 
-    parts = list(_pool().map(run, _chunks(log_w.size)))
+    parts = list(pass_pool().map(run, pass_chunks(log_w.size)))
     out, total = parts[0]
     for more, subtotal in parts[1:]:
         out += more
@@ -345,7 +348,7 @@ def descent_step(
         )
         return float(top), tables, float(total)
 
-    parts = list(_pool().map(run, _chunks(log_w.size)))
+    parts = list(pass_pool().map(run, pass_chunks(log_w.size)))
     top, tables, total = parts[0]
     for more_top, more, subtotal in parts[1:]:
         top = max(top, more_top)

@@ -1,0 +1,242 @@
+"""One clique of a support, in fused passes over its records (issue 37 item 1).
+
+A below-threshold round on a support of ``M`` records reads the hypothesis's
+table on the query's clique ``C``::
+
+    Dhat_C(c) = sum_i p_i [x_{i,C} = c],
+
+and, on a clique too large to keep dense, only its occupied cells and each
+record's index among them (the index is what a later reweight on ``C`` gathers
+its factor through). Done with NumPy this is an ``M``-long ``int64`` code array
+built attribute by attribute (Horner's rule over strided byte columns), a
+direct count or a sort over it, an ``int32`` copy of the index and a
+``bincount``: at ``M = 2^23`` on full-resolution Adult that was about 0.4 s of
+a fresh round's 0.6 s (``benchmarks/support_scale.py``'s stream, profiled).
+
+Here each step is a numba pass that computes a record's cell code on the fly
+from its byte codes (the same C-order code as
+:func:`~pmwcm.kernels.clique_table.cell_codes`), nothing ``M``-long is
+allocated but the index itself, and the passes that add masses run on the
+support passes' threads (:func:`~pmwcm.kernels.support_passes.pass_chunks`,
+each chunk into its own table, the tables added in chunk order, so the sums
+do not depend on the machine):
+
+* :func:`clique_mass`: the dense table of a small clique, one pass;
+* :func:`occupied_index`: a large clique's sorted occupied cells and every
+  record's index among them. While the clique has at most
+  :data:`~pmwcm.kernels.clique_table.DIRECT_CELLS_PER_CODE` cells per record
+  (and no more than the direct count's table holds), two passes over the
+  records and one over an ``int32`` rank table of the clique's cells; beyond,
+  the codes (one fused pass) sorted by ``np.unique``;
+* :func:`index_mass`: the masses on those cells from the index, one pass.
+
+Everything here is post-processing of the hypothesis (public); no private
+record is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from pmwcm.kernels.support_passes import pass_chunks, pass_pool
+
+__all__ = ["clique_mass", "index_mass", "occupied_index"]
+
+FloatArray = NDArray[np.float64]
+#: A large clique's occupied cells are found in a bitmap of all its cells (one bit a
+#: cell, and one ``int64`` count per 64 cells: 0.25 bytes a cell) while it has at most
+#: this many cells per record (at most 10 bytes a record, against the index's 4 and the
+#: weights' 8); beyond, the records' codes are sorted.
+DIRECT_CELLS_PER_RECORD = 40
+#: A chunk's own table is kept only while the chunks' tables together stay within
+#: this many cells per record (a clique of nearly ``M`` occupied cells is summed
+#: by one pass instead of four ``M``-cell temporaries).
+CHUNK_TABLE_CELLS_PER_RECORD = 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _code(records: NDArray[np.integer], i: int, axes: NDArray[np.int64],
+          sizes: NDArray[np.int64]) -> int:  # fmt: skip
+    code = 0
+    for j in range(axes.size):
+        code = code * sizes[j] + records[i, axes[j]]
+    return code
+
+
+@njit(cache=True, nogil=True)
+def _dense_mass(records, axes, sizes, weights, out, begin, end):  # type: ignore[no-untyped-def]
+    for i in range(begin, end):
+        out[_code(records, i, axes, sizes)] += weights[i]
+
+
+@njit(cache=True, nogil=True)
+def _codes(records, axes, sizes, out, begin, end):  # type: ignore[no-untyped-def]
+    for i in range(begin, end):
+        out[i] = _code(records, i, axes, sizes)
+
+
+_ONE = np.uint64(1)
+_M1, _M2, _M4 = (np.uint64(m) for m in (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F))
+_H01 = np.uint64(0x0101010101010101)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(x: np.uint64) -> int:
+    # The set bits of a 64-bit word (SWAR: pairs, nibbles, bytes, then one multiply).
+    x = x - ((x >> _ONE) & _M1)
+    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
+    x = (x + (x >> np.uint64(4))) & _M4
+    return np.int64((x * _H01) >> np.uint64(56))
+
+
+@njit(cache=True, nogil=True)
+def _mark(records, axes, sizes, words):  # type: ignore[no-untyped-def]
+    for i in range(records.shape[0]):
+        code = _code(records, i, axes, sizes)
+        words[code >> 6] |= _ONE << np.uint64(code & 63)
+
+
+@njit(cache=True, nogil=True)
+def _rank_words(words):  # type: ignore[no-untyped-def]
+    # Each word's count of occupied cells before it, and the occupied cells in order.
+    before = np.empty(words.size, dtype=np.int64)
+    occupied = 0
+    for w in range(words.size):
+        before[w] = occupied
+        occupied += _popcount(words[w])
+    cells = np.empty(occupied, dtype=np.int64)
+    k = 0
+    for w in range(words.size):
+        x = words[w]
+        while x:
+            lowest = x & (~x + _ONE)
+            cells[k] = 64 * w + _popcount(lowest - _ONE)
+            k += 1
+            x ^= lowest
+    return cells, before
+
+
+@njit(cache=True, nogil=True)
+def _read_ranks(records, axes, sizes, words, before, index, begin, end):  # type: ignore[no-untyped-def]
+    for i in range(begin, end):
+        code = _code(records, i, axes, sizes)
+        below = (_ONE << np.uint64(code & 63)) - _ONE
+        index[i] = before[code >> 6] + _popcount(words[code >> 6] & below)
+
+
+@njit(cache=True, nogil=True)
+def _index_mass(index, weights, out, begin, end):  # type: ignore[no-untyped-def]
+    for i in range(begin, end):
+        out[index[i]] += weights[i]
+
+
+def _clique(
+    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:
+    if records.ndim != 2 or len(axes) != len(sizes):
+        raise ValueError("records must be (M, m) codes and axes and sizes of equal length.")
+    return np.asarray(axes, np.int64), np.asarray(sizes, np.int64), math.prod(sizes)
+
+
+def _each(chunks: list[tuple[int, int]], run_chunk) -> None:  # type: ignore[no-untyped-def]
+    """``run_chunk(begin, end)`` for every chunk, on the passes' threads."""
+    if len(chunks) == 1:
+        run_chunk(*chunks[0])
+        return
+    for _ in pass_pool().map(lambda chunk: run_chunk(*chunk), chunks):
+        pass
+
+
+def _summed(count: int, size: int, run_chunk) -> FloatArray:  # type: ignore[no-untyped-def]
+    """``run_chunk(out, begin, end)`` over ``size`` records into tables of ``count`` cells:
+    one table per chunk added in chunk order, or one pass when the chunks' tables
+    would exceed :data:`CHUNK_TABLE_CELLS_PER_RECORD` cells per record."""
+    chunks = pass_chunks(size)
+    if len(chunks) * count > CHUNK_TABLE_CELLS_PER_RECORD * size:
+        chunks = [(0, size)]
+
+    def run(chunk: tuple[int, int]) -> FloatArray:
+        out = np.zeros(count)
+        run_chunk(out, *chunk)
+        return out
+
+    parts = list(pass_pool().map(run, chunks)) if len(chunks) > 1 else [run(chunks[0])]
+    total = parts[0]
+    for more in parts[1:]:
+        total += more
+    return total
+
+
+def clique_mass(
+    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int], weights: FloatArray
+) -> FloatArray:
+    """``out[c] = sum_i weights_i [code_C(records_i) = c]`` over every cell of the clique
+    of ``axes`` (sizes ``sizes``), flat in C order: ``np.bincount`` of
+    :func:`~pmwcm.kernels.clique_table.cell_codes` with ``weights``, in one fused pass.
+
+    >>> records = np.array([[0, 1], [1, 1], [0, 1]], dtype=np.uint8)
+    >>> clique_mass(records, [1, 0], [2, 2], np.array([0.5, 0.25, 0.25])).tolist()
+    [0.0, 0.0, 0.75, 0.25]
+    """
+    axes_, sizes_, count = _clique(records, axes, sizes)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    return _summed(
+        count,
+        records.shape[0],
+        lambda out, begin, end: _dense_mass(records, axes_, sizes_, weights, out, begin, end),
+    )
+
+
+def occupied_index(
+    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int]
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """The sorted distinct cell codes the records occupy on the clique, and each record's
+    index among them (``int32``): ``cells[index[i]] == code_C(records_i)``, as
+    :func:`~pmwcm.kernels.clique_table.occupied_cells` of the records' codes.
+
+    >>> records = np.array([[3, 0], [1, 2], [3, 0]], dtype=np.uint8)
+    >>> cells, index = occupied_index(records, [0, 1], [4, 3])
+    >>> cells.tolist(), index.tolist()
+    ([5, 9], [1, 0, 1])
+    """
+    axes_, sizes_, count = _clique(records, axes, sizes)
+    size = records.shape[0]
+    chunks = pass_chunks(size)
+    if count <= DIRECT_CELLS_PER_RECORD * max(size, 1):
+        words = np.zeros(-(-count // 64), dtype=np.uint64)
+        _mark(records, axes_, sizes_, words)
+        cells, before = _rank_words(words)
+        index = np.empty(size, dtype=np.int32)
+        # Each chunk writes its own slice of the index (the bitmap is only read).
+        _each(
+            chunks,
+            lambda begin, end: _read_ranks(
+                records, axes_, sizes_, words, before, index, begin, end
+            ),
+        )
+        return cells, index
+    codes = np.empty(size, dtype=np.int64)
+    _each(chunks, lambda begin, end: _codes(records, axes_, sizes_, codes, begin, end))
+    cells, inverse = np.unique(codes, return_inverse=True)
+    return cells, inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
+
+
+def index_mass(index: NDArray[np.integer], weights: FloatArray, count: int) -> FloatArray:
+    """``out[j] = sum_i weights_i [index_i = j]`` for ``j < count``: ``np.bincount(index,
+    weights, minlength=count)`` summed on the passes' threads.
+
+    >>> index_mass(np.array([1, 0, 1], dtype=np.int32), np.array([0.5, 0.25, 0.25]), 3).tolist()
+    [0.25, 0.75, 0.0]
+    """
+    index = np.ascontiguousarray(index)
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    return _summed(
+        count,
+        index.size,
+        lambda out, begin, end: _index_mass(index, weights, out, begin, end),
+    )

@@ -1,0 +1,89 @@
+"""The fused one-clique passes of a support agree with the NumPy code they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pmwcm.kernels import support_cells
+from pmwcm.kernels.clique_table import cell_codes, occupied_cells
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
+from pmwcm.kernels.support_passes import CHUNK_MIN_RECORDS
+
+SIZES = (7, 3, 100, 2, 50, 9, 200)
+
+
+def _support(size: int, order: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    records = np.empty((size, len(SIZES)), dtype=np.uint8, order=order)  # type: ignore[call-overload]
+    for column, values in enumerate(SIZES):
+        # Skewed codes, so that some cells of every clique stay empty.
+        records[:, column] = np.minimum(rng.geometric(min(3.0 / values, 0.9), size) - 1, values - 1)
+    weights = rng.random(size)
+    return records, weights / weights.sum()
+
+
+# One chunk and the threaded chunks; C- and Fortran-ordered records (a support drawn by
+# the proposal is column-major).
+CASES = [(size, order) for size in (1_000, CHUNK_MIN_RECORDS + 17) for order in ("C", "F")]
+
+
+@pytest.mark.parametrize(("size", "order"), CASES)
+@pytest.mark.parametrize("axes", [(0,), (1, 3), (3, 1, 5), (0, 1, 3, 5)])
+def test_clique_mass_is_the_weighted_bincount_of_the_cell_codes(
+    size: int, order: str, axes: tuple[int, ...]
+) -> None:
+    records, weights = _support(size, order)
+    sizes = [SIZES[a] for a in axes]
+    expected = np.bincount(
+        cell_codes(records, axes, sizes), weights=weights, minlength=int(np.prod(sizes))
+    )
+    np.testing.assert_allclose(clique_mass(records, axes, sizes, weights), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("size", "order"), CASES)
+@pytest.mark.parametrize(
+    "axes",
+    [
+        (2, 3),  # 200 cells: the bitmap
+        (2, 4, 0, 3),  # 70,000 cells: the bitmap at the larger size, sorted at 1,000 records
+        (4, 2, 6, 0),  # 7,000,000 cells: more than 40 per record at both sizes, sorted
+    ],
+)
+def test_occupied_index_and_index_mass_match_occupied_cells_and_bincount(
+    size: int, order: str, axes: tuple[int, ...]
+) -> None:
+    records, weights = _support(size, order)
+    sizes = [SIZES[a] for a in axes]
+    codes = cell_codes(records, axes, sizes)
+    expected_cells, expected_index = occupied_cells(codes, int(np.prod(sizes)))
+    cells, index = occupied_index(records, axes, sizes)
+    assert index.dtype == np.int32
+    np.testing.assert_array_equal(cells, expected_cells)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(cells[index], codes)
+    expected_mass = np.bincount(expected_index, weights=weights, minlength=cells.size)
+    np.testing.assert_allclose(index_mass(index, weights, cells.size), expected_mass, rtol=1e-12)
+
+
+def test_a_table_as_large_as_the_support_is_summed_in_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four chunk tables of nearly ``M`` cells each would hold four times the index:
+    past one cell per record the sum runs as one chunk (and gives the same table)."""
+    records, weights = _support(CHUNK_MIN_RECORDS + 17, "C")
+    cells, index = occupied_index(records, (4, 2, 6, 0), [SIZES[a] for a in (4, 2, 6, 0)])
+    assert cells.size * 4 > index.size  # the case under test
+    seen: list[int] = []
+    original = support_cells._index_mass
+
+    def counting(*args: object) -> None:
+        seen.append(1)
+        original(*args)
+
+    monkeypatch.setattr(support_cells, "_index_mass", counting)
+    mass = index_mass(index, weights, cells.size)
+    assert seen == [1]
+    np.testing.assert_allclose(
+        mass, np.bincount(index, weights=weights, minlength=cells.size), rtol=1e-12
+    )
