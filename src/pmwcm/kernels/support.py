@@ -48,7 +48,7 @@ from pmwcm.kernels.clique_table import (
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import LRUCache
-from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_table
 from pmwcm.kernels.support_passes import columns_of
 
 IndexArray = NDArray[np.int32]
@@ -247,22 +247,33 @@ class SupportHistogram:
         sizes = tuple(self.domain.shape[a] for a in axes)
         return clique_mass(self._records, axes, sizes, self._probabilities).reshape(sizes)
 
-    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray | Any]:
+    def _occupied(
+        self, attrs: Sequence[str]
+    ) -> tuple[NDArray[np.int64], IndexArray | Any, FloatArray | None]:
         """A large clique's occupied cells and each record's index among them (cached;
-        the index on the support's device, where it has one)."""
+        the index on the support's device, where it has one), and, when they were
+        found just now on the host, the masses on them (found in the same pass)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
-        if cached is None:
-            if self.device is not None:  # a sort on the device; only the cells cross
-                axes = self.domain.axes(attrs)
-                sizes = tuple(self.domain.shape[a] for a in axes)
-                cached = support_array.occupied(self.device, self._columns, axes, sizes)
-            else:
-                axes = self.domain.axes(attrs)
-                sizes = tuple(self.domain.shape[a] for a in axes)
-                cached = occupied_index(self._records, axes, sizes)
-            self._cell_index.put(key, cached)
-        return cached
+        if cached is not None:
+            return (*cached, None)
+        axes = self.domain.axes(attrs)
+        sizes = tuple(self.domain.shape[a] for a in axes)
+        mass = None
+        if self.device is not None:  # a sort on the device; only the cells cross
+            cells, index = support_array.occupied(self.device, self._columns, axes, sizes)
+        else:
+            cells, index, mass = occupied_table(self._records, axes, sizes, self._probabilities)
+        self._cell_index.put(key, (cells, index))
+        return cells, index, mass
+
+    def _summed_by_index(self, index: IndexArray | Any, count: int) -> FloatArray:
+        """The records' probabilities summed by ``index`` (on the support's device,
+        where it has one: only the ``count`` sums cross)."""
+        if self.device is None:
+            return index_mass(index, self._probabilities, count)
+        on_device = self.device.scatter_add(index, self._probabilities, count)
+        return self.device.to_numpy(on_device, copy=False)  # this call's own
 
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
         """Dense for a small clique; on a large one, the support's occupied cells only."""
@@ -274,14 +285,10 @@ class SupportHistogram:
         if is_dense(sizes):
             table = CliqueTable.dense(self.marginal(attrs))
         else:
-            cells, inverse = self._occupied(attrs)
-            if self.device is None:
-                mass = index_mass(inverse, self._probabilities, cells.size)
-                table = CliqueTable(shape=sizes, codes=cells, mass=mass)
-            else:  # the records' masses summed on the device; only the table crosses
-                mass = self.device.scatter_add(inverse, self._probabilities, cells.size)
-                mass = self.device.to_numpy(mass, copy=False)  # this call's own
-                table = CliqueTable(shape=sizes, codes=cells, mass=mass)
+            cells, inverse, mass = self._occupied(attrs)
+            if mass is None:  # a kept index: one pass to sum the masses
+                mass = self._summed_by_index(inverse, cells.size)
+            table = CliqueTable(shape=sizes, codes=cells, mass=mass)
         self._tables.put(key, table)
         return table
 
@@ -296,7 +303,7 @@ class SupportHistogram:
         log_factor = np.asarray(log_factor, dtype=np.float64)
         if log_factor.shape != table.codes.shape or not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite, one value per cell of the table.")
-        cells, inverse = self._occupied(attrs)
+        cells, inverse, _ = self._occupied(attrs)
         if not np.array_equal(table.codes, cells):
             raise ValueError("The table's cells are not this support's cells on the clique.")
         if self.device is None:

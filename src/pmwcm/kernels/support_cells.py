@@ -22,13 +22,15 @@ each chunk into its own table, the tables added in chunk order, so the sums
 do not depend on the machine):
 
 * :func:`clique_mass`: the dense table of a small clique, one pass;
-* :func:`occupied_index`: a large clique's sorted occupied cells and every
-  record's index among them. While the clique has at most
-  :data:`~pmwcm.kernels.clique_table.DIRECT_CELLS_PER_CODE` cells per record
-  (and no more than the direct count's table holds), two passes over the
-  records and one over an ``int32`` rank table of the clique's cells; beyond,
-  the codes (one fused pass) sorted by ``np.unique``;
-* :func:`index_mass`: the masses on those cells from the index, one pass.
+* :func:`occupied_table`: a large clique's sorted occupied cells, every
+  record's index among them and the masses on them. While the clique has at
+  most :data:`DIRECT_CELLS_PER_RECORD` cells per record, two passes over the
+  records (the first marks the occupied cells in a bitmap; the second reads
+  each record's rank from it, as the bitmap's set bits before it, and adds the
+  record's weight there) and one over the bitmap's words; beyond, the codes
+  (one fused pass) sorted by ``np.unique``;
+* :func:`index_mass`: the masses from an index kept from before (a later
+  round on the clique, after a reweight), one pass.
 
 Everything here is post-processing of the hypothesis (public); no private
 record is read.
@@ -45,7 +47,7 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.support_passes import pass_chunks, pass_pool
 
-__all__ = ["clique_mass", "index_mass", "occupied_index"]
+__all__ = ["clique_mass", "index_mass", "occupied_table"]
 
 FloatArray = NDArray[np.float64]
 #: A large clique's occupied cells are found in a bitmap of all its cells (one bit a
@@ -91,7 +93,7 @@ def _popcount(x: np.uint64) -> int:
     x = x - ((x >> _ONE) & _M1)
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
     x = (x + (x >> np.uint64(4))) & _M4
-    return np.int64((x * _H01) >> np.uint64(56))
+    return int((x * _H01) >> np.uint64(56))
 
 
 @njit(cache=True, nogil=True)
@@ -122,11 +124,14 @@ def _rank_words(words):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _read_ranks(records, axes, sizes, words, before, index, begin, end):  # type: ignore[no-untyped-def]
+def _read_ranks(records, axes, sizes, words, before, weights, index, out, begin, end):  # type: ignore[no-untyped-def]
+    # Each record's rank among the occupied cells (its index), and its weight added there.
     for i in range(begin, end):
         code = _code(records, i, axes, sizes)
         below = (_ONE << np.uint64(code & 63)) - _ONE
-        index[i] = before[code >> 6] + _popcount(words[code >> 6] & below)
+        rank = before[code >> 6] + _popcount(words[code >> 6] & below)
+        index[i] = rank
+        out[rank] += weights[i]
 
 
 @njit(cache=True, nogil=True)
@@ -192,38 +197,47 @@ def clique_mass(
     )
 
 
-def occupied_index(
-    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int]
-) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
-    """The sorted distinct cell codes the records occupy on the clique, and each record's
-    index among them (``int32``): ``cells[index[i]] == code_C(records_i)``, as
-    :func:`~pmwcm.kernels.clique_table.occupied_cells` of the records' codes.
+def occupied_table(
+    records: NDArray[np.integer],
+    axes: Sequence[int],
+    sizes: Sequence[int],
+    weights: FloatArray,
+) -> tuple[NDArray[np.int64], NDArray[np.int32], FloatArray]:
+    """The sorted distinct cell codes the records occupy on the clique, each record's
+    index among them (``int32``: ``cells[index[i]] == code_C(records_i)``, as
+    :func:`~pmwcm.kernels.clique_table.occupied_cells` of the records' codes gives it),
+    and the weights' sum on each cell (:func:`index_mass` of that index).
 
     >>> records = np.array([[3, 0], [1, 2], [3, 0]], dtype=np.uint8)
-    >>> cells, index = occupied_index(records, [0, 1], [4, 3])
-    >>> cells.tolist(), index.tolist()
-    ([5, 9], [1, 0, 1])
+    >>> cells, index, mass = occupied_table(records, [0, 1], [4, 3], np.array([0.5, 0.25, 0.25]))
+    >>> cells.tolist(), index.tolist(), mass.tolist()
+    ([5, 9], [1, 0, 1], [0.25, 0.75])
     """
     axes_, sizes_, count = _clique(records, axes, sizes)
     size = records.shape[0]
-    chunks = pass_chunks(size)
-    if count <= DIRECT_CELLS_PER_RECORD * max(size, 1):
-        words = np.zeros(-(-count // 64), dtype=np.uint64)
-        _mark(records, axes_, sizes_, words)
-        cells, before = _rank_words(words)
-        index = np.empty(size, dtype=np.int32)
-        # Each chunk writes its own slice of the index (the bitmap is only read).
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if count > DIRECT_CELLS_PER_RECORD * max(size, 1):
+        codes = np.empty(size, dtype=np.int64)
         _each(
-            chunks,
-            lambda begin, end: _read_ranks(
-                records, axes_, sizes_, words, before, index, begin, end
-            ),
+            pass_chunks(size),
+            lambda begin, end: _codes(records, axes_, sizes_, codes, begin, end),
         )
-        return cells, index
-    codes = np.empty(size, dtype=np.int64)
-    _each(chunks, lambda begin, end: _codes(records, axes_, sizes_, codes, begin, end))
-    cells, inverse = np.unique(codes, return_inverse=True)
-    return cells, inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
+        cells, inverse = np.unique(codes, return_inverse=True)
+        index = inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
+        return cells, index, index_mass(index, weights, cells.size)
+    words = np.zeros(-(-count // 64), dtype=np.uint64)
+    _mark(records, axes_, sizes_, words)
+    cells, before = _rank_words(words)
+    index = np.empty(size, dtype=np.int32)
+    # Each chunk writes its own slice of the index (the bitmap is only read).
+    mass = _summed(
+        cells.size,
+        size,
+        lambda out, begin, end: _read_ranks(
+            records, axes_, sizes_, words, before, weights, index, out, begin, end
+        ),
+    )
+    return cells, index, mass
 
 
 def index_mass(index: NDArray[np.integer], weights: FloatArray, count: int) -> FloatArray:
