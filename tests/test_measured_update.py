@@ -9,8 +9,9 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.engine.measured_update import MeasuredUpdate
+from pmwcm.engine.measured_update import MeasuredUpdate, measured_share
 from pmwcm.engine.online import query_key
+from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
 from pmwcm.engine.update_slots import UNMEASURED_THRESHOLD, FallbackRule
@@ -320,6 +321,49 @@ def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_
     # Spread over the stream in step with it, not bunched at its end: by answer 600 the
     # pool has added its share (12 x 601 / 950) to the schedule's.
     assert sum(j < 600 for j in with_pool) >= sum(j < 600 for j in without) + 4
+
+
+def test_the_end_of_a_stream_of_few_measured_cliques_is_paced_by_their_share() -> None:
+    """Where one announced query in four is on a measured clique, the updates left at the
+    end are spent over the last ``4 r`` answers, not the last ``r`` (only a quarter of
+    which can take one): every slot is spent. Without the share the same stream ends
+    with slots left."""
+    shared = MeasuredUpdate(
+        kind="measure", noise_multiplier=1.0, pace_queries=1000, measured_share=0.25,
+        fallback=FallbackRule(slots=4, pool=12),
+    )  # fmt: skip
+    unshared = dataclasses.replace(shared, measured_share=1.0)
+
+    def spent(update: MeasuredUpdate, cutoff: int = 32) -> int:
+        made = 0
+        for j in range(1000):
+            measured = j % 4 == 3
+            made += update.due(answered=j, updates=made, cutoff=cutoff, measured=measured)
+        return made
+
+    assert spent(shared) == 32
+    assert spent(unshared) < 32
+
+
+def test_the_plan_paces_by_the_measured_share_of_the_announced_cliques() -> None:
+    """``pmwcm run``'s announced cliques set the share (public); without them it is 1."""
+    data = PrivateData.from_records(
+        WIDE_DOMAIN, np.zeros((5_000, len(WIDE_DOMAIN)), dtype=np.int64)
+    )
+    names = WIDE_DOMAIN.names
+    small = tuple(n for n, s in zip(names, WIDE_DOMAIN.sizes, strict=True) if s <= 4)[:2]
+    wide = tuple(names)
+    assert measured_share(WIDE_DOMAIN, [small, wide, wide, wide]) == 0.25
+    config = PMWConfig(epsilon=1.0, delta=1e-6, update="measure", announced_queries=4)
+    announced = plan_budget(
+        config, n=data.n, domain=WIDE_DOMAIN, workload=[small, wide, wide, wide]
+    )
+    plain = plan_budget(config, n=data.n, domain=WIDE_DOMAIN)
+    assert announced.measured_share == 0.25 and plain.measured_share == 1.0
+    pace = announced.measured_update()
+    assert pace is not None and pace.measured_share == 0.25
+    with pytest.raises(ValueError, match="measured_share"):
+        dataclasses.replace(pace, measured_share=0.0)
 
 
 def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: int) -> None:

@@ -54,6 +54,7 @@ from pmwcm.engine.measured_update import (
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
+    measured_share,
     measured_updates,
 )
 from pmwcm.engine.noise_levels import calibrate_oracle, default_threshold, make_accountant
@@ -95,6 +96,9 @@ class BudgetPlan:
             composition mode and for linear queries).
         workload: the workload-aware start's rounds, if the prior runs them.
         announced_cliques: the candidate cliques the workload named (public).
+        measured_share: the share of the workload's cliques a measured update would
+            measure (:func:`~pmwcm.engine.measured_update.measured_share`; 1 without
+            one), by which the measured update paces the stream's end.
     """
 
     requested: PMWConfig
@@ -116,6 +120,7 @@ class BudgetPlan:
     update: UpdateKind = "oracle"
     workload: WorkloadPlan | None = None
     announced_cliques: tuple[tuple[str, ...], ...] = ()
+    measured_share: float = 1.0
 
     @property
     def epsilon(self) -> float:
@@ -144,6 +149,7 @@ class BudgetPlan:
             # the announced distinct queries themselves (the threshold rule's floor of
             # 1,000 would put a short file's updates after its end), else the rule's k
             pace_queries=self.config.announced_queries or self.config.expected_queries,
+            measured_share=self.measured_share,
             fallback=_fallback(self.update, self.backend.kind, self.config),
         )
 
@@ -177,6 +183,7 @@ class BudgetPlan:
             "threshold": self.threshold,
             "learning_rate": self.learning_rate,
             "update": self.update,
+            "measured_share": self.measured_share,
             "workload": None if self.workload is None else self.workload.to_dict(),
             "backend": self.backend.to_dict(),
         }
@@ -193,6 +200,7 @@ class BudgetPlan:
         workload: Iterable[Sequence[str]] = (),
     ) -> bool:
         """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
+        workload = [tuple(clique) for clique in workload]
         return (
             self.requested == config
             and self.prior_supplied == prior_supplied
@@ -202,6 +210,7 @@ class BudgetPlan:
             and self.spent == tuple(spent)
             and self.announced_cliques
             == (workload_candidates(domain, workload) if uses_workload(self.epsilon, n) else ())
+            and self.measured_share == measured_share(domain, workload)
         )
 
 
@@ -253,6 +262,7 @@ def plan_budget(
         updates = measured_updates(resolved.max_updates, config.announced_queries)
         pool = _fallback(config.update_kind, backend.kind, resolved).pool
         resolved = replace(resolved, max_updates=updates + pool)
+    workload = [tuple(clique) for clique in workload]  # read twice below
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
     try:
         if candidates and prior.multiplier is not None:
@@ -279,6 +289,7 @@ def plan_budget(
         prior_multiplier=prior.multiplier, prior_events=prior.events, sparse_vector=sv,
         oracle_noise_level=level, learning_rate=learning_rate, threshold=threshold,
         update=config.update_kind if measuring else "oracle", workload=prior.workload,
+        measured_share=measured_share(domain, workload),
         announced_cliques=candidates,
     )  # fmt: skip
 
