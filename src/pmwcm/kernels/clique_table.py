@@ -127,10 +127,11 @@ def _ranked_cells(
 
 @njit(cache=True, nogil=True)
 def _unravel(codes: NDArray[np.int64], shape: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``np.stack(np.unravel_index(codes, shape), axis=1)`` in one pass, row by row (a
-    support's large clique has up to ``M`` occupied cells: NumPy's form made ``|C|``
-    arrays, then a stacked copy and an ``int64`` one)."""
-    out = np.empty((codes.size, shape.size), dtype=np.int64)
+    """``np.stack(np.unravel_index(codes, shape), axis=1)`` in one pass (a support's large
+    clique has up to ``M`` occupied cells: NumPy's form made ``|C|`` arrays, then a
+    stacked copy and an ``int64`` one), column-major: the design reads it attribute
+    by attribute."""
+    out = np.empty((shape.size, codes.size), dtype=np.int64).T
     for i in range(codes.size):
         code = codes[i]
         for j in range(shape.size - 1, -1, -1):

@@ -87,11 +87,17 @@ def layout_entries(
         blocks.append((column, value, width))
     if layout.intercept:
         blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
-    offsets = np.cumsum([0] + [width for _, _, width in blocks])
-    columns = np.stack([c + o for (c, _, _), o in zip(blocks, offsets, strict=False)])
-    values = np.stack([v for _, v, _ in blocks]) / math.sqrt(len(blocks))
+    # Written block by block into the block-major arrays (a support's large clique has
+    # up to M cells: stacking, then copying to int64, doubled the design's memory traffic).
+    columns = np.empty((len(blocks), len(cells)), dtype=np.int64)
+    values = np.empty((len(blocks), len(cells)))
+    offset, norm = 0, math.sqrt(len(blocks))
+    for row, (column, value, width) in enumerate(blocks):
+        np.add(column, offset, out=columns[row])
+        np.divide(value, norm, out=values[row])
+        offset += width
     widths = tuple(int(width) for _, _, width in blocks)
-    return columns.astype(np.int64), values, int(offsets[-1]), widths
+    return columns, values, offset, widths
 
 
 def encode_cells(

@@ -26,11 +26,12 @@ do not depend on the machine):
   record's index among them and the masses on them. While the clique has at
   most :data:`DIRECT_CELLS_PER_RECORD` cells per record, two passes over the
   records (the first marks the occupied cells in a bitmap; the second reads
-  each record's rank from it, as the bitmap's set bits before it, and adds the
-  record's weight there) and one over the bitmap's words; beyond, the codes
-  (one fused pass) sorted by ``np.unique``;
-* :func:`index_mass`: the masses from an index kept from before (a later
-  round on the clique, after a reweight), one pass.
+  each record's rank from it, as the bitmap's set bits before it) and one over
+  the bitmap's words; beyond, the codes (one fused pass) sorted by
+  ``np.unique``; then the masses by :func:`index_mass`;
+* :func:`index_mass`: the masses on the cells from the index (also for an
+  index kept from before: a later round on the clique, after a reweight), one
+  pass.
 
 Everything here is post-processing of the hypothesis (public); no private
 record is read.
@@ -97,8 +98,8 @@ def _popcount(x: np.uint64) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _mark(records, axes, sizes, words):  # type: ignore[no-untyped-def]
-    for i in range(records.shape[0]):
+def _mark(records, axes, sizes, words, begin, end):  # type: ignore[no-untyped-def]
+    for i in range(begin, end):
         code = _code(records, i, axes, sizes)
         words[code >> 6] |= _ONE << np.uint64(code & 63)
 
@@ -124,14 +125,12 @@ def _rank_words(words):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _read_ranks(records, axes, sizes, words, before, weights, index, out, begin, end):  # type: ignore[no-untyped-def]
-    # Each record's rank among the occupied cells (its index), and its weight added there.
+def _read_ranks(records, axes, sizes, words, before, index, begin, end):  # type: ignore[no-untyped-def]
+    # Each record's rank among the occupied cells: the bitmap's set bits before its own.
     for i in range(begin, end):
         code = _code(records, i, axes, sizes)
         below = (_ONE << np.uint64(code & 63)) - _ONE
-        rank = before[code >> 6] + _popcount(words[code >> 6] & below)
-        index[i] = rank
-        out[rank] += weights[i]
+        index[i] = before[code >> 6] + _popcount(words[code >> 6] & below)
 
 
 @njit(cache=True, nogil=True)
@@ -155,6 +154,27 @@ def _each(chunks: list[tuple[int, int]], run_chunk) -> None:  # type: ignore[no-
         return
     for _ in pass_pool().map(lambda chunk: run_chunk(*chunk), chunks):
         pass
+
+
+def _marked(size: int, word_count: int, run_chunk) -> NDArray[np.uint64]:  # type: ignore[no-untyped-def]
+    """The occupied cells' bitmap: ``run_chunk(words, begin, end)`` sets the bits of the
+    records in ``[begin, end)``. On the passes' threads, each chunk into its own bitmap
+    (two threads setting bits of one word would lose one), OR-ed together, while the
+    chunks' bitmaps together take at most a byte per record; else one pass."""
+    chunks = pass_chunks(size)
+    if len(chunks) * word_count * 8 > size:
+        chunks = [(0, size)]
+
+    def run(chunk: tuple[int, int]) -> NDArray[np.uint64]:
+        words = np.zeros(word_count, dtype=np.uint64)
+        run_chunk(words, *chunk)
+        return words
+
+    parts = list(pass_pool().map(run, chunks)) if len(chunks) > 1 else [run(chunks[0])]
+    words = parts[0]
+    for more in parts[1:]:
+        np.bitwise_or(words, more, out=words)
+    return words
 
 
 def _summed(count: int, size: int, run_chunk) -> FloatArray:  # type: ignore[no-untyped-def]
@@ -225,19 +245,19 @@ def occupied_table(
         cells, inverse = np.unique(codes, return_inverse=True)
         index = inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
         return cells, index, index_mass(index, weights, cells.size)
-    words = np.zeros(-(-count // 64), dtype=np.uint64)
-    _mark(records, axes_, sizes_, words)
+    words = _marked(size, -(-count // 64), lambda out, begin, end: _mark(
+        records, axes_, sizes_, out, begin, end
+    ))  # fmt: skip
     cells, before = _rank_words(words)
     index = np.empty(size, dtype=np.int32)
-    # Each chunk writes its own slice of the index (the bitmap is only read).
-    mass = _summed(
-        cells.size,
-        size,
-        lambda out, begin, end: _read_ranks(
-            records, axes_, sizes_, words, before, weights, index, out, begin, end
-        ),
+    # Each chunk writes its own slice of the index (the bitmap is only read). Summing the
+    # masses in the same pass was slower: its chunk tables, as large as the clique's
+    # occupied cells, kept a large clique's pass on one thread.
+    _each(
+        pass_chunks(size),
+        lambda begin, end: _read_ranks(records, axes_, sizes_, words, before, index, begin, end),
     )
-    return cells, index, mass
+    return cells, index, index_mass(index, weights, cells.size)
 
 
 def index_mass(index: NDArray[np.integer], weights: FloatArray, count: int) -> FloatArray:
