@@ -9,7 +9,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.engine.measured_update import MeasuredUpdate, measured_share
+from pmwcm.engine.measured_update import MeasuredUpdate, measured_positions
 from pmwcm.engine.online import query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
@@ -323,47 +323,48 @@ def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_
     assert sum(j < 600 for j in with_pool) >= sum(j < 600 for j in without) + 4
 
 
-def test_the_end_of_a_stream_of_few_measured_cliques_is_paced_by_their_share() -> None:
-    """Where one announced query in four is on a measured clique, the updates left at the
-    end are spent over the last ``4 r`` answers, not the last ``r`` (only a quarter of
-    which can take one): every slot is spent. Without the share the same stream ends
-    with slots left."""
-    shared = MeasuredUpdate(
-        kind="measure", noise_multiplier=1.0, pace_queries=1000, measured_share=0.25,
+def test_an_announced_stream_is_paced_over_its_measured_queries() -> None:
+    """On full-resolution tables few announced queries are measurable, and mostly early
+    in the stream. Paced over all answers, the last updates fall due where no measured
+    query comes and slots are left; paced over the announced measured queries, every
+    slot is spent, each on a measured query, and spread over them (not bunched at the
+    end of the stream)."""
+    measured = [j < 300 and j % 3 == 0 for j in range(1000)]  # 100, all in the first 30%
+    announced = MeasuredUpdate(
+        kind="measure", noise_multiplier=1.0, pace_queries=1000,
+        measured_positions=tuple(j for j in range(1000) if measured[j]),
         fallback=FallbackRule(slots=4, pool=12),
     )  # fmt: skip
-    unshared = dataclasses.replace(shared, measured_share=1.0)
+    unannounced = dataclasses.replace(announced, measured_positions=())
 
-    def spent(update: MeasuredUpdate, cutoff: int = 32) -> int:
-        made = 0
+    def schedule(update: MeasuredUpdate, cutoff: int = 32) -> list[int]:
+        made: list[int] = []
         for j in range(1000):
-            measured = j % 4 == 3
-            made += update.due(answered=j, updates=made, cutoff=cutoff, measured=measured)
+            if update.due(answered=j, updates=len(made), cutoff=cutoff, measured=measured[j]):
+                made.append(j)
         return made
 
-    assert spent(shared) == 32
-    assert spent(unshared) < 32
+    paced = schedule(announced)
+    assert len(paced) == 32 and all(measured[j] for j in paced)
+    assert sum(j < 150 for j in paced) >= 10  # spread over the measured queries
+    assert len(schedule(unannounced)) < 32
 
 
-def test_the_plan_paces_by_the_measured_share_of_the_announced_cliques() -> None:
-    """``pmwcm run``'s announced cliques set the share (public); without them it is 1."""
-    data = PrivateData.from_records(
-        WIDE_DOMAIN, np.zeros((5_000, len(WIDE_DOMAIN)), dtype=np.int64)
-    )
+def test_the_plan_paces_over_the_announced_measured_queries() -> None:
+    """``pmwcm run``'s announced cliques set the positions (public); without them none."""
     names = WIDE_DOMAIN.names
     small = tuple(n for n, s in zip(names, WIDE_DOMAIN.sizes, strict=True) if s <= 4)[:2]
     wide = tuple(names)
-    assert measured_share(WIDE_DOMAIN, [small, wide, wide, wide]) == 0.25
+    workload = [wide, small, wide, small]
+    assert measured_positions(WIDE_DOMAIN, workload) == (1, 3)
     config = PMWConfig(epsilon=1.0, delta=1e-6, update="measure", announced_queries=4)
-    announced = plan_budget(
-        config, n=data.n, domain=WIDE_DOMAIN, workload=[small, wide, wide, wide]
-    )
-    plain = plan_budget(config, n=data.n, domain=WIDE_DOMAIN)
-    assert announced.measured_share == 0.25 and plain.measured_share == 1.0
+    announced = plan_budget(config, n=5_000, domain=WIDE_DOMAIN, workload=workload)
+    plain = plan_budget(config, n=5_000, domain=WIDE_DOMAIN)
+    assert announced.measured_positions == (1, 3) and plain.measured_positions == ()
     pace = announced.measured_update()
-    assert pace is not None and pace.measured_share == 0.25
-    with pytest.raises(ValueError, match="measured_share"):
-        dataclasses.replace(pace, measured_share=0.0)
+    assert pace is not None and pace.measured_positions == (1, 3)
+    with pytest.raises(ValueError, match="measured_positions"):
+        dataclasses.replace(pace, measured_positions=(3, 1))
 
 
 def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: int) -> None:

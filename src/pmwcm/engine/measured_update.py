@@ -73,6 +73,8 @@ not measured: its update is the oracle's, at the same multiplier.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -104,7 +106,7 @@ __all__ = [
     "MeasuredUpdate",
     "UpdateKind",
     "calibrate_update_noise",
-    "measured_share",
+    "measured_positions",
     "measured_updates",
 ]
 
@@ -207,18 +209,21 @@ def measured_updates(planned: int, announced: int | None = None) -> int:
     return wanted if announced is None else max(1, min(wanted, announced))
 
 
-def measured_share(domain: Domain, cliques: Sequence[Sequence[str]]) -> float:
-    """The share of ``cliques`` (the announced distinct queries') that a flagged query
-    on them would measure (:meth:`MeasuredUpdate.measures`: a dense clique), or 1 when
-    there are none or none is measured (the pacing's end then changes nothing). Public.
+def measured_positions(domain: Domain, cliques: Sequence[Sequence[str]]) -> tuple[int, ...]:
+    """The positions among ``cliques`` (the announced distinct queries', in the order they
+    will be asked) of those a flagged query would measure (:meth:`MeasuredUpdate.measures`:
+    a dense clique). Public: the schema and the query file.
 
     >>> from pmwcm.kernels.domain import Domain
     >>> domain = Domain.from_sizes({"a": 2, "b": 3, "c": 5000})
-    >>> measured_share(domain, [("a", "b"), ("a", "c"), ("b", "a")])
-    0.6666666666666666
+    >>> measured_positions(domain, [("a", "b"), ("a", "c"), ("b", "a")])
+    (0, 2)
     """
-    measured = sum(is_dense(domain.sizes_of(tuple(clique))) for clique in cliques)
-    return measured / len(cliques) if measured else 1.0
+    return tuple(
+        position
+        for position, clique in enumerate(cliques)
+        if is_dense(domain.sizes_of(tuple(clique)))
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,9 +238,9 @@ class MeasuredUpdate:
             (:meth:`due`); ``None``: no pacing, the sparse vector alone decides.
         reserve: the fewest updates the pacing leaves to the sparse vector until the
             end (:data:`RESERVE_SHARE` of ``T`` where that is more).
-        measured_share: the share of the announced distinct queries whose clique is
-            measured (:func:`measured_share`; public: the query file), 1 when none
-            are announced; the end of the stream is paced by it.
+        measured_positions: where the announced distinct queries whose clique is
+            measured stand in the stream (:func:`measured_positions`; public: the query
+            file); empty when none are announced. The pacing then runs over them.
         fallback: how an oracle call on a clique too large to measure is paid
             (:class:`~pmwcm.engine.update_slots.FallbackRule`: its slots, the pool of
             them beyond ``T`` the pacing leaves to such calls, its threshold).
@@ -246,7 +251,7 @@ class MeasuredUpdate:
     refit_iterations: int = MEASURED_REFIT_ITERATIONS
     pace_queries: int | None = None
     reserve: int = 2
-    measured_share: float = 1.0
+    measured_positions: tuple[int, ...] = ()
     fallback: FallbackRule = field(default_factory=FallbackRule)
 
     def __post_init__(self) -> None:
@@ -261,10 +266,11 @@ class MeasuredUpdate:
             )
         if not (isinstance(self.reserve, int) and self.reserve >= 0):
             raise ValueError(f"reserve must be a non-negative integer, got {self.reserve!r}.")
-        if not (0.0 < self.measured_share <= 1.0):
-            raise ValueError(
-                f"measured_share must be in (0, 1], got measured_share={self.measured_share!r}."
-            )
+        positions = self.measured_positions
+        if positions and (
+            positions[0] < 0 or any(b <= a for a, b in itertools.pairwise(positions))
+        ):
+            raise ValueError("measured_positions must be increasing non-negative positions.")
 
     def due(
         self, *, answered: int, updates: int, cutoff: int, measured: bool = True, pooled: int = 0
@@ -291,12 +297,18 @@ class MeasuredUpdate:
           slots beyond ``T`` is kept for unmeasurable cliques' oracle calls, the
           unused ones joining the schedule in step with the stream (all of them by
           answer ``k'``), so a stream with few such calls still spends its budget;
-        * what is left at the end is spent there: from answer ``k - ceil(r / s)`` on,
-          with ``r`` updates left and a share ``s`` of the announced queries on a
-          measured clique (``measured_share``), every fresh query on a measured clique
-          gets one. With ``s = 1`` that is the last ``r`` answers; on full-resolution
-          Adult about a quarter of the cliques are measurable, and the last ``r``
-          answers alone left 4-7% of the budget unspent (issue 35).
+        * what is left at the end is spent there: from answer ``k - r`` on, with
+          ``r`` updates left, every fresh query on a measured clique gets one.
+
+        Where the stream was announced with its queries (``measured_positions``), the
+        same schedule runs over the announced queries on a measured clique instead of
+        all answers: ``k`` is their number and a query's place is how many of them
+        have been reached. Only those can take a paced update, and they need not be
+        spread like the stream: on full-resolution Adult (k = 10,000, seeds 0 and
+        1007) 8% of the distinct queries are measurable, a quarter of them in the
+        first tenth of the stream and almost none in the last, so a schedule over all
+        answers found no measured query when its last updates fell due and left 4-7%
+        of the budget unspent.
 
         So a stream that runs to ``k`` spends its budget, and the engine halts
         before its end only if the sparse vector flags more than ``reserve``
@@ -316,19 +328,25 @@ class MeasuredUpdate:
             return False
         if not measured:
             return False
-        if answered >= self.pace_queries - math.ceil((cutoff - updates) / self.measured_share):
+        # The query's place (1-based) among the ``total`` the schedule runs over.
+        if self.measured_positions:
+            place = bisect.bisect_right(self.measured_positions, answered)
+            total = len(self.measured_positions)
+        else:
+            place, total = answered + 1, self.pace_queries
+        if total - place < cutoff - updates:
             return True  # the end of the expected stream: spend what is left
         # The schedule counts the slots outside the oracle pool (``pooled`` of ``updates``);
         # the pool's unused slots join it in step with the stream.
-        horizon = max(1, math.ceil(PACE_END * self.pace_queries))
+        horizon = max(1, math.ceil(PACE_END * total))
         pool = self.fallback.pool
         measuring, made = cutoff - pool, updates - pooled
         paced = measuring - max(self.reserve, math.ceil(RESERVE_SHARE * measuring))
-        paced += (pool - pooled) * min(answered + 1, horizon) // horizon
+        paced += (pool - pooled) * min(place, horizon) // horizon
         if paced < 1 or made >= paced:
             return False
-        # Due at answer j (0-based) once floor((j + 1) paced / k') exceeds the count.
-        return (answered + 1) * paced // horizon > made
+        # Due at place j (1-based) once floor(j paced / k') exceeds the count.
+        return place * paced // horizon > made
 
     def measures(self, domain: Domain, clique: tuple[str, ...]) -> bool:
         """Whether a flagged query on ``clique`` is measured (public: kind and schema)."""

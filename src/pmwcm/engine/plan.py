@@ -54,7 +54,7 @@ from pmwcm.engine.measured_update import (
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
-    measured_share,
+    measured_positions,
     measured_updates,
 )
 from pmwcm.engine.noise_levels import calibrate_oracle, default_threshold, make_accountant
@@ -96,9 +96,9 @@ class BudgetPlan:
             composition mode and for linear queries).
         workload: the workload-aware start's rounds, if the prior runs them.
         announced_cliques: the candidate cliques the workload named (public).
-        measured_share: the share of the workload's cliques a measured update would
-            measure (:func:`~pmwcm.engine.measured_update.measured_share`; 1 without
-            one), by which the measured update paces the stream's end.
+        measured_positions: where the workload's queries that a measured update would
+            measure stand in it (:func:`~pmwcm.engine.measured_update.measured_positions`;
+            empty without one): the measured update paces the stream over them.
     """
 
     requested: PMWConfig
@@ -120,7 +120,7 @@ class BudgetPlan:
     update: UpdateKind = "oracle"
     workload: WorkloadPlan | None = None
     announced_cliques: tuple[tuple[str, ...], ...] = ()
-    measured_share: float = 1.0
+    measured_positions: tuple[int, ...] = ()
 
     @property
     def epsilon(self) -> float:
@@ -149,7 +149,7 @@ class BudgetPlan:
             # the announced distinct queries themselves (the threshold rule's floor of
             # 1,000 would put a short file's updates after its end), else the rule's k
             pace_queries=self.config.announced_queries or self.config.expected_queries,
-            measured_share=self.measured_share,
+            measured_positions=self.measured_positions,
             fallback=_fallback(self.update, self.backend.kind, self.config),
         )
 
@@ -183,7 +183,7 @@ class BudgetPlan:
             "threshold": self.threshold,
             "learning_rate": self.learning_rate,
             "update": self.update,
-            "measured_share": self.measured_share,
+            "announced_measurable": len(self.measured_positions),
             "workload": None if self.workload is None else self.workload.to_dict(),
             "backend": self.backend.to_dict(),
         }
@@ -200,7 +200,6 @@ class BudgetPlan:
         workload: Iterable[Sequence[str]] = (),
     ) -> bool:
         """Whether this plan was made for these inputs (``build_engine`` checks a plan given)."""
-        workload = [tuple(clique) for clique in workload]
         return (
             self.requested == config
             and self.prior_supplied == prior_supplied
@@ -210,7 +209,6 @@ class BudgetPlan:
             and self.spent == tuple(spent)
             and self.announced_cliques
             == (workload_candidates(domain, workload) if uses_workload(self.epsilon, n) else ())
-            and self.measured_share == measured_share(domain, workload)
         )
 
 
@@ -289,7 +287,7 @@ def plan_budget(
         prior_multiplier=prior.multiplier, prior_events=prior.events, sparse_vector=sv,
         oracle_noise_level=level, learning_rate=learning_rate, threshold=threshold,
         update=config.update_kind if measuring else "oracle", workload=prior.workload,
-        measured_share=measured_share(domain, workload),
+        measured_positions=measured_positions(domain, workload),
         announced_cliques=candidates,
     )  # fmt: skip
 
