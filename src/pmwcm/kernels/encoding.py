@@ -87,10 +87,12 @@ def layout_entries(
         blocks.append((column, value, width))
     if layout.intercept:
         blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
-    # Written block by block into the block-major arrays (a support's large clique has
-    # up to M cells: stacking, then copying to int64, doubled the design's memory traffic).
-    columns = np.empty((len(blocks), len(cells)), dtype=np.int64)
-    values = np.empty((len(blocks), len(cells)))
+    # Written block by block into block-major views of row-major storage: the compiled
+    # solvers read the design row by row (``BlockDesign.row_major``), and a support's
+    # large clique has up to M cells (stacking, copying to int64 and transposing made
+    # three copies of the design).
+    columns = np.empty((len(cells), len(blocks)), dtype=np.int64).T
+    values = np.empty((len(cells), len(blocks))).T
     offset, norm = 0, math.sqrt(len(blocks))
     for row, (column, value, width) in enumerate(blocks):
         np.add(column, offset, out=columns[row])
