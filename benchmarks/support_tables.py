@@ -7,8 +7,9 @@ default a dense one and three large ones, the widest with 20 cells per record at
 ``M = 2^23``: sorted by the NumPy path, counted in the bitmap by the fused one) it
 times, in the same process, the NumPy path the support used before (``cell_codes`` in
 ``int64``, ``occupied_cells``, the ``int32`` index, ``bincount``) and
-:mod:`pmwcm.kernels.support_cells` (``clique_mass`` or ``occupied_table``), checks that
-they agree, and prints one JSON line per clique with the ratio::
+:mod:`pmwcm.kernels.support_cells` (``clique_mass``, or ``occupied_index`` and
+``index_mass``), checks that they agree, and prints one JSON line per clique with the
+ratio::
 
     PYTHONPATH=src python benchmarks/support_tables.py --size 8388608 --order F
 
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from pmwcm.kernels.clique_table import cell_codes, is_dense, occupied_cells
-from pmwcm.kernels.support_cells import clique_mass, occupied_table
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
 
 #: Full-resolution Adult's attribute sizes (the bundled ``full`` schema).
 ADULT_FULL_SIZES = (85, 9, 100, 16, 7, 15, 6, 5, 2, 100, 100, 99, 42, 2)
@@ -64,7 +65,8 @@ def fused_table(records: np.ndarray, weights: np.ndarray, axes: list[int]) -> An
     sizes = [ADULT_FULL_SIZES[a] for a in axes]
     if is_dense(tuple(sizes)):
         return clique_mass(records, axes, sizes, weights)
-    return occupied_table(records, axes, sizes, weights)
+    cells, index = occupied_index(records, axes, sizes)
+    return cells, index, index_mass(index, weights, cells.size)
 
 
 def main() -> None:

@@ -145,9 +145,9 @@ def run_stream(
         epsilon=epsilon, delta=DELTA, after_halt="synthetic", announced_queries=announced,
         mode="hybrid", update=kind,  # type: ignore[arg-type]
     )  # fmt: skip
-    # as `pmwcm run` announces them: the distinct queries' cliques
-    distinct_queries = {query_key(q, ev.domain): q for q in queries or ()}.values()
-    cliques = [q.clique for q in distinct_queries] if update == "workload" else []
+    cliques = []
+    if update == "workload":  # as `pmwcm run` announces them: the distinct queries' cliques
+        cliques = [q.clique for q in {query_key(q, ev.domain): q for q in queries or ()}.values()]
     start = time.perf_counter()
     engine = build_engine(ev.train, config, noise=NumpyNoise(seed=seed), workload=cliques)
     prior = engine.hypothesis

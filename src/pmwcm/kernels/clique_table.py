@@ -30,9 +30,7 @@ FloatArray = NDArray[np.float64]
 
 __all__ = [
     "DENSE_CLIQUE_CELLS",
-    "DIRECT_CELLS_PER_CODE",
     "MAX_CLIQUE_CELLS",
-    "MAX_RANKED_CELLS",
     "CliqueTable",
     "FloatArray",
     "cell_codes",
@@ -48,7 +46,7 @@ MAX_CLIQUE_CELLS = 2**62
 #: sort) while the clique has at most this many cells per code.
 DIRECT_CELLS_PER_CODE = 8
 #: The direct count's table holds int32 ranks: beyond this many cells, the sort.
-MAX_RANKED_CELLS = 2**31 - 1
+_MAX_RANKED_CELLS = 2**31 - 1
 
 
 def is_dense(shape: tuple[int, ...]) -> bool:
@@ -91,7 +89,7 @@ def occupied_cells(
     ([2, 5, 7], [1, 0, 1, 2])
     """
     codes = np.asarray(codes)
-    direct = min(DIRECT_CELLS_PER_CODE * max(codes.size, 1), MAX_RANKED_CELLS)
+    direct = min(DIRECT_CELLS_PER_CODE * max(codes.size, 1), _MAX_RANKED_CELLS)
     if cell_count <= direct:
         return _ranked_cells(codes.reshape(-1), cell_count)
     cells, inverse = np.unique(codes.astype(np.int64, copy=False), return_inverse=True)

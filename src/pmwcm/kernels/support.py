@@ -48,7 +48,7 @@ from pmwcm.kernels.clique_table import (
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import LRUCache
-from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_table
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
 from pmwcm.kernels.support_passes import columns_of
 
 IndexArray = NDArray[np.int32]
@@ -247,25 +247,20 @@ class SupportHistogram:
         sizes = tuple(self.domain.shape[a] for a in axes)
         return clique_mass(self._records, axes, sizes, self._probabilities).reshape(sizes)
 
-    def _occupied(
-        self, attrs: Sequence[str]
-    ) -> tuple[NDArray[np.int64], IndexArray | Any, FloatArray | None]:
+    def _occupied(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], IndexArray | Any]:
         """A large clique's occupied cells and each record's index among them (cached;
-        the index on the support's device, where it has one), and, when they were
-        found just now on the host, the masses on them (found in the same pass)."""
+        the index on the support's device, where it has one)."""
         key = tuple(attrs)
         cached = self._cell_index.get(key)
-        if cached is not None:
-            return (*cached, None)
-        axes = self.domain.axes(attrs)
-        sizes = tuple(self.domain.shape[a] for a in axes)
-        mass = None
-        if self.device is not None:  # a sort on the device; only the cells cross
-            cells, index = support_array.occupied(self.device, self._columns, axes, sizes)
-        else:
-            cells, index, mass = occupied_table(self._records, axes, sizes, self._probabilities)
-        self._cell_index.put(key, (cells, index))
-        return cells, index, mass
+        if cached is None:
+            axes = self.domain.axes(attrs)
+            sizes = tuple(self.domain.shape[a] for a in axes)
+            if self.device is not None:  # a sort on the device; only the cells cross
+                cached = support_array.occupied(self.device, self._columns, axes, sizes)
+            else:
+                cached = occupied_index(self._records, axes, sizes)
+            self._cell_index.put(key, cached)
+        return cached
 
     def _summed_by_index(self, index: IndexArray | Any, count: int) -> FloatArray:
         """The records' probabilities summed by ``index`` (on the support's device,
@@ -285,9 +280,8 @@ class SupportHistogram:
         if is_dense(sizes):
             table = CliqueTable.dense(self.marginal(attrs))
         else:
-            cells, inverse, mass = self._occupied(attrs)
-            if mass is None:  # a kept index: one pass to sum the masses
-                mass = self._summed_by_index(inverse, cells.size)
+            cells, inverse = self._occupied(attrs)
+            mass = self._summed_by_index(inverse, cells.size)
             table = CliqueTable(shape=sizes, codes=cells, mass=mass)
         self._tables.put(key, table)
         return table
@@ -303,7 +297,7 @@ class SupportHistogram:
         log_factor = np.asarray(log_factor, dtype=np.float64)
         if log_factor.shape != table.codes.shape or not np.all(np.isfinite(log_factor)):
             raise ValueError("log_factor must be finite, one value per cell of the table.")
-        cells, inverse, _ = self._occupied(attrs)
+        cells, inverse = self._occupied(attrs)
         if not np.array_equal(table.codes, cells):
             raise ValueError("The table's cells are not this support's cells on the clique.")
         if self.device is None:
@@ -352,8 +346,6 @@ class SupportHistogram:
 
     def to_array(self) -> FloatArray:
         """The dense tensor over ``X`` (only for enumerable ``X``)."""
-        if self.device is not None:
-            return self._marginal(self.domain.names)
         return self._marginal(self.domain.names)
 
     def copy(self) -> SupportHistogram:

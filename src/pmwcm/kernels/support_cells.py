@@ -22,15 +22,15 @@ each chunk into its own table, the tables added in chunk order, so the sums
 do not depend on the machine):
 
 * :func:`clique_mass`: the dense table of a small clique, one pass;
-* :func:`occupied_table`: a large clique's sorted occupied cells, every
-  record's index among them and the masses on them. While the clique has at
+* :func:`occupied_index`: a large clique's sorted occupied cells and every
+  record's index among them. While the clique has at
   most :data:`DIRECT_CELLS_PER_RECORD` cells per record, two passes over the
   records (the first marks the occupied cells in a bitmap; the second reads
   each record's rank from it, as the bitmap's set bits before it) and one over
   the bitmap's words; beyond, the codes (one fused pass) sorted by
-  ``np.unique``; then the masses by :func:`index_mass`;
-* :func:`index_mass`: the masses on the cells from the index (also for an
-  index kept from before: a later round on the clique, after a reweight), one
+  ``np.unique``;
+* :func:`index_mass`: the masses on the cells from the index (kept between
+  rounds: a later round on the clique, after a reweight, starts here), one
   pass.
 
 Everything here is post-processing of the hypothesis (public); no private
@@ -40,7 +40,8 @@ record is read.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -48,7 +49,7 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.support_passes import pass_chunks, pass_pool
 
-__all__ = ["clique_mass", "index_mass", "occupied_table"]
+__all__ = ["clique_mass", "index_mass", "occupied_index"]
 
 FloatArray = NDArray[np.float64]
 #: A large clique's occupied cells are found in a bitmap of all its cells (one bit a
@@ -156,45 +157,62 @@ def _each(chunks: list[tuple[int, int]], run_chunk) -> None:  # type: ignore[no-
         pass
 
 
-def _marked(size: int, word_count: int, run_chunk) -> NDArray[np.uint64]:  # type: ignore[no-untyped-def]
-    """The occupied cells' bitmap: ``run_chunk(words, begin, end)`` sets the bits of the
-    records in ``[begin, end)``. On the passes' threads, each chunk into its own bitmap
-    (two threads setting bits of one word would lose one), OR-ed together, while the
-    chunks' bitmaps together take at most a byte per record; else one pass."""
+def _per_chunk(
+    size: int,
+    table: Callable[[], Any],
+    table_bytes: int,
+    run_chunk: Callable[..., None],
+    combine: Callable[[Any, Any], object],
+    *,
+    max_bytes_per_record: int,
+) -> Any:
+    """``run_chunk(out, begin, end)`` over ``size`` records, each chunk into its own fresh
+    ``table()`` (of ``table_bytes``) on the passes' threads, the tables folded in chunk
+    order by ``combine(total, more)``; one pass into one table where the chunks' tables
+    together would take more than ``max_bytes_per_record`` bytes a record."""
     chunks = pass_chunks(size)
-    if len(chunks) * word_count * 8 > size:
+    if len(chunks) * table_bytes > max_bytes_per_record * size:
         chunks = [(0, size)]
 
-    def run(chunk: tuple[int, int]) -> NDArray[np.uint64]:
-        words = np.zeros(word_count, dtype=np.uint64)
-        run_chunk(words, *chunk)
-        return words
-
-    parts = list(pass_pool().map(run, chunks)) if len(chunks) > 1 else [run(chunks[0])]
-    words = parts[0]
-    for more in parts[1:]:
-        np.bitwise_or(words, more, out=words)
-    return words
-
-
-def _summed(count: int, size: int, run_chunk) -> FloatArray:  # type: ignore[no-untyped-def]
-    """``run_chunk(out, begin, end)`` over ``size`` records into tables of ``count`` cells:
-    one table per chunk added in chunk order, or one pass when the chunks' tables
-    would exceed :data:`CHUNK_TABLE_CELLS_PER_RECORD` cells per record."""
-    chunks = pass_chunks(size)
-    if len(chunks) * count > CHUNK_TABLE_CELLS_PER_RECORD * size:
-        chunks = [(0, size)]
-
-    def run(chunk: tuple[int, int]) -> FloatArray:
-        out = np.zeros(count)
+    def run(chunk: tuple[int, int]) -> Any:
+        out = table()
         run_chunk(out, *chunk)
         return out
 
     parts = list(pass_pool().map(run, chunks)) if len(chunks) > 1 else [run(chunks[0])]
     total = parts[0]
     for more in parts[1:]:
-        total += more
+        combine(total, more)
     return total
+
+
+def _marked(size: int, word_count: int, run_chunk) -> NDArray[np.uint64]:  # type: ignore[no-untyped-def]
+    """The occupied cells' bitmap: ``run_chunk(words, begin, end)`` sets the bits of the
+    records in ``[begin, end)``. Each chunk into its own bitmap (two threads setting bits
+    of one word would lose one), OR-ed together, while the chunks' bitmaps together take
+    at most a byte per record."""
+    return _per_chunk(
+        size,
+        lambda: np.zeros(word_count, dtype=np.uint64),
+        8 * word_count,
+        run_chunk,
+        lambda total, more: np.bitwise_or(total, more, out=total),
+        max_bytes_per_record=1,
+    )
+
+
+def _summed(count: int, size: int, run_chunk) -> FloatArray:  # type: ignore[no-untyped-def]
+    """``run_chunk(out, begin, end)`` over ``size`` records into tables of ``count`` cells:
+    one table per chunk added in chunk order, while the chunks' tables together hold at
+    most :data:`CHUNK_TABLE_CELLS_PER_RECORD` cells per record."""
+    return _per_chunk(
+        size,
+        lambda: np.zeros(count),
+        8 * count,
+        run_chunk,
+        lambda total, more: np.add(total, more, out=total),
+        max_bytes_per_record=8 * CHUNK_TABLE_CELLS_PER_RECORD,
+    )
 
 
 def clique_mass(
@@ -217,25 +235,20 @@ def clique_mass(
     )
 
 
-def occupied_table(
-    records: NDArray[np.integer],
-    axes: Sequence[int],
-    sizes: Sequence[int],
-    weights: FloatArray,
-) -> tuple[NDArray[np.int64], NDArray[np.int32], FloatArray]:
-    """The sorted distinct cell codes the records occupy on the clique, each record's
-    index among them (``int32``: ``cells[index[i]] == code_C(records_i)``, as
-    :func:`~pmwcm.kernels.clique_table.occupied_cells` of the records' codes gives it),
-    and the weights' sum on each cell (:func:`index_mass` of that index).
+def occupied_index(
+    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int]
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """The sorted distinct cell codes the records occupy on the clique, and each record's
+    index among them (``int32``: ``cells[index[i]] == code_C(records_i)``), as
+    :func:`~pmwcm.kernels.clique_table.occupied_cells` of the records' codes gives them.
 
     >>> records = np.array([[3, 0], [1, 2], [3, 0]], dtype=np.uint8)
-    >>> cells, index, mass = occupied_table(records, [0, 1], [4, 3], np.array([0.5, 0.25, 0.25]))
-    >>> cells.tolist(), index.tolist(), mass.tolist()
-    ([5, 9], [1, 0, 1], [0.25, 0.75])
+    >>> cells, index = occupied_index(records, [0, 1], [4, 3])
+    >>> cells.tolist(), index.tolist()
+    ([5, 9], [1, 0, 1])
     """
     axes_, sizes_, count = _clique(records, axes, sizes)
     size = records.shape[0]
-    weights = np.ascontiguousarray(weights, dtype=np.float64)
     if count > DIRECT_CELLS_PER_RECORD * max(size, 1):
         codes = np.empty(size, dtype=np.int64)
         _each(
@@ -243,8 +256,7 @@ def occupied_table(
             lambda begin, end: _codes(records, axes_, sizes_, codes, begin, end),
         )
         cells, inverse = np.unique(codes, return_inverse=True)
-        index = inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
-        return cells, index, index_mass(index, weights, cells.size)
+        return cells, inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
     words = _marked(size, -(-count // 64), lambda out, begin, end: _mark(
         records, axes_, sizes_, out, begin, end
     ))  # fmt: skip
@@ -257,7 +269,7 @@ def occupied_table(
         pass_chunks(size),
         lambda begin, end: _read_ranks(records, axes_, sizes_, words, before, index, begin, end),
     )
-    return cells, index, index_mass(index, weights, cells.size)
+    return cells, index
 
 
 def index_mass(index: NDArray[np.integer], weights: FloatArray, count: int) -> FloatArray:
