@@ -4,6 +4,7 @@ cost (what the service checks before a build starts)."""
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from pmwcm.kernels.clique_table import cell_codes
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.support_passes import (
     CHUNK_MIN_RECORDS,
+    ChildDraws,
     CliqueLayout,
     clique_marginals,
     columns_of,
@@ -100,3 +102,61 @@ def test_a_cost_over_a_limit_is_refused_naming_the_field_and_the_limit() -> None
         check_build_cost(cost, max_memory=2**20, max_seconds=cost.seconds)
     with pytest.raises(BuildRefused, match=r"^support_size: .*time limit of 10 s"):
         check_build_cost(cost, max_memory=cost.memory_bytes, max_seconds=10.0)
+
+
+@pytest.mark.parametrize("values", [1, 2, 3, 7, 64, 257])
+def test_the_guided_draw_is_the_first_value_whose_cdf_reaches_u(values: int) -> None:
+    """``ChildDraws`` against ``searchsorted(side="left")`` on each row, capped at the last
+    value: rows with empty values, uniforms equal to a CDF value, and uniforms past the
+    row's total (rounding) included."""
+    rng = np.random.default_rng(values)
+    weights = rng.dirichlet(np.ones(values), size=5)
+    weights[:, rng.random(values) < 0.3] = 0.0
+    cdf = np.cumsum(weights, axis=1)
+    parents = rng.integers(0, 5, 5000).astype(np.uint8)
+    uniforms = rng.random(5000)
+    uniforms[:500] = cdf[parents[:500], rng.integers(0, values, 500)]  # exact ties
+    uniforms[500:510], uniforms[510:520] = 1.0 + 1e-12, 0.0
+    expected = np.array([
+        min(int(np.searchsorted(cdf[r, :-1], u, side="left")), values - 1)
+        for r, u in zip(parents, uniforms, strict=True)
+    ])  # fmt: skip
+    out = np.empty(5000, dtype=np.uint16)
+    ChildDraws(cdf).draw(parents, uniforms, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_the_proposal_does_not_depend_on_the_threads_drawing_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Chunks drawn on the pool give the records a single thread would: the uniforms are
+    made in order whatever finishes first."""
+    from pmwcm.mechanisms.priors import support_proposal
+    from pmwcm.mechanisms.priors.marginals import Measurement
+
+    domain = Domain.from_sizes({"a": 3, "b": 5, "c": 4})
+    rng = np.random.default_rng(0)
+    measured = [
+        Measurement(clique=c, values=rng.dirichlet(np.ones(math.prod(domain.sizes_of(c))))
+                    .reshape(domain.sizes_of(c)), sigma=1e-3)
+        for c in (("a", "b"), ("b", "c"), ("a", "c"))
+    ]  # fmt: skip
+    monkeypatch.setattr(support_proposal, "DRAW_CHUNK", 1000)
+    pooled = support_proposal.tree_proposal(
+        domain, measured, size=10_500, rng=np.random.default_rng(1)
+    )
+    monkeypatch.setattr(support_proposal, "DRAW_AHEAD", 0)  # each chunk waited for in turn
+    monkeypatch.setattr(support_proposal, "pass_pool", lambda: _InPlace())
+    alone = support_proposal.tree_proposal(
+        domain, measured, size=10_500, rng=np.random.default_rng(1)
+    )
+    np.testing.assert_array_equal(pooled, alone)
+
+
+class _InPlace:
+    """A pool that runs each task at once, on the calling thread."""
+
+    def submit(self, fn, *args):  # type: ignore[no-untyped-def]
+        from concurrent.futures import Future
+
+        future: Future[None] = Future()
+        future.set_result(fn(*args))
+        return future

@@ -19,7 +19,7 @@ its columns (the same C-order code as :func:`~pmwcm.kernels.clique_table.cell_co
 so no pass allocates anything proportional to ``M``: the working memory of a
 fit is the weights it keeps (``w`` and one trial ``w'``) and the columns.
 
-:func:`draw_children` is the proposal's inverse-CDF draw of a child attribute
+:class:`ChildDraws` is the proposal's inverse-CDF draw of a child attribute
 given its parent's codes, again without an ``M x |child|`` temporary.
 Sums run in record order, so a pass gives the same floats on every machine
 up to the order NumPy's ``bincount`` would have used (the same order).
@@ -41,11 +41,11 @@ from numpy.typing import NDArray
 from pmwcm.kernels.domain import Domain
 
 __all__ = [
+    "ChildDraws",
     "CliqueLayout",
     "clique_marginals",
     "columns_of",
     "descent_step",
-    "draw_children",
     "pass_chunks",
     "pass_pool",
 ]
@@ -358,23 +358,53 @@ def descent_step(
 
 
 @njit(cache=True, nogil=True)
-def _draw(parents: Columns, cdf: FloatArray, uniforms: FloatArray, out: Columns) -> None:
-    last = cdf.shape[1] - 1
+def _guides(cdf: FloatArray) -> NDArray[np.int64]:
+    """``guide[r, j]``: the first value ``v < last`` with ``cdf[r, v] >= j / G`` (``last``
+    if none), for the ``G`` values of a row (Chen, Asau 1974)."""
+    rows, values = cdf.shape
+    last = values - 1
+    guide = np.empty((rows, values), dtype=np.int64)
+    for r in range(rows):
+        v = 0
+        for j in range(values):
+            while v < last and cdf[r, v] < j / values:
+                v += 1
+            guide[r, j] = v
+    return guide
+
+
+@njit(cache=True, nogil=True)
+def _draw(
+    parents: Columns, cdf: FloatArray, guide: NDArray[np.int64], uniforms: FloatArray, out: Columns
+) -> None:
+    # The guide table sends u to the first value whose CDF reaches the bucket's lower
+    # edge j / G <= u, at or before the value sought; the scan from there takes about
+    # two steps (a binary search takes log2 G dependent loads).
+    values = cdf.shape[1]
+    last = values - 1
     for i in range(uniforms.size):
         row = parents[i]
         u = uniforms[i]
+        j = min(int(u * values), last)
+        if j / values > u:  # u * G rounded up past the bucket u lies in
+            j -= 1
+        v = guide[row, j]
         # The first value whose CDF reaches u (side="left"), the last one for rounding.
-        low, high = 0, last
-        while low < high:
-            mid = (low + high) // 2
-            if cdf[row, mid] < u:
-                low = mid + 1
-            else:
-                high = mid
-        out[i] = low
+        while v < last and cdf[row, v] < u:
+            v += 1
+        out[i] = v
 
 
-def draw_children(parents: Columns, cdf: FloatArray, uniforms: FloatArray, out: Columns) -> None:
-    """``out[i]``: the first value ``v`` with ``cdf[parents[i], v] >= uniforms[i]``
-    (the last value if none): inverse-CDF draws from the rows of ``cdf``, in place."""
-    _draw(parents, np.ascontiguousarray(cdf, dtype=np.float64), uniforms, out)
+class ChildDraws:
+    """Inverse-CDF draws from the rows of one conditional table ``cdf`` (shape
+    ``(parent values, child values)``, each row nondecreasing): its guide table is
+    built once, then :meth:`draw` serves any number of chunks, on any thread."""
+
+    def __init__(self, cdf: FloatArray) -> None:
+        self.cdf = np.ascontiguousarray(cdf, dtype=np.float64)
+        self.guide = _guides(self.cdf)
+
+    def draw(self, parents: Columns, uniforms: FloatArray, out: Columns) -> None:
+        """``out[i]``: the first value ``v`` with ``cdf[parents[i], v] >= uniforms[i]``
+        (the last value if none), in place; releases the GIL."""
+        _draw(parents, self.cdf, self.guide, uniforms, out)

@@ -18,12 +18,14 @@ one.
 
 Reads only the release and a generator seeded from the engine's noise source
 (post-processing, Dwork, Roth 2014, Prop. 2.1). Cost ``O(M m)`` for ``m``
-attributes, in chunks of :data:`DRAW_CHUNK` records.
+attributes, in chunks of :data:`DRAW_CHUNK` records drawn on the support passes' threads.
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
+from concurrent.futures import Future
 
 import numpy as np
 from numpy.typing import NDArray
@@ -32,7 +34,7 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.support import smallest_code_dtype
-from pmwcm.kernels.support_passes import draw_children
+from pmwcm.kernels.support_passes import ChildDraws, pass_pool
 from pmwcm.mechanisms.priors.marginals import Measurement
 
 __all__ = [
@@ -181,6 +183,9 @@ def tree_proposal(
 
 #: Records drawn per batch of uniforms (8 bytes each) in :func:`tree_proposal`.
 DRAW_CHUNK = 2**20
+#: Batches of uniforms made ahead of the threads drawing from them (their memory:
+#: ``DRAW_AHEAD * DRAW_CHUNK * 8`` bytes).
+DRAW_AHEAD = 8
 
 
 def _draw_column(
@@ -189,9 +194,20 @@ def _draw_column(
     out: NDArray[np.integer],
     rng: np.random.Generator,
 ) -> None:
-    """Inverse-CDF draws of one column from the rows of ``cdf`` its parents pick, in
-    chunks of :data:`DRAW_CHUNK` uniforms (the generator's stream is the same as one
-    ``rng.random(size)``)."""
+    """Inverse-CDF draws of one column from the rows of ``cdf`` its parents pick.
+
+    The uniforms come from ``rng`` in order, :data:`DRAW_CHUNK` at a time (the
+    generator's stream is the same as one ``rng.random(size)``), and each chunk is
+    drawn on the support passes' threads while the next is made: the records do not
+    depend on the number of threads.
+    """
+    draws = ChildDraws(cdf)
+    pending: collections.deque[Future[None]] = collections.deque()
     for begin in range(0, out.size, DRAW_CHUNK):
         end = min(out.size, begin + DRAW_CHUNK)
-        draw_children(parents[begin:end], cdf, rng.random(end - begin), out[begin:end])
+        uniforms = rng.random(end - begin)
+        pending.append(pass_pool().submit(draws.draw, parents[begin:end], uniforms, out[begin:end]))
+        if len(pending) > DRAW_AHEAD:
+            pending.popleft().result()
+    for chunk in pending:
+        chunk.result()
