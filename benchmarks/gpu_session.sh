@@ -25,8 +25,20 @@ step() {  # step SECONDS NAME COMMAND...: runs COMMAND, its output also in $OUT/
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 nproc
-step 100 gpu_check python3 benchmarks/gpu_check.py --sizes 1e7 1e8
+[ "${SKIP_CHECK:-0}" = 1 ] || step 120 gpu_check python3 benchmarks/gpu_check.py --sizes 1e7 1e8
+step 60 marginal_bounds python3 benchmarks/gpu_marginal_bounds.py --sizes 1e7 1e8
 scale="python3 benchmarks/support_scale.py --table adult-full --modes one-by-one"
-step 80 scale_cuda_2e23 $scale --sizes 8388608 --k 100 --device cuda --memory-gib 2
-step 100 scale_cpu_2e23 $scale --sizes 8388608 --k 50 --device cpu --memory-gib 2
-step 190 scale_cuda_1e8 $scale --sizes 100000000 --k 10 --device cuda --memory-gib 16
+# One cell at 10^8 under the profiler: where the build's time goes (proposal, copy, fit).
+profile='import cProfile, pstats, runpy, sys
+script, sys.argv = sys.argv[1], sys.argv[1:]
+profile = cProfile.Profile()
+try:
+    profile.runcall(runpy.run_path, script, run_name="__main__")
+finally:
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(45)'
+step 150 scale_cuda_1e8 python3 -c "$profile" benchmarks/support_scale.py --cell \
+    --table adult-full --modes one-by-one --sizes 100000000 --k 10 --device cuda --memory-gib 16
+if [ "${FULL:-0}" = 1 ]; then
+    step 80 scale_cuda_2e23 $scale --sizes 8388608 --k 100 --device cuda --memory-gib 2
+    step 100 scale_cpu_2e23 $scale --sizes 8388608 --k 50 --device cpu --memory-gib 2
+fi

@@ -135,33 +135,75 @@ def _tuple(values: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(v) for v in values)
 
 
-#: The CUDA C of :class:`CupyKernels`: ``cuda_bodies``' arithmetic, one template per code type.
-CUDA_SOURCE = r"""
-template <typename T>
-__device__ __forceinline__ long long cell_of(const T* columns, long long records, long long i,
-                                             const long long* axes, const long long* sizes,
-                                             int width) {
-    long long code = 0;
-    for (int j = 0; j < width; ++j) {
-        code = code * sizes[j] + (long long)columns[axes[j] * records + i];
-    }
-    return code;
-}
+#: Widest clique whose Horner loop is unrolled at compile time (and whose axes and sizes
+#: sit in registers); wider cliques take the kernels' general form.
+UNROLLED_WIDTH = 4
 
-template <typename T>
+#: The CUDA C of :class:`CupyKernels`: ``cuda_bodies``' arithmetic, one template per code type
+#: ``T``, clique width ``W`` (``0``: any width, read from ``width``) and cell-code type ``C``.
+#: An unrolled kernel keeps each attribute's column pointer and size in registers and
+#: computes a record's cell in ``C`` (32 bits where the table has fewer than ``2^32``
+#: cells: a GPU does 64-bit integer products in several instructions).
+CUDA_SOURCE = r"""
+template <typename T, int W, typename C>
+struct Clique {
+    const T* column[W];
+    C size[W];
+    __device__ __forceinline__ Clique(const T* columns, long long records,
+                                      const long long* axes, const long long* sizes, int) {
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            column[j] = columns + axes[j] * records;
+            size[j] = (C)sizes[j];
+        }
+    }
+    __device__ __forceinline__ C cell(long long i) const {
+        C code = 0;
+#pragma unroll
+        for (int j = 0; j < W; ++j) code = code * size[j] + (C)__ldg(column[j] + i);
+        return code;
+    }
+};
+
+template <typename T, typename C>
+struct Clique<T, 0, C> {  // any width: axes and sizes read from memory (cached) per record
+    const T* columns; long long records; const long long* axes; const long long* sizes;
+    int width;
+    __device__ __forceinline__ Clique(const T* columns_, long long records_,
+                                      const long long* axes_, const long long* sizes_,
+                                      int width_)
+        : columns(columns_), records(records_), axes(axes_), sizes(sizes_), width(width_) {}
+    __device__ __forceinline__ C cell(long long i) const {
+        C code = 0;
+        for (int j = 0; j < width; ++j) {
+            code = code * (C)sizes[j] + (C)columns[axes[j] * records + i];
+        }
+        return code;
+    }
+};
+
+template <typename T, int W, typename C>
 __global__ void clique_marginal(const T* columns, long long records, const double* p,
                                 const long long* axes, const long long* sizes, int width,
                                 double* out, long long cells, int shared) {
     extern __shared__ double local[];
+    const Clique<T, W, C> clique(columns, records, axes, sizes, width);
     if (shared) {
         for (long long c = threadIdx.x; c < cells; c += blockDim.x) local[c] = 0.0;
         __syncthreads();
     }
     long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < records;
-         i += stride) {
-        long long code = cell_of(columns, records, i, axes, sizes, width);
-        atomicAdd((shared ? local : out) + code, p[i]);
+    long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    // Two loops, not one atomic on a pointer chosen per record: the compiler then knows
+    // each atomic's memory (shared or global) and need not issue a generic one.
+    if (shared) {
+        for (long long i = first; i < records; i += stride) {
+            atomicAdd(local + clique.cell(i), __ldg(p + i));
+        }
+    } else {
+        for (long long i = first; i < records; i += stride) {
+            atomicAdd(out + clique.cell(i), __ldg(p + i));
+        }
     }
     if (shared) {
         __syncthreads();
@@ -171,14 +213,15 @@ __global__ void clique_marginal(const T* columns, long long records, const doubl
     }
 }
 
-template <typename T>
+template <typename T, int W, typename C>
 __global__ void gather_add(const T* columns, long long records, const double* table,
                            const long long* axes, const long long* sizes, int width,
                            double* out) {
+    const Clique<T, W, C> clique(columns, records, axes, sizes, width);
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < records;
          i += stride) {
-        out[i] += table[cell_of(columns, records, i, axes, sizes, width)];
+        out[i] += __ldg(table + clique.cell(i));
     }
 }
 """
@@ -186,6 +229,14 @@ __global__ void gather_add(const T* columns, long long records, const double* ta
 #: NumPy code types to their C names (a support's codes are unsigned bytes up to 256 values).
 _C_TYPES = {"uint8": "unsigned char", "uint16": "unsigned short", "int32": "int",
             "int64": "long long"}  # fmt: skip
+
+
+def _instance(kernel: str, code_type: str, width: int, cells: int) -> str:
+    """The template instance of ``kernel`` for a clique of ``width`` attributes and
+    ``cells`` cells over records of ``code_type``."""
+    unrolled = width if width <= UNROLLED_WIDTH else 0
+    cell_type = "unsigned int" if unrolled and cells < 2**32 else "unsigned long long"
+    return f"{kernel}<{_C_TYPES[code_type]}, {unrolled}, {cell_type}>"
 
 
 class CupyKernels(FusedKernels):
@@ -196,20 +247,31 @@ class CupyKernels(FusedKernels):
     def __init__(self, cupy: Any, max_blocks: int, threads: int = THREADS) -> None:
         super().__init__(max_blocks, threads)
         self._cupy = cupy
-        names = [f"{kernel}<{c}>" for kernel in ("clique_marginal", "gather_add")
-                 for c in _C_TYPES.values()]  # fmt: skip
-        self._module = cupy.RawModule(code=CUDA_SOURCE, name_expressions=names)
+        names = [
+            _instance(kernel, code_type, width, cells)
+            for kernel in ("clique_marginal", "gather_add")
+            for code_type in _C_TYPES
+            for width in range(UNROLLED_WIDTH + 2)
+            for cells in ((1, 2**32) if 0 < width <= UNROLLED_WIDTH else (1,))
+        ]
+        self._module = cupy.RawModule(code=CUDA_SOURCE, name_expressions=sorted(set(names)))
+        self._cliques: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple] = {}
 
     def _clique(self, axes: Sequence[int], sizes: Sequence[int]) -> tuple:
-        cupy = self._cupy
-        return (
-            cupy.asarray(np.asarray(axes, dtype=np.int64)),
-            cupy.asarray(np.asarray(sizes, dtype=np.int64)),
-            np.int32(len(axes)),
-        )
+        """A clique's axes and sizes on the device (copied once: a fit launches the same
+        cliques' kernels at every step)."""
+        key = (_tuple(axes), _tuple(sizes))
+        if key not in self._cliques:
+            cupy = self._cupy
+            self._cliques[key] = (
+                cupy.asarray(np.asarray(key[0], dtype=np.int64)),
+                cupy.asarray(np.asarray(key[1], dtype=np.int64)),
+                np.int32(len(axes)),
+            )
+        return self._cliques[key]
 
-    def _kernel(self, name: str, columns: Any) -> Any:
-        return self._module.get_function(f"{name}<{_C_TYPES[str(columns.dtype)]}>")
+    def _kernel(self, name: str, columns: Any, width: int, cells: int) -> Any:
+        return self._module.get_function(_instance(name, str(columns.dtype), width, cells))
 
     def clique_marginal(
         self, out: Any, columns: Any, probabilities: Any, axes: Sequence[int], sizes: Sequence[int]
@@ -218,7 +280,7 @@ class CupyKernels(FusedKernels):
         records, cells = probabilities.shape[0], out.shape[0]
         shared = cells <= SHARED_CELLS
         axes_d, sizes_d, width = self._clique(axes, sizes)
-        self._kernel("clique_marginal", columns)(
+        self._kernel("clique_marginal", columns, len(axes), cells)(
             (self._blocks(records),), (self.threads,),
             (columns, np.int64(records), probabilities, axes_d, sizes_d, width, out,
              np.int64(cells), np.int32(shared)),
@@ -231,7 +293,7 @@ class CupyKernels(FusedKernels):
         columns = self._cupy.ascontiguousarray(columns)
         records = out.shape[0]
         axes_d, sizes_d, width = self._clique(axes, sizes)
-        self._kernel("gather_add", columns)(
+        self._kernel("gather_add", columns, len(axes), table.size)(
             (self._blocks(records),),
             (self.threads,),
             (columns, np.int64(records), table, axes_d, sizes_d, width, out),
