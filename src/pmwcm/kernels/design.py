@@ -136,8 +136,8 @@ class DenseDesign(Design):
 class BlockDesign(Design):
     """``Phi`` with one entry per block and row: ``Phi[r, columns[b, r]] = values[b, r]``.
 
-    Stored block-major (``(B, cells)``), so each product is ``B`` contiguous
-    vector operations. The blocks occupy disjoint column ranges, so no two
+    Shaped block-major (``(B, cells)``), in whichever memory order it was built
+    (:func:`design_for`). The blocks occupy disjoint column ranges, so no two
     entries of a row share a column. ``block_widths``, when given, are the
     widths of those ranges in order (from the query's encodings: public).
     """
@@ -259,13 +259,18 @@ def design_for(
     the blocks' column ranges in order, when known. A problem on a sparse table's
     occupied cells asks for ``blocks``: the compiled kernels read either form,
     and only the dense one costs a ``(cells, d)`` matrix.
+
+    The entries are kept in the storage they come in: :func:`~pmwcm.kernels.encoding.
+    layout_entries` writes block-major views of row-major arrays, which
+    :attr:`BlockDesign.row_major` (the Newton solve's form) then reads without a
+    copy, and :attr:`BlockDesign.block_major` copies only where a kernel asks for it.
+    On a large clique's 10^5-10^6 occupied cells, making them block-major here and
+    row-major again there was two copies of the design per query.
     """
     block = BlockDesign(
-        columns=np.ascontiguousarray(columns),
-        values=np.ascontiguousarray(values),
-        width=width,
+        columns=np.asarray(columns), values=np.asarray(values), width=width,
         block_widths=block_widths,
-    )
+    )  # fmt: skip
     if blocks or (width >= BLOCK_MIN_WIDTH and 4 * columns.shape[0] <= width):
         return block
     return DenseDesign(
