@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 from pmwcm.kernels.design import Design, design_for
@@ -71,35 +72,106 @@ def layout_entries(
     layout: Layout, cells: NDArray[np.int64]
 ) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
     """Block-major ``(columns, values)``, shape ``(B, cells)``, the width, and each
-    block's width (see :func:`encode_cells`)."""
-    blocks = [
-        encode(cells[:, i], layout.sizes[i], encoding)
-        for i, encoding in enumerate(layout.encodings)
-    ]
-    for group in layout.interactions:
-        column, value, width = blocks[group[0]]
-        for index in group[1:]:
-            other_column, other_value, other_width = blocks[index]
-            # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
-            column = column * other_width + other_column
-            value = value * other_value
-            width = width * other_width
-        blocks.append((column, value, width))
-    if layout.intercept:
-        blocks.append((np.zeros(len(cells), dtype=np.int64), np.ones(len(cells)), 1))
-    # Written block by block into block-major views of row-major storage: the compiled
-    # solvers read the design row by row (``BlockDesign.row_major``), and a support's
-    # large clique has up to M cells (stacking, copying to int64 and transposing made
-    # three copies of the design).
-    columns = np.empty((len(cells), len(blocks)), dtype=np.int64).T
-    values = np.empty((len(cells), len(blocks))).T
-    offset, norm = 0, math.sqrt(len(blocks))
-    for row, (column, value, width) in enumerate(blocks):
-        np.add(column, offset, out=columns[row])
-        np.divide(value, norm, out=values[row])
-        offset += width
-    widths = tuple(int(width) for _, _, width in blocks)
-    return columns, values, offset, widths
+    block's width (see :func:`encode_cells`).
+
+    The entries are written row by row in one compiled pass (:func:`_fill_entries`)
+    into row-major storage, returned as block-major views: the compiled solvers read
+    the design row by row (``BlockDesign.row_major``), and a support's large clique
+    has up to ``M`` cells (NumPy's form wrote each block with a stride of ``B``
+    entries, a third of a distinct answer's time at ``M = 2^22``). The arithmetic is
+    NumPy's, operation for operation: the entries are the same floats.
+    """
+    plan = _entry_plan(layout)
+    columns = np.empty((len(cells), len(plan.widths)), dtype=np.int64)
+    values = np.empty((len(cells), len(plan.widths)))
+    _fill_entries(
+        np.asarray(cells), plan.one_hot, plan.sizes, plan.feature_widths, plan.members,
+        plan.ends, layout.intercept, plan.offsets, plan.norm, columns, values,
+    )  # fmt: skip
+    return columns.T, values.T, sum(plan.widths), plan.widths
+
+
+@dataclass(frozen=True)
+class _EntryPlan:
+    """What :func:`_fill_entries` reads of a layout, as arrays (cached per layout)."""
+
+    one_hot: NDArray[np.bool_]
+    sizes: NDArray[np.int64]
+    feature_widths: NDArray[np.int64]
+    members: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    offsets: NDArray[np.int64]
+    norm: float
+    widths: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def _entry_plan(layout: Layout) -> _EntryPlan:
+    """Each feature's encoding (one-hot: a column per value; binary and ordinal: one
+    scaled column), each block's width and column offset, the interactions' members."""
+    features = len(layout.encodings)
+    sizes = layout.sizes[:features]
+    one_hot = [size > 2 and encoding != "ordinal"
+               for size, encoding in zip(sizes, layout.encodings, strict=True)]  # fmt: skip
+    feature_widths = [size if hot else 1 for size, hot in zip(sizes, one_hot, strict=True)]
+    widths = list(feature_widths)
+    widths += [math.prod(feature_widths[i] for i in group) for group in layout.interactions]
+    widths += [1] if layout.intercept else []
+    return _EntryPlan(
+        one_hot=np.array(one_hot, dtype=np.bool_),
+        sizes=np.array(sizes, dtype=np.int64),
+        feature_widths=np.array(feature_widths, dtype=np.int64),
+        members=np.array([i for group in layout.interactions for i in group], dtype=np.int64),
+        ends=np.cumsum([len(group) for group in layout.interactions], dtype=np.int64),
+        offsets=np.concatenate([[0], np.cumsum(widths[:-1])]).astype(np.int64),
+        norm=math.sqrt(len(widths)),
+        widths=tuple(int(w) for w in widths),
+    )
+
+
+@njit(cache=True, nogil=True)
+def _fill_entries(
+    cells: NDArray[np.int64],
+    one_hot: NDArray[np.bool_],
+    sizes: NDArray[np.int64],
+    feature_widths: NDArray[np.int64],
+    members: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    intercept: bool,
+    offsets: NDArray[np.int64],
+    norm: float,
+    columns: NDArray[np.int64],
+    values: FloatArray,
+) -> None:
+    """Each row's entries (:func:`encode` for the features, then each interaction's
+    row-wise Kronecker product of its members, then the intercept), the columns
+    shifted by their block's offset and the values divided by ``norm``."""
+    features = one_hot.size
+    column = np.empty(features, dtype=np.int64)
+    value = np.empty(features)
+    for r in range(cells.shape[0]):
+        for i in range(features):
+            code = cells[r, i]
+            if one_hot[i]:
+                column[i], value[i] = code, 1.0
+            else:
+                column[i] = 0
+                value[i] = 2.0 * float(code) / (sizes[i] - 1) - 1.0 if sizes[i] > 1 else 0.0
+            columns[r, i] = column[i] + offsets[i]
+            values[r, i] = value[i] / norm
+        block, begin = features, 0
+        for end in ends:
+            joint_column, joint_value = column[members[begin]], value[members[begin]]
+            for k in range(begin + 1, end):
+                # Row-wise Kronecker product: coordinate (i, j) at i * width_j + j.
+                joint_column = joint_column * feature_widths[members[k]] + column[members[k]]
+                joint_value = joint_value * value[members[k]]
+            columns[r, block] = joint_column + offsets[block]
+            values[r, block] = joint_value / norm
+            block, begin = block + 1, end
+        if intercept:
+            columns[r, block] = offsets[block]
+            values[r, block] = 1.0 / norm
 
 
 def encode_cells(
@@ -123,16 +195,3 @@ def scaled(codes: np.ndarray, size: int) -> FloatArray:
     if size == 1:
         return np.zeros(codes.shape[0])
     return 2.0 * codes.astype(np.float64) / (size - 1) - 1.0
-
-
-def encode(
-    codes: np.ndarray, size: int, encoding: str
-) -> tuple[NDArray[np.int64], FloatArray, int]:
-    """One feature block, one entry per row: (column in the block, value, block width).
-
-    Ordinal and binary: the scaled code in one column; one-hot: a 1 at the code.
-    Either way the block's Euclidean norm is at most 1.
-    """
-    if size <= 2 or encoding == "ordinal":
-        return np.zeros(len(codes), dtype=np.int64), scaled(codes, size), 1
-    return np.asarray(codes, dtype=np.int64), np.ones(len(codes)), size
