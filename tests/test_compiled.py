@@ -157,7 +157,7 @@ def test_the_solve_form_follows_the_clique_never_the_rows_a_table_holds(
     cells[:, 3] = np.arange(3)  # a, b and c at value 0 on every row; d varies
     one_value = problem.on_cells(cells)
     assert isinstance(one_value.design, BlockDesign)
-    _, _, fixed = one_value.design.block_major
+    _, _, fixed, _ = one_value.design.block_major
     # Blocks a, b, c one-hot; d ordinal (column 5 + 30 + 7 = 42); the intercept last.
     assert fixed.tolist() == [-1, -1, -1, 42, 43]
     wide_squared = _problem("squared", 0.0, rng=rng)

@@ -80,12 +80,14 @@ class DenseDesign(Design):
     ``entries``, when the matrix was built from blocks (:func:`design_for`), are
     the block form's ``(columns, values)``, block-major: the compiled kernels
     read a row's ``B`` entries instead of its ``d`` columns; ``block_widths``
-    are then the blocks' widths (``()``: not known).
+    and ``block_constants`` are then the blocks' widths and constant values
+    (:class:`BlockDesign`; ``()``: not known).
     """
 
     matrix: FloatArray
     entries: tuple[NDArray[np.int64], FloatArray] | None = None
     block_widths: tuple[int, ...] = ()
+    block_constants: tuple[float, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -121,15 +123,16 @@ class DenseDesign(Design):
         return columns, np.ascontiguousarray(self.matrix, dtype=np.float64)
 
     @cached_property
-    def block_major(self) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
+    def block_major(self) -> BlockMajor:
         """:attr:`BlockDesign.block_major`; a bare matrix is ``d`` blocks of one column."""
         if self.entries is not None:
             columns, values = self.entries
-            return _block_major(columns, values, self.block_widths)
+            return _block_major(columns, values, self.block_widths, self.block_constants)
         rows, dim = self.matrix.shape
         fixed = np.arange(dim, dtype=np.int64)
         columns = np.ascontiguousarray(np.broadcast_to(fixed[:, None], (dim, rows)))
-        return columns, np.ascontiguousarray(self.matrix.T, dtype=np.float64), fixed
+        values = np.ascontiguousarray(self.matrix.T, dtype=np.float64)
+        return columns, values, fixed, np.zeros(dim)
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,13 +142,16 @@ class BlockDesign(Design):
     Shaped block-major (``(B, cells)``), in whichever memory order it was built
     (:func:`design_for`). The blocks occupy disjoint column ranges, so no two
     entries of a row share a column. ``block_widths``, when given, are the
-    widths of those ranges in order (from the query's encodings: public).
+    widths of those ranges in order, and ``block_constants`` each block's value
+    where every row has the same one (a one-hot block, or an interaction of one-hot
+    blocks: ``1 / sqrt(B)``), else ``0``; both from the query's encodings (public).
     """
 
     columns: NDArray[np.int64]
     values: FloatArray
     width: int
     block_widths: tuple[int, ...] = ()
+    block_constants: tuple[float, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -170,15 +176,18 @@ class BlockDesign(Design):
         return np.ascontiguousarray(self.columns.T), np.ascontiguousarray(self.values.T)
 
     @cached_property
-    def block_major(self) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
-        """``(columns, values, fixed)`` for the compiled kernels: the entries, block-major,
-        and each block's single column (a block of width one), or ``-1``.
+    def block_major(self) -> BlockMajor:
+        """``(columns, values, fixed, constants)`` for the compiled kernels: the entries,
+        block-major, each block's single column (a block of width one) or ``-1``, and
+        each block's constant value or ``0`` (:attr:`block_constants`).
 
-        ``fixed`` comes from :attr:`block_widths` (the query's public encodings),
-        never from the columns a table holds: a one-hot block whose rows happen to
-        share a value is still scattered.
+        ``fixed`` and ``constants`` come from :attr:`block_widths` and
+        :attr:`block_constants` (the query's public encodings), never from the entries
+        a table holds: a one-hot block whose rows happen to share a value is still
+        scattered, and a binary block whose rows happen to share a value still reads
+        its values.
         """
-        return _block_major(self.columns, self.values, self.block_widths)
+        return _block_major(self.columns, self.values, self.block_widths, self.block_constants)
 
     def matvec(self, theta: FloatArray) -> FloatArray:
         return np.asarray(self._sparse @ theta, dtype=np.float64)
@@ -233,16 +242,33 @@ class BlockDesign(Design):
         return out
 
 
+#: A design's compiled block form: ``(columns, values, fixed, constants)``
+#: (:attr:`BlockDesign.block_major`).
+BlockMajor = tuple[NDArray[np.int64], FloatArray, NDArray[np.int64], FloatArray]
+
+
 def _block_major(
-    columns: NDArray[np.int64], values: FloatArray, widths: tuple[int, ...]
-) -> tuple[NDArray[np.int64], FloatArray, NDArray[np.int64]]:
-    """``(columns, values, fixed)``: see :attr:`BlockDesign.block_major`."""
-    if len(widths) == columns.shape[0]:
+    columns: NDArray[np.int64],
+    values: FloatArray,
+    widths: tuple[int, ...],
+    constants: tuple[float, ...],
+) -> BlockMajor:
+    """``(columns, values, fixed, constants)``: see :attr:`BlockDesign.block_major`."""
+    blocks = columns.shape[0]
+    if len(widths) == blocks:
         starts = np.concatenate([[0], np.cumsum(widths[:-1])]).astype(np.int64)
         fixed = np.where(np.asarray(widths) == 1, starts, -1).astype(np.int64)
     else:
-        fixed = np.full(columns.shape[0], -1, dtype=np.int64)
-    return np.ascontiguousarray(columns), np.ascontiguousarray(values, dtype=np.float64), fixed
+        fixed = np.full(blocks, -1, dtype=np.int64)
+    constant = (
+        np.array(constants, dtype=np.float64) if len(constants) == blocks else np.zeros(blocks)
+    )
+    return (
+        np.ascontiguousarray(columns),
+        np.ascontiguousarray(values, dtype=np.float64),
+        fixed,
+        constant,
+    )
 
 
 def design_for(
@@ -252,11 +278,13 @@ def design_for(
     *,
     blocks: bool = False,
     block_widths: tuple[int, ...] = (),
+    block_constants: tuple[float, ...] = (),
 ) -> Design:
     """The block form for a wide, sparse design, or whenever ``blocks``; else the dense matrix.
 
     ``columns`` and ``values`` are block-major, shape ``(B, cells)``; ``block_widths``
-    the blocks' column ranges in order, when known. A problem on a sparse table's
+    the blocks' column ranges in order and ``block_constants`` their constant values
+    (:class:`BlockDesign`), when known. A problem on a sparse table's
     occupied cells asks for ``blocks``: the compiled kernels read either form,
     and only the dense one costs a ``(cells, d)`` matrix.
 
@@ -269,10 +297,13 @@ def design_for(
     """
     block = BlockDesign(
         columns=np.asarray(columns), values=np.asarray(values), width=width,
-        block_widths=block_widths,
+        block_widths=block_widths, block_constants=block_constants,
     )  # fmt: skip
     if blocks or (width >= BLOCK_MIN_WIDTH and 4 * columns.shape[0] <= width):
         return block
     return DenseDesign(
-        block.dense(), entries=(block.columns, block.values), block_widths=block_widths
+        block.dense(),
+        entries=(block.columns, block.values),
+        block_widths=block_widths,
+        block_constants=block_constants,
     )

@@ -62,7 +62,13 @@ def dense_layout(layout: Layout) -> tuple[Design, FloatArray, float]:
     columns, values, width, widths = layout_entries(layout, cells)
     corner = design_for(columns[:, :1], values[:, :1], width)
     return (
-        design_for(columns, values, width, block_widths=widths),
+        design_for(
+            columns,
+            values,
+            width,
+            block_widths=widths,
+            block_constants=_entry_plan(layout).constants,
+        ),
         scaled(cells[:, -1], sizes[-1]),
         float(corner.row_norms()[0]),
     )
@@ -103,6 +109,10 @@ class _EntryPlan:
     offsets: NDArray[np.int64]
     norm: float
     widths: tuple[int, ...]
+    #: Each block's value where it is the same in every row (a one-hot feature, an
+    #: interaction of one-hot features: ``1 / norm``), else ``0``
+    #: (``BlockDesign.block_constants``).
+    constants: tuple[float, ...]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -117,6 +127,11 @@ def _entry_plan(layout: Layout) -> _EntryPlan:
     widths = list(feature_widths)
     widths += [math.prod(feature_widths[i] for i in group) for group in layout.interactions]
     widths += [1] if layout.intercept else []
+    norm = math.sqrt(len(widths))
+    constant = [1.0 / norm if hot else 0.0 for hot in one_hot]
+    constant += [1.0 / norm if all(one_hot[i] for i in group) else 0.0
+                 for group in layout.interactions]  # fmt: skip
+    constant += [1.0 / norm] if layout.intercept else []
     return _EntryPlan(
         one_hot=np.array(one_hot, dtype=np.bool_),
         sizes=np.array(sizes, dtype=np.int64),
@@ -124,8 +139,9 @@ def _entry_plan(layout: Layout) -> _EntryPlan:
         members=np.array([i for group in layout.interactions for i in group], dtype=np.int64),
         ends=np.cumsum([len(group) for group in layout.interactions], dtype=np.int64),
         offsets=np.concatenate([[0], np.cumsum(widths[:-1])]).astype(np.int64),
-        norm=math.sqrt(len(widths)),
+        norm=norm,
         widths=tuple(int(w) for w in widths),
+        constants=tuple(constant),
     )
 
 
@@ -186,7 +202,10 @@ def encode_cells(
     :class:`~pmwcm.kernels.design.BlockDesign` whatever the width.
     """
     columns, values, width, widths = layout_entries(layout, cells)
-    design = design_for(columns, values, width, blocks=block_form, block_widths=widths)
+    design = design_for(
+        columns, values, width, blocks=block_form, block_widths=widths,
+        block_constants=_entry_plan(layout).constants,
+    )  # fmt: skip
     return design, scaled(cells[:, -1], layout.sizes[-1])
 
 

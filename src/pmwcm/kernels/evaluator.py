@@ -154,9 +154,9 @@ class CompiledGLMEvaluator(Evaluator):
     def fixed_fista(self, *, radius: float, step: float, iterations: int) -> FloatArray:
         """The fixed-budget FISTA of :mod:`pmwcm.kernels.fixed_budget`, compiled."""
         if self.vector_exp:
-            columns, values, fixed = self._design.block_major
+            columns, values, fixed, constants = self._design.block_major
             return fixed_fista_signed_logistic(
-                columns, values, fixed, self._labels, self.weights, self.problem.dim,
+                columns, values, fixed, constants, self._labels, self.weights, self.problem.dim,
                 self._l2, radius, step, iterations,
             )  # fmt: skip
         return fixed_fista(
