@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from pmwcm.kernels.design import BlockDesign
 from pmwcm.kernels.encoding import Layout, encode_cells, layout_entries, scaled
 
 
@@ -57,9 +58,9 @@ LAYOUTS = [
 @pytest.mark.parametrize("rows", [0, 1, 2000])
 def test_the_entries_are_the_encodings_definition(layout: Layout, order: str, rows: int) -> None:
     rng = np.random.default_rng(rows)
-    cells = np.asarray(
-        np.stack([rng.integers(0, s, rows) for s in layout.sizes], axis=1), order=order
-    ).reshape(rows, len(layout.sizes))
+    stacked = np.stack([rng.integers(0, s, rows) for s in layout.sizes], axis=1)
+    cells = (np.asfortranarray if order == "F" else np.ascontiguousarray)(stacked)
+    cells = cells.reshape(rows, len(layout.sizes))
     columns, values, width, widths = layout_entries(layout, cells)
     expected_columns, expected_values, expected_width = reference_entries(layout, cells)
     np.testing.assert_array_equal(columns, expected_columns.reshape(columns.shape))
@@ -72,6 +73,7 @@ def test_the_newton_solve_reads_the_entries_without_a_copy() -> None:
     layout = LAYOUTS[1]
     cells = np.stack([np.arange(50) % s for s in layout.sizes], axis=1)
     design, _ = encode_cells(layout, cells, block_form=True)
+    assert isinstance(design, BlockDesign)
     columns, values = design.row_major
     assert np.shares_memory(columns, design.columns)
     assert np.shares_memory(values, design.values)
