@@ -642,8 +642,9 @@ SECTION_READING = """
 * **Unrun**: the replace-one unit except on the 8,000-row binary table and full Adult
   at eps = 1; a second AIM run in most cells; AIM at k = 10,000; at full resolution,
   AIM on TV16 at eps = 4 (stopped after 40 minutes of its release in session 8) and on
-  loans (54 attributes); and k = 10,000 at eps = 0.5. The same-query gain at eps = 0.5 (k = 2,000) is 1.77x on all of
-  binary Adult and 1.01x at 8,000 rows, where the prior holds 95%.
+  loans (54 attributes); and k = 10,000 at eps = 0.5. The same-query gain at eps = 0.5
+  (k = 2,000) is 1.77x on all of binary Adult and 1.01x at 8,000 rows, where the prior
+  holds 95%.
 """
 
 
