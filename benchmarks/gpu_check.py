@@ -138,7 +138,7 @@ def _large_clique(dev: ArrayDevice, size: int) -> float:
     )
 
 
-def _median_ms(run: Callable[[], Any], dev: ArrayDevice, repeats: int) -> float:
+def median_ms(run: Callable[[], Any], dev: ArrayDevice, repeats: int) -> float:
     times = []
     for attempt in range(repeats + 2):
         _sync(dev)
@@ -181,15 +181,15 @@ def timings(dev: ArrayDevice, size: int, repeats: int) -> dict[str, object]:
         codes = cell_codes(host_rows, clique, sizes[:3])
         return np.bincount(codes, weights=host_p, minlength=cells)
 
-    marginal_ms = _median_ms(scatter, dev, repeats)
+    marginal_ms = median_ms(scatter, dev, repeats)
     return {
         "M": size,
         "path": dev.fused.name if dev.fused is not None else "array API",
         "marginal_ms": round(marginal_ms, 3),
-        "marginal_to_host_ms": round(_median_ms(to_host, dev, repeats), 3),
-        "below_threshold_round_ms": round(_median_ms(round_side, dev, repeats), 3),
-        "update_ms": round(_median_ms(update, dev, repeats), 3),
-        "host_bincount_ms": round(_median_ms(host_marginal, dev, max(1, repeats // 5)), 1),
+        "marginal_to_host_ms": round(median_ms(to_host, dev, repeats), 3),
+        "below_threshold_round_ms": round(median_ms(round_side, dev, repeats), 3),
+        "update_ms": round(median_ms(update, dev, repeats), 3),
+        "host_bincount_ms": round(median_ms(host_marginal, dev, max(1, repeats // 5)), 1),
         # Bytes the marginal must read: three uint8 codes and a float64 weight per record.
         "marginal_GB_per_s": round(size * 11 / (marginal_ms * 1e-3) / 1e9, 1),
     }
@@ -200,7 +200,7 @@ def copy_bandwidth(dev: ArrayDevice, gigabytes: float = 4.0, repeats: int = 10) 
     the ceiling a memory-bound pass is measured against in the same run."""
     xp = dev.xp
     source = xp.ones(int(gigabytes * 1e9 / 8), dtype=xp.float64, device=dev.device)
-    milliseconds = _median_ms(lambda: xp.asarray(source, copy=True), dev, repeats)
+    milliseconds = median_ms(lambda: xp.asarray(source, copy=True), dev, repeats)
     return round(2 * gigabytes / (milliseconds * 1e-3), 1)
 
 

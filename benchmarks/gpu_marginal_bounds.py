@@ -19,7 +19,8 @@ the same records and the same card:
   reads these bytes);
 * ``atomics only``: ``10^8`` atomics to the same cells without reading a weight
   (a lower bound on any kernel that makes one atomic per record);
-* ``copy``: the device-to-device copy rate, the bandwidth ceiling.
+* ``copy``: the device-to-device copy rate, the bandwidth ceiling
+  (:func:`gpu_check.copy_bandwidth`; every time is :func:`gpu_check.median_ms`'s).
 
 Every kernel's table is checked against CuPy's ``bincount`` on the same records
 (``1e-12`` relative) before it is timed; a wrong one is reported, not timed.
@@ -31,13 +32,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
+from gpu_check import copy_bandwidth, median_ms  # the same timing and ceiling as the check
 
 from pmwcm.kernels import cuda_kernels
+from pmwcm.kernels.array_device import ArrayDevice, resolve_device
 
 #: The kernel this project shipped before (commit cd995ba), verbatim but for its
 #: ``extern "C"`` name, for the ratio in one run.
@@ -126,18 +127,6 @@ extern "C" __global__ void atomics_only(const unsigned char* c, long long record
 """
 
 
-def _median_ms(cupy, run: Callable[[], object], repeats: int) -> float:  # type: ignore[no-untyped-def]
-    times = []
-    for attempt in range(repeats + 2):
-        cupy.cuda.Device().synchronize()
-        start = time.perf_counter()
-        run()
-        cupy.cuda.Device().synchronize()
-        if attempt >= 2:
-            times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
-
-
 class _Kernels:
     """The kernels compared, compiled once for the card."""
 
@@ -152,7 +141,9 @@ class _Kernels:
         self.probes = cupy.RawModule(code=PROBE_SOURCE)
 
 
-def measure(size: int, repeats: int) -> list[dict[str, object]]:
+def measure(
+    dev: ArrayDevice, kernels: _Kernels, size: int, repeats: int
+) -> list[dict[str, object]]:
     """Every kernel on the 10^6-cell clique, then the library and the kernel before on a
     100-cell clique (summed in each block's shared memory first)."""
     import cupy
@@ -162,12 +153,15 @@ def measure(size: int, repeats: int) -> list[dict[str, object]]:
     columns = cupy.asarray(host)
     p = cupy.asarray(rng.random(size))
     p /= p.sum()
-    kernels = _Kernels(cupy)
-    rows = _clique_rows(cupy, kernels, columns, p, (0, 1, 2), repeats)
-    return rows + _clique_rows(cupy, kernels, columns, p, (3,), repeats)
+    rows = _clique_rows(dev, kernels, columns, p, (0, 1, 2), repeats)
+    return rows + _clique_rows(dev, kernels, columns, p, (3,), repeats)
 
 
-def _clique_rows(cupy, kernels: _Kernels, columns, p, axes: tuple[int, ...], repeats: int):  # type: ignore[no-untyped-def]
+def _clique_rows(
+    dev: ArrayDevice, kernels: _Kernels, columns, p, axes: tuple[int, ...], repeats: int
+):  # type: ignore[no-untyped-def]
+    import cupy
+
     size = int(p.shape[0])
     sizes = (100,) * len(axes)
     cells = 100 ** len(axes)
@@ -209,7 +203,7 @@ def _clique_rows(cupy, kernels: _Kernels, columns, p, axes: tuple[int, ...], rep
                 rows.append({**row, "error": error})
                 print(json.dumps(rows[-1]), flush=True)
                 continue
-        ms = _median_ms(cupy, launch(name), repeats)
+        ms = median_ms(launch(name), dev, repeats)
         rows.append({
             **row, "ms": round(ms, 3),
             # Bytes a marginal must read: its byte codes and a float64 weight a record.
@@ -220,14 +214,6 @@ def _clique_rows(cupy, kernels: _Kernels, columns, p, axes: tuple[int, ...], rep
     return rows
 
 
-def copy_rate(gigabytes: float = 4.0, repeats: int = 10) -> float:
-    import cupy
-
-    source = cupy.ones(int(gigabytes * 1e9 / 8))
-    ms = _median_ms(cupy, lambda: source.copy(), repeats)
-    return round(2 * gigabytes / (ms * 1e-3), 1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e7, 1e8])
@@ -235,9 +221,12 @@ def main() -> None:
     args = parser.parse_args()
     import cupy
 
+    dev = resolve_device("cuda")
+    assert dev is not None  # resolve_device refuses "cuda" without a card
+    kernels = _Kernels(cupy)
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    print(f"device: {name}; device-to-device copy {copy_rate()} GB/s (read + written)")
-    rows = [row for size in args.sizes for row in measure(int(size), args.repeats)]
+    print(f"device: {name}; device-to-device copy {copy_bandwidth(dev)} GB/s (read + written)")
+    rows = [row for size in args.sizes for row in measure(dev, kernels, int(size), args.repeats)]
     keys = ["M", "cells", "kernel", "ms", "GB_per_s_read", "atomics_per_ns", "error"]
     print("\n| " + " | ".join(keys) + " |\n|" + "---|" * len(keys))
     for row in rows:

@@ -159,9 +159,10 @@ def _fill_entries(
     columns: NDArray[np.int64],
     values: FloatArray,
 ) -> None:
-    """Each row's entries (:func:`encode` for the features, then each interaction's
-    row-wise Kronecker product of its members, then the intercept), the columns
-    shifted by their block's offset and the values divided by ``norm``."""
+    """Each row's entries (each feature's block: a one-hot ``1`` at its code, or one
+    column of the code as :func:`scaled` maps it, in the same operations; then each
+    interaction's row-wise Kronecker product of its members, then the intercept), the
+    columns shifted by their block's offset and the values divided by ``norm``."""
     features = one_hot.size
     column = np.empty(features, dtype=np.int64)
     value = np.empty(features)
