@@ -3,8 +3,10 @@
 The support is ``--size`` records on full-resolution Adult's 14 attribute sizes
 (uniform codes, byte columns, C- or Fortran-ordered: the proposal draws them
 column-major), with normalised random weights. For each clique of ``--cliques`` (by
-default a dense one and three large ones, the widest with 20 cells per record at
-``M = 2^23``: sorted by the NumPy path, counted in the bitmap by the fused one) it
+default a dense one and four large ones: at ``M = 2^23`` one with 20 cells per record,
+sorted by the NumPy path, counted in the bitmap by the fused one, and one with
+``2 * 10^4`` per record, which both sort: ``np.unique`` against keys of code and
+position, :func:`~pmwcm.kernels.clique_table.position_bits`) it
 times, in the same process, the NumPy path the support used before (``cell_codes`` in
 ``int64``, ``occupied_cells``, the ``int32`` index, ``bincount``) and
 :mod:`pmwcm.kernels.support_cells` (``clique_mass``, or ``occupied_index`` and
@@ -29,12 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from pmwcm.kernels.clique_table import cell_codes, is_dense, occupied_cells
+from pmwcm.kernels.clique_table import (
+    DIRECT_CELLS_PER_CODE,
+    cell_codes,
+    is_dense,
+    occupied_cells,
+)
 from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
 
 #: Full-resolution Adult's attribute sizes (the bundled ``full`` schema).
 ADULT_FULL_SIZES = (85, 9, 100, 16, 7, 15, 6, 5, 2, 100, 100, 99, 42, 2)
-CLIQUES = ("3,5,13", "0,2,13", "0,3,11,13", "0,2,9,11,13")
+CLIQUES = ("3,5,13", "0,2,13", "0,3,11,13", "0,2,9,11,13", "0,2,9,10,11,13")
 
 
 def _best_ms(run: Callable[[], Any], repeats: int) -> float:
@@ -55,7 +62,10 @@ def numpy_table(records: np.ndarray, weights: np.ndarray, axes: list[int]) -> An
     codes = cell_codes(records, axes, sizes)
     if is_dense(tuple(sizes)):
         return np.bincount(codes, weights=weights, minlength=cells)
-    found, index = occupied_cells(codes, cells)
+    if cells <= DIRECT_CELLS_PER_CODE * codes.size:  # the direct count, unchanged
+        found, index = occupied_cells(codes, cells)
+    else:  # past it, the NumPy path sorted with np.unique (occupied_cells now sorts keys)
+        found, index = np.unique(codes, return_inverse=True)
     index = index.astype(np.int32)
     return found, index, np.bincount(index, weights=weights, minlength=found.size)
 

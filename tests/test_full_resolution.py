@@ -456,16 +456,18 @@ def test_the_engine_keeps_few_compiled_rounds() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     codes=st.lists(st.integers(0, 999), min_size=1, max_size=300),
-    spread=st.sampled_from([1, DIRECT_CELLS_PER_CODE, 10**6]),
+    spread=st.sampled_from([1, DIRECT_CELLS_PER_CODE, 10**6, 2**52]),
     dtype=st.sampled_from([np.int64, np.int32, np.uint16]),
 )
-def test_occupied_cells_are_numpys_unique_on_either_path(
+def test_occupied_cells_are_numpys_unique_on_every_path(
     codes: list[int], spread: int, dtype: type[np.integer]
 ) -> None:
-    """The direct count (a clique of at most 8 cells per code) and the sort give
-    ``np.unique(codes, return_inverse=True)`` exactly, whatever the code type."""
+    """The direct count (a clique of at most 8 cells per code), the sort of keys of
+    code and position, and ``np.unique`` itself (a clique too large for such keys:
+    spread ``2^52``) give ``np.unique(codes, return_inverse=True)`` exactly, whatever
+    the code type."""
     array = np.array(codes, dtype=dtype)
-    cell_count = max(1000, len(codes) * spread)  # spread 10^6 takes the sort
+    cell_count = max(1000, len(codes) * spread)  # spread 10^6 takes the keyed sort
     cells, inverse = occupied_cells(array, cell_count)
     expected, expected_inverse = np.unique(array.astype(np.int64), return_inverse=True)
     assert cells.dtype == np.int64 and inverse.dtype == np.intp

@@ -47,7 +47,7 @@ def test_clique_mass_is_the_weighted_bincount_of_the_cell_codes(
     [
         (2, 3),  # 200 cells: the bitmap
         (2, 4, 0, 3),  # 70,000 cells: the bitmap at the larger size, sorted at 1,000 records
-        (4, 2, 6, 0),  # 7,000,000 cells: more than 40 per record at both sizes, sorted
+        (4, 2, 6, 0),  # 7,000,000 cells: more than 2 per record at both sizes, sorted
     ],
 )
 def test_occupied_index_and_index_mass_match_occupied_cells_and_bincount(
@@ -64,6 +64,38 @@ def test_occupied_index_and_index_mass_match_occupied_cells_and_bincount(
     np.testing.assert_array_equal(cells[index], codes)
     expected_mass = np.bincount(expected_index, weights=weights, minlength=cells.size)
     np.testing.assert_allclose(index_mass(index, weights, cells.size), expected_mass, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("size", "order"), CASES)
+@pytest.mark.parametrize("keyed", [True, False])
+def test_the_sorted_index_keys_codes_with_positions_or_falls_back_to_unique(
+    size: int, order: str, keyed: bool
+) -> None:
+    """Both ways of sorting give :func:`occupied_cells`' arrays: the keyed sort where a
+    code and a position fit in 63 bits, ``np.unique`` where they would not (a clique
+    declared of ``2^62`` cells, so the decision, not the codes, changes)."""
+    records, _ = _support(size, order)
+    axes = (4, 2, 6, 0)
+    records[size // 2, list(axes)] = 0  # cell 0 occupied: no code may pass for "none yet"
+    sizes = [SIZES[a] for a in axes]
+    count = int(np.prod(sizes)) if keyed else 2**62
+    expected_cells, expected_index = occupied_cells(cell_codes(records, axes, sizes), count)
+    calls: list[int] = []
+    original = np.unique
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return original(*args, **kwargs)  # type: ignore[call-overload]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(support_cells.np, "unique", counting)
+        cells, index = support_cells._sorted_index(
+            records, np.asarray(axes, np.int64), np.asarray(sizes, np.int64), count
+        )
+    assert bool(calls) is not keyed
+    assert index.dtype == np.int32
+    np.testing.assert_array_equal(cells, expected_cells)
+    np.testing.assert_array_equal(index, expected_index)
 
 
 def test_a_table_as_large_as_the_support_is_summed_in_one_pass(

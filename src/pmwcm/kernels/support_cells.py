@@ -27,8 +27,9 @@ do not depend on the machine):
   most :data:`DIRECT_CELLS_PER_RECORD` cells per record, two passes over the
   records (the first marks the occupied cells in a bitmap; the second reads
   each record's rank from it, as the bitmap's set bits before it) and one over
-  the bitmap's words; beyond, the codes (one fused pass) sorted by
-  ``np.unique``;
+  the bitmap's words; beyond, one fused pass makes each record a key of its
+  code and position, one ``int64`` sort orders them and one pass reads the
+  ranks off the sorted keys;
 * :func:`index_mass`: the masses on the cells from the index (kept between
   rounds: a later round on the clique, after a reweight, starts here), one
   pass.
@@ -47,6 +48,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from pmwcm.kernels.clique_table import position_bits, split_sorted_keys
 from pmwcm.kernels.support_passes import pass_chunks, pass_pool
 
 __all__ = ["clique_mass", "index_mass", "occupied_index"]
@@ -54,9 +56,12 @@ __all__ = ["clique_mass", "index_mass", "occupied_index"]
 FloatArray = NDArray[np.float64]
 #: A large clique's occupied cells are found in a bitmap of all its cells (one bit a
 #: cell, and one ``int64`` count per 64 cells: 0.25 bytes a cell) while it has at most
-#: this many cells per record (at most 10 bytes a record, against the index's 4 and the
-#: weights' 8); beyond, the records' codes are sorted.
-DIRECT_CELLS_PER_RECORD = 40
+#: this many cells per record; beyond, the records' keys of code and position are
+#: sorted. The bitmap's passes grow with the cells, the sort with the records: on 2^23
+#: uniform records of full Adult's sizes (``benchmarks/support_tables.py``'s support)
+#: the bitmap took 65-72 ms up to 0.2 cells a record, 118-140 at 0.7-0.9, 194 at 1.6,
+#: 263 at 3.2 and 476 at 20, the sort 155-210 ms throughout.
+DIRECT_CELLS_PER_RECORD = 2
 #: A chunk's own table is kept only while the chunks' tables together stay within
 #: this many cells per record (a clique of nearly ``M`` occupied cells is summed
 #: by one pass instead of four ``M``-cell temporaries).
@@ -132,6 +137,14 @@ def _read_ranks(records, axes, sizes, words, before, index, begin, end):  # type
         code = _code(records, i, axes, sizes)
         below = (_ONE << np.uint64(code & 63)) - _ONE
         index[i] = before[code >> 6] + _popcount(words[code >> 6] & below)
+
+
+@njit(cache=True, nogil=True)
+def _keyed_codes(records, axes, sizes, shift, keys, begin, end):  # type: ignore[no-untyped-def]
+    # Each record's cell code above its own position: sorting the keys sorts the codes
+    # and carries every record along (the keys are distinct, so no stable sort is needed).
+    for i in range(begin, end):
+        keys[i] = (_code(records, i, axes, sizes) << shift) | i
 
 
 @njit(cache=True, nogil=True)
@@ -250,13 +263,7 @@ def occupied_index(
     axes_, sizes_, count = _clique(records, axes, sizes)
     size = records.shape[0]
     if count > DIRECT_CELLS_PER_RECORD * max(size, 1):
-        codes = np.empty(size, dtype=np.int64)
-        _each(
-            pass_chunks(size),
-            lambda begin, end: _codes(records, axes_, sizes_, codes, begin, end),
-        )
-        cells, inverse = np.unique(codes, return_inverse=True)
-        return cells, inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
+        return _sorted_index(records, axes_, sizes_, count)
     words = _marked(size, -(-count // 64), lambda out, begin, end: _mark(
         records, axes_, sizes_, out, begin, end
     ))  # fmt: skip
@@ -270,6 +277,30 @@ def occupied_index(
         lambda begin, end: _read_ranks(records, axes_, sizes_, words, before, index, begin, end),
     )
     return cells, index
+
+
+def _sorted_index(
+    records: NDArray[np.integer], axes: NDArray[np.int64], sizes: NDArray[np.int64], count: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """:func:`occupied_index` by sorting, for a clique of many cells per record: each
+    record's key of code and position made in one fused pass, one ``int64`` sort and
+    one pass over the sorted keys (:func:`~pmwcm.kernels.clique_table.position_bits`);
+    ``np.unique`` over the codes where a code and a position do not fit in 63 bits."""
+    size = records.shape[0]
+    shift = position_bits(count, size)
+    if shift is None:
+        codes = np.empty(size, dtype=np.int64)
+        _each(pass_chunks(size), lambda begin, end: _codes(records, axes, sizes, codes, begin, end))
+        cells, inverse = np.unique(codes, return_inverse=True)
+        return cells, inverse.reshape(-1).astype(np.int32)  # at most M < 2^31 cells
+    keys = np.empty(size, dtype=np.int64)
+    _each(
+        pass_chunks(size),
+        lambda begin, end: _keyed_codes(records, axes, sizes, shift, keys, begin, end),
+    )
+    keys.sort()
+    index = np.empty(size, dtype=np.int32)
+    return split_sorted_keys(keys, shift, index), index
 
 
 def index_mass(index: NDArray[np.integer], weights: FloatArray, count: int) -> FloatArray:
