@@ -25,12 +25,15 @@ from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.measured_pipeline import (
     BROKEN_MEASURED,
     OnSupport,
+    Unflagged,
     measured,
+    measured_parts_case,
     measured_pipeline_case,
 )
 from pmwcm.audit.pipeline import PipelineMechanism, crosscheck_pipeline
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
+from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NumpyNoise
 
@@ -54,6 +57,8 @@ def cases() -> dict[str, AuditCase]:
         "support noiseless": measured_pipeline_case(
             build=BROKEN_MEASURED[NOISELESS], backend="support"
         ),
+        "parts": measured_parts_case(),
+        "parts noiseless": measured_parts_case(build=BROKEN_MEASURED[NOISELESS]),
     }
 
 
@@ -132,14 +137,51 @@ def test_the_support_control_releases_the_data_marginals(cases: dict[str, AuditC
         assert np.array_equal(mm.values, case.dataset0.marginal(mm.clique)) and mm.sigma > 0
 
 
-def test_the_suite_audits_both_backends_and_must_catch_both_controls() -> None:
+def test_the_suite_audits_both_backends_and_the_parts_and_must_catch_every_control() -> None:
     names = [c.name for c in suite.pipeline_cases()]
     assert sum(name.startswith("measured update:") for name in names) == 1
     assert sum(name.startswith("measured update on the support") for name in names) == 1
+    assert sum(name.startswith("measured parts:") for name in names) == 1
     controls = {c.name: must for c, must in suite.negative_controls()}
     broken = {name: must for name, must in controls.items() if "broken measured" in name}
-    assert len(broken) == 2 and all(broken.values())
+    assert len(broken) == 3 and all(broken.values())
     assert sum("on the support" in name for name in broken) == 1
+    assert sum(name.startswith("broken measured parts:") for name in broken) == 1
+
+
+def test_every_update_of_the_parts_stream_measures_a_part_of_its_query(
+    cases: dict[str, AuditCase],
+) -> None:
+    case = cases["parts"]
+    m = case.mechanism
+    assert isinstance(m, PipelineMechanism) and m.build == Unflagged(measured)
+    engine = m.build(case.dataset0, m.config, NumpyNoise(seed=0))
+    for query in m.queries:
+        assert engine.answer(query).source == "hypothesis"
+    labels = [entry.label for entry in engine.ledger.entries]
+    assert labels == ["clique measurement 1", "sparse vector"] + [
+        f"clique measurement {t}" for t in range(2, len(m.queries) + 1)
+    ]
+    domain = case.dataset0.domain
+    for query, update in zip(m.queries, engine.updates, strict=True):
+        asked = set(engine.cm_round(query).clique)
+        assert not is_dense(domain.sizes_of(tuple(asked)))  # too large to measure
+        assert set(update.round.clique) < asked and is_dense(domain.sizes_of(update.round.clique))
+    assert [mm.clique for mm in engine.prior_measurements] == [
+        u.round.clique for u in engine.updates
+    ]
+    assert engine.ledger.spent_epsilon() <= 1.0
+
+
+def test_the_parts_pipeline_is_not_flagged(cases: dict[str, AuditCase], seed: int) -> None:
+    r = cases["parts"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.verdict == "consistent", r
+
+
+def test_a_part_released_without_noise_is_caught(cases: dict[str, AuditCase], seed: int) -> None:
+    # No flags, so no oracle noise: every answer is a function of the data (100 vs 0 hits).
+    r = cases["parts noiseless"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.violated and r.epsilon_lower_bound > 1.5, r
 
 
 def test_the_support_pipeline_is_not_flagged(cases: dict[str, AuditCase], seed: int) -> None:

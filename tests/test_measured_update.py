@@ -9,7 +9,7 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.engine.measured_update import MeasuredUpdate, measured_positions
+from pmwcm.engine.measured_update import MeasuredUpdate, measured_positions, part_to_measure
 from pmwcm.engine.online import query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
@@ -386,3 +386,153 @@ def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: 
     support = rules["support"]
     assert support.threshold_factor(measured=True) == 1.0
     assert support.threshold_factor(measured=False) == UNMEASURED_THRESHOLD > 1.0
+
+
+#: A query on all four cannot be measured (24,000 cells), its part on ``y, x, z`` can.
+PART_DOMAIN = Domain.from_sizes({"y": 2, "x": 2, "z": 2, "wide": 3000})
+WIDE_QUERY = CMQuery(
+    loss="logistic", target="y", features=("x", "z", "wide"), encodings={"wide": "ordinal"},
+    interactions=(("x", "z"),),
+)  # fmt: skip
+
+
+def _part_data(seed: int, n: int = 4_000) -> PrivateData:
+    rng = np.random.default_rng(seed)
+    x, z = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    y = (x ^ z) | (rng.random(n) < 0.05)  # the label a 3-way structure no pair shows
+    records = np.stack([y, x, z, rng.integers(0, 3000, n)], axis=1)
+    return PrivateData.from_records(PART_DOMAIN, records)
+
+
+def _part_engine(data: PrivateData, seed: int, k: int, **settings: object):  # type: ignore[no-untyped-def]
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=k, mode="hybrid", after_halt="synthetic",
+        prior="uniform", **settings,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return build_engine(data, config, noise=NumpyNoise(seed=seed))
+
+
+def _ridge(query: CMQuery, count: int) -> list[CMQuery]:
+    """``count`` distinct queries on ``query``'s clique (each a round of its own)."""
+    return [dataclasses.replace(query, l2=0.01 * (j + 1)) for j in range(count)]
+
+
+def test_the_part_kept_is_the_largest_that_fits_the_least_measured_first() -> None:
+    first = part_to_measure(PART_DOMAIN, WIDE_QUERY, [])
+    assert first is not None and first == first.canonical(PART_DOMAIN)
+    # Its features, their encodings and the interactions within them; the rest as asked.
+    assert (first.features, first.interactions, dict(first.encodings)) == (
+        ("x", "z"), (("x", "z"),), {},
+    )  # fmt: skip
+    assert (first.loss, first.target, first.radius) == ("logistic", "y", WIDE_QUERY.radius)
+    domain = Domain.from_sizes({"y": 2, "a": 50, "b": 50, "c": 3})
+    query = CMQuery(loss="squared", target="y", features=("a", "b", "c"))
+    picks = [part_to_measure(domain, query, measured) for measured in (
+        [], [("y", "a", "c")], [("c", "y", "a"), ("y", "b", "c")],
+        [("y", "a", "c"), ("y", "b", "c"), ("y", "c", "a")],
+    )]  # fmt: skip
+    assert [p.features if p else None for p in picks] == [
+        ("a", "c"), ("b", "c"), ("a", "c"), ("b", "c"),
+    ]  # fmt: skip
+    wide_only = CMQuery(loss="logistic", target="y", features=("wide",))
+    assert part_to_measure(PART_DOMAIN, wide_only, []) is None  # 6,000 cells: nothing fits
+
+
+def test_a_paced_update_due_on_an_unmeasurable_clique_measures_a_part_first(seed: int) -> None:
+    data = _part_data(seed)
+    # No flags (a threshold no error reaches): the part is the round's only update.
+    engine = _part_engine(data, seed, k=5, update="measure", threshold=1e9)
+    update = engine.measured_update
+    assert update is not None and not update.measured_positions
+    assert update.measures_parts(PART_DOMAIN, engine.cm_round(WIDE_QUERY).clique)
+    before = engine.hypothesis
+    answer = engine.answer(WIDE_QUERY)  # the end of a 5-query stream: an update is due at once
+    assert answer.source == "hypothesis" and answer.updates == 1
+    (part,) = engine.updates
+    assert part.query == part_to_measure(PART_DOMAIN, WIDE_QUERY, [])
+    assert set(part.round.clique) == {"y", "x", "z"}
+    # Paid before it is drawn; the round's own sparse vector test comes after it.
+    labels = [entry.label for entry in engine.ledger.entries]
+    assert labels == ["clique measurement 1", "sparse vector"]
+    (measurement,) = engine.prior_measurements
+    assert measurement.clique == part.round.clique
+    assert measurement.sigma == clique_sigma(update.noise_multiplier, data.n)
+    # Read through the noisy measurement only: the hypothesis is the refit onto the released
+    # values, and its marginal on the part moved towards them (never onto the data).
+    refitted = update.absorb(before, [measurement])
+    assert np.array_equal(refitted.to_array(), engine.hypothesis.to_array())
+    truth = data.marginal(measurement.clique)
+    assert not np.array_equal(measurement.values, truth)
+
+    def gap(histogram: Histogram) -> float:
+        return float(np.abs(histogram.clique_table(measurement.clique).table() - truth).sum())
+
+    assert gap(engine.hypothesis) < gap(before) / 4
+
+
+@pytest.mark.parametrize("setting", ["announced cliques", "both", "oracle"])
+def test_no_part_is_measured_where_the_pacing_knows_the_cliques_or_no_measure_update(
+    setting: str, seed: int
+) -> None:
+    data = _part_data(seed)
+    narrow = CMQuery(loss="logistic", target="y", features=("x",))
+    stream = [narrow, *_ridge(WIDE_QUERY, 4)]
+    if setting == "announced cliques":  # the pacing runs over the measured one
+        config = PMWConfig(
+            epsilon=1.0, delta=1e-6, announced_queries=5, mode="hybrid",
+            after_halt="synthetic", prior="uniform", update="measure",
+        )  # fmt: skip
+        cliques = [query.clique for query in stream]
+        engine = build_engine(data, config, noise=NumpyNoise(seed=seed), workload=cliques)
+    else:
+        engine = _part_engine(data, seed, k=5, update=setting)
+    for query in stream:
+        engine.answer(query)
+    asked = {query_key(query, PART_DOMAIN) for query in stream}
+    assert all(query_key(u.query, PART_DOMAIN) in asked for u in engine.updates)
+
+
+def test_a_part_leaves_a_slot_for_the_rounds_own_flag_and_the_ledger_stays_exact(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``T = 3``, an update due at every round and every query flagged (threshold
+    ``-10^12``). The first round's part takes one slot and its own flag another (an
+    oracle call: the clique cannot be measured). At the second round one slot is left:
+    no part (its flag would be a fourth update), the flag takes it, and the engine
+    halts, its budget spent within ``(epsilon, delta)``."""
+    monkeypatch.setattr(MeasuredUpdate, "due", lambda self, **counts: True)
+    data = _part_data(seed)
+    engine = _part_engine(data, seed, k=3, update="measure", threshold=-1e12)
+    assert engine.settings.max_updates == 3
+    for query in _ridge(WIDE_QUERY, 3):
+        engine.answer(query)
+    labels = [entry.label for entry in engine.ledger.entries]
+    assert labels == ["clique measurement 1", "sparse vector", "oracle call 2", "oracle call 3"]
+    assert engine.halted and [len(u.round.clique) for u in engine.updates] == [3, 4, 4]
+    assert engine.answers[-1].source == "synthetic"
+    exact = _exact_epsilon([e.event for e in engine.ledger.entries], 1e-6)
+    assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9
+
+
+def test_a_snapshot_keeps_the_part_as_an_update_and_its_slot(seed: int) -> None:
+    """A restored engine counts the parts' slots as the saved one does, so both go on to
+    make the same parts (no flags: a threshold no error reaches; the answers differ only
+    by the noise streams, which a restore does not carry)."""
+    data = _part_data(seed)
+    stream = _ridge(WIDE_QUERY, 4)
+
+    def engine_():  # type: ignore[no-untyped-def]
+        return _part_engine(data, seed, k=4, update="measure", threshold=1e9)
+
+    engine = engine_()
+    for query in stream[:2]:
+        engine.answer(query)
+    assert [len(u.round.clique) for u in engine.updates] == [3, 3]
+    restored = restore(engine_(), snapshot(engine))
+    assert [u.query for u in restored.updates] == [u.query for u in engine.updates]
+    assert np.array_equal(restored.hypothesis.to_array(), engine.hypothesis.to_array())
+    for query in stream[2:]:
+        engine.answer(query)
+        restored.answer(query)
+    assert len(engine.updates) > 2
+    assert [u.query for u in restored.updates] == [u.query for u in engine.updates]

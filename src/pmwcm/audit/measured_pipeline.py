@@ -40,6 +40,16 @@ threshold on ``<theta, v>`` (100 vs 0 hits from 100 trials per input, the
 lower bound 1.86 at ``alpha = 1e-6`` against the claimed 1). On the support the
 public draw moves the refit, so a few trials cross: 91-99 vs 0 hits from 100
 trials (seeds 0-5), lower bounds 1.65-1.83 (``tests/test_audit_measured_pipeline.py``).
+
+**Parts** (:func:`measured_parts_case`). The same measured build, dense, on
+:func:`parts_pair` (the parity pair with a 600-valued fifth attribute), asked
+:func:`parts_stream`: six queries whose cliques are too large to measure, so every
+paced update measures a part of its query's clique
+(:meth:`~pmwcm.engine.steps.EngineSteps.measure_part`) before the round's own
+sparse-vector test. The sparse vector's threshold is one no error reaches
+(:class:`Unflagged`, a public setting), so no oracle call adds its noise, and the
+same negative control is caught as sharply: 100 vs 0 hits, lower bound 1.857. A
+trial costs ~170 ms (the refits on the 9,600-cell hypothesis).
 """
 
 from __future__ import annotations
@@ -56,13 +66,25 @@ from pmwcm.engine.measured_update import MeasuredUpdate
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
+from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import FloatArray
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.marginal_measurement import clique_sigma
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import Measurement
 from pmwcm.mechanisms.private_data import PrivateData
 
-__all__ = ["BROKEN_MEASURED", "AuditedBackend", "OnSupport", "measured", "measured_pipeline_case"]
+__all__ = [
+    "BROKEN_MEASURED",
+    "AuditedBackend",
+    "OnSupport",
+    "Unflagged",
+    "measured",
+    "measured_parts_case",
+    "measured_pipeline_case",
+    "parts_pair",
+    "parts_stream",
+]
 
 AuditedBackend = Literal["dense", "support"]
 
@@ -118,6 +140,73 @@ class OnSupport:
 
 #: Deliberately broken measured pipelines the audit must flag.
 BROKEN_MEASURED: dict[str, Build] = {"noiseless measurement": _noiseless_measurement}
+
+#: The wide attribute of :func:`parts_pair`: a clique of a target, two parity bits
+#: and it has 4,800 cells, past the 2^12 a measurement takes; one bit and it, 2,400.
+WIDE_VALUES = 600
+
+
+def parts_pair(n: int = 4000) -> tuple[PrivateData, PrivateData]:
+    """:func:`~pmwcm.audit.pipeline.parity_pair` with a fifth attribute ``w`` of
+    :data:`WIDE_VALUES` values cycling through the records; ``D1`` replaces record 0 (all
+    zeros) by its complement (ones, ``w = 599``)."""
+    if n < 8:
+        raise ValueError(f"need n >= 8, got n={n}.")
+    names = {f"x{j}": 2 for j in range(4)}
+    domain = Domain.from_sizes({**names, "w": WIDE_VALUES})
+    i = np.arange(n)
+    x0, x1, x3 = i % 2, (i // 2) % 2, (i // 4) % 2
+    records = np.column_stack([x0, x1, x0 ^ x1, x3, i % WIDE_VALUES])
+    flipped = records.copy()
+    flipped[0] = [1, 1, 1, 1, WIDE_VALUES - 1]
+    return PrivateData.from_records(domain, records), PrivateData.from_records(domain, flipped)
+
+
+def parts_stream() -> tuple[CMQuery, ...]:
+    """Six queries whose cliques hold ``w`` and are too large to measure: each update
+    that falls due measures a part of one (:func:`~pmwcm.engine.measured_update.part_to_measure`:
+    the parity clique ``x0, x1, x2`` first, then other bits, then a bit with ``w``), so
+    every measurement of a trial is a part's."""
+    wide = {"encodings": {"w": "ordinal"}}
+    return (
+        CMQuery(loss="logistic", target="x2", features=("x0", "x1", "w"), **wide),  # type: ignore[arg-type]
+        CMQuery(loss="huber", target="x3", features=("x1", "x2", "w"), loss_param=0.5,
+                radius=2.0, **wide),  # type: ignore[arg-type]
+        CMQuery(loss="squared", target="x1", features=("x0", "x2", "w"), **wide),  # type: ignore[arg-type]
+        CMQuery(loss="logistic", target="x0", features=("x1", "x3", "w"), **wide),  # type: ignore[arg-type]
+        CMQuery(loss="smoothed_hinge", target="x2", features=("x0", "x1", "w"),
+                interactions=(("x0", "x1"),), radius=2.0, **wide),  # type: ignore[arg-type]
+        CMQuery(loss="logistic", target="x3", features=("x0", "x1", "x2", "w"), **wide),  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Unflagged:
+    """``build`` with a sparse-vector threshold no error reaches (a public setting): the
+    test still runs on every round, and every answer is the hypothesis's."""
+
+    build: Build
+
+    def __call__(self, data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+        """The engine ``build`` makes with ``threshold=10^9`` (in sensitivities)."""
+        return self.build(data, dataclasses.replace(config, threshold=1e9), noise)
+
+
+def measured_parts_case(
+    *, epsilon: float = 1.0, delta: float = 1e-6, n: int = 4000, build: Build = measured
+) -> AuditCase:
+    """The measured pipeline (``build``, dense backend, :class:`Unflagged`) on
+    :func:`parts_pair`, asked :func:`parts_stream`: every update is a paced one
+    that measures a part of its query's clique
+    (:meth:`~pmwcm.engine.steps.EngineSteps.measure_part`). Without flags no oracle call
+    adds its noise to the transcript, so a part released without noise leaves every
+    answer a function of the data: the negative control is caught as sharply as the
+    measured update's (:func:`measured_pipeline_case`)."""
+    label = "measured parts" if build is measured else "broken measured parts"
+    return pipeline_case(
+        epsilon=epsilon, delta=delta, n=n, build=Unflagged(build), label=label,
+        pair=parts_pair, stream=parts_stream,
+    )  # fmt: skip
 
 
 def measured_pipeline_case(

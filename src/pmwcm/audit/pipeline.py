@@ -330,10 +330,13 @@ def pipeline_case(
     n: int = 4000,
     build: Build = shipped,
     label: str = "default pipeline",
+    pair: Callable[[int], tuple[PrivateData, PrivateData]] = parity_pair,
+    stream: Callable[[], tuple[CMQuery, ...]] = default_stream,
 ) -> AuditCase:
-    """The pipeline ``build`` at ``PMWConfig(epsilon, delta)`` on :func:`parity_pair`."""
-    d0, d1 = parity_pair(n)
-    queries = default_stream()
+    """The pipeline ``build`` at ``PMWConfig(epsilon, delta)`` on ``pair(n)`` (by default
+    :func:`parity_pair`), asked ``stream()`` (by default :func:`default_stream`)."""
+    d0, d1 = pair(n)
+    queries = stream()
     config = PMWConfig(epsilon=epsilon, delta=delta)
     dims = tuple(q.compile(d0.domain).dim for q in queries)
     mechanism = PipelineMechanism(config=config, queries=queries, dims=dims, build=build)

@@ -74,6 +74,7 @@ not measured: its update is the oracle's, at the same multiplier.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -86,6 +87,7 @@ from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import FloatArray, Histogram
+from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.accounting import (
     Accountant,
     calibrate_gaussian_multiplier,
@@ -108,6 +110,7 @@ __all__ = [
     "calibrate_update_noise",
     "measured_positions",
     "measured_updates",
+    "part_to_measure",
 ]
 
 UpdateKind = Literal["oracle", "measure", "both"]
@@ -224,6 +227,51 @@ def measured_positions(domain: Domain, cliques: Sequence[Sequence[str]]) -> tupl
         for position, clique in enumerate(cliques)
         if is_dense(domain.sizes_of(tuple(clique)))
     )
+
+
+def part_to_measure(
+    domain: Domain, query: CMQuery, measured: Sequence[Sequence[str]]
+) -> CMQuery | None:
+    """The part of ``query`` a paced update measures in its place
+    (:meth:`MeasuredUpdate.measures_parts`): the same problem on its target and as
+    many of its features as fit a measurable clique
+    (:func:`~pmwcm.kernels.clique_table.is_dense`; its interactions within them), of
+    those parts the one whose clique was ``measured`` least often (the cliques
+    measured so far, as sets), ties in the order of ``itertools.combinations``
+    over the features; canonical on ``domain``. ``None`` where no feature fits
+    beside the target. Public: the schema, the query and the released measurements.
+
+    The largest part keeps most of the query's joint structure (its pairs with the
+    target are in the prior already), and a part measured before is measured again
+    only once every other part of that size has been.
+
+    >>> from pmwcm.kernels.domain import Domain
+    >>> domain = Domain.from_sizes({"y": 2, "a": 50, "b": 50, "c": 3})
+    >>> query = CMQuery(loss="logistic", target="y", features=("a", "b", "c"))
+    >>> part_to_measure(domain, query, []).features
+    ('a', 'c')
+    >>> part_to_measure(domain, query, [("y", "a", "c")]).features
+    ('b', 'c')
+    """
+    seen: dict[frozenset[str], int] = {}
+    for clique in measured:
+        seen[frozenset(clique)] = seen.get(frozenset(clique), 0) + 1
+    target = query.target
+    for size in range(len(query.features), 0, -1):
+        fitting = [
+            part
+            for part in itertools.combinations(query.features, size)
+            if is_dense(domain.sizes_of((target, *part)))
+        ]
+        if fitting:
+            kept = min(fitting, key=lambda part: seen.get(frozenset((target, *part)), 0))
+            return dataclasses.replace(
+                query,
+                features=kept,
+                encodings={f: e for f, e in query.encodings.items() if f in kept},
+                interactions=tuple(g for g in query.interactions if set(g) <= set(kept)),
+            ).canonical(domain)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,6 +399,26 @@ class MeasuredUpdate:
     def measures(self, domain: Domain, clique: tuple[str, ...]) -> bool:
         """Whether a flagged query on ``clique`` is measured (public: kind and schema)."""
         return self.kind != "oracle" and is_dense(domain.sizes_of(clique))
+
+    def measures_parts(self, domain: Domain, clique: tuple[str, ...]) -> bool:
+        """Whether a paced update that falls due on ``clique`` measures a part of it
+        (:func:`part_to_measure`) before the round: ``kind="measure"``, a clique too
+        large to measure, and no announced measured queries to pace over (public).
+
+        Where the stream was announced with queries it can measure, the pacing runs
+        over those (:meth:`due`) and never falls due elsewhere. Announced by its
+        length alone (an interactive analyst, a session), or with none it can
+        measure, the pacing cannot know which later queries it could measure: on
+        full-resolution Adult's stepwise analyst (k = 92, eps = 1) the measurable
+        queries came first (a target and one or two features) and the updates that
+        fell due on the wider ones later were never made, 10% of the budget unspent.
+        """
+        return (
+            self.kind == "measure"
+            and self.pace_queries is not None
+            and not self.measured_positions
+            and not self.measures(domain, clique)
+        )
 
     @property
     def calls_oracle(self) -> bool:

@@ -50,6 +50,11 @@ class RoundSteps(Protocol):
         """The data's clique table (read by the oracle only)."""
         ...
 
+    def measure_part(self, query: CMQuery | LinearQuery, round_: QueryRound) -> None:
+        """A paced update due on a clique too large to measure: a part of it measured
+        and absorbed first, where the plan has one (public decision)."""
+        ...
+
     def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:
         """Charges the sparse vector (once), then tests ``error``; ``True`` above."""
         ...
@@ -104,7 +109,9 @@ class SparseVectorMode:
     def run(
         self, steps: RoundSteps, query: CMQuery | LinearQuery, round_: QueryRound, key: str
     ) -> Answer:
-        """Steps 1-4 of the engine's loop (:mod:`pmwcm.engine.online`)."""
+        """Steps 1-4 of the engine's loop (:mod:`pmwcm.engine.online`), after a measured
+        part where one is due (:meth:`RoundSteps.measure_part`)."""
+        steps.measure_part(query, round_)
         finish = steps.begin_data_side(key, round_)  # runs while the hypothesis answers
         hypothesis = steps.hypothesis_side(round_)
         data_table, error = finish(hypothesis[1])

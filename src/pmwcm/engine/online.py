@@ -142,12 +142,12 @@ class OnlinePMW(PartsView, StateView):
                 )
         self._parts = parts
         self._running = RunningState(hypothesis, measurements)
-        #: the steps of a round: the only writer of the running state.
-        self._steps = EngineSteps(parts, self._running)
         #: compiled rounds (public inputs only), the last few kept.
         self._rounds = RoundCompiler(
             domain=parts.data.domain, n=parts.data.n, settings=parts.settings, oracle=parts.oracle
         )
+        #: the steps of a round: the only writer of the running state.
+        self._steps = EngineSteps(parts, self._running, self.cm_round)
 
     @classmethod
     def from_parts(cls, parts: EngineParts, *, state: EngineState) -> Self:

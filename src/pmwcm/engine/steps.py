@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pmwcm.engine.data_side import DataSide
+from pmwcm.engine.measured_update import part_to_measure
 from pmwcm.engine.parts import EngineParts
 from pmwcm.engine.rounds import CMRound, QueryRound, as_table
 from pmwcm.engine.running_state import RunningState
@@ -30,10 +31,11 @@ from pmwcm.engine.state import Answer, Source, UpdateRecord
 from pmwcm.engine.step_size import PublicContext
 from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.engine.update_step import updated_hypothesis
+from pmwcm.errors import Refused
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
-from pmwcm.kernels.queries import CMQuery
+from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.priors.marginals import Measurement
 
 __all__ = ["SECOND_CORE_MIN_WORK", "EngineSteps", "worth_a_second_core"]
@@ -65,9 +67,16 @@ class EngineSteps:
         running: the engine's running state (these steps are its only writer).
     """
 
-    def __init__(self, parts: EngineParts, running: RunningState) -> None:
+    def __init__(
+        self,
+        parts: EngineParts,
+        running: RunningState,
+        compile_round: Callable[[CMQuery], CMRound],
+    ) -> None:
         self.parts = parts
         self.running = running
+        #: the engine's round compiler (public inputs only), for a measured part's round.
+        self.compile_round = compile_round
         #: the real-data side of rounds: worker threads, the only reader of the data.
         self.data_side = DataSide(parts.data)
 
@@ -98,6 +107,51 @@ class EngineSteps:
     def data_table(self, round_: QueryRound) -> Any:
         """The data's clique table (what the oracle reads)."""
         return self.data_side.table(round_.clique)
+
+    def measure_part(self, query: CMQuery | LinearQuery, round_: QueryRound) -> None:
+        """Issue 35's paced update on a clique too large to measure, before the round.
+
+        Where the pacing has an update due at a fresh query whose clique no
+        measurement takes, on a stream announced by its length alone
+        (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.measures_parts`), the part
+        of the query :func:`~pmwcm.engine.measured_update.part_to_measure` picks is
+        measured (one update slot, charged first, as a measured update's) and the
+        hypothesis refitted onto it. The round then runs as any other: its own
+        sparse vector test on the refitted hypothesis, so its answer keeps the
+        round's certificate. The part is kept as an update (its query and the
+        refitted hypothesis's answer to it), so the slots it took are counted, and
+        snapshotted, as every update's are.
+
+        Every decision reads public values only: the setting, the schema, the query,
+        the counts of answers and updates, the cliques measured so far. It needs two
+        slots left: a flag of the round's own test may take the other.
+        """
+        parts, update = self.parts, self.parts.measured_update
+        if update is None or not isinstance(query, CMQuery) or not isinstance(round_, CMRound):
+            return
+        domain = parts.data.domain
+        if not update.measures_parts(domain, round_.clique):
+            return
+        used, cutoff = self.running.slots_used(parts), parts.settings.max_updates
+        if used.total + 2 > cutoff or not update.due(
+            answered=len(self.running.log.released),
+            updates=used.total,
+            pooled=used.pooled,
+            cutoff=cutoff,
+            measured=True,
+        ):
+            return
+        cliques = [measurement.clique for measurement in self.running.measurements]
+        part = part_to_measure(domain, query, cliques)
+        if part is None:
+            return
+        try:
+            part_round = self.compile_round(part)
+        except (QueryError, Refused):
+            return  # public: nothing read, nothing spent
+        measurement = self._measurement(part_round, self.data_side.table(part_round.clique))
+        assert measurement is not None  # a measurable clique of a measured plan
+        self._absorb(part, part_round, measurement)
 
     def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:
         """Charges the sparse vector's event (once, before its first test), then tests
@@ -179,6 +233,15 @@ class EngineSteps:
         is released (source ``"oracle"``: a private release paid in this round; its
         certificate is :meth:`~pmwcm.engine.measured_update.MeasuredUpdate.certificate`).
         Post-processing of the measurement; committed at once."""
+        answer = self._absorb(query, round_, measurement)
+        return self.release(key, answer, "oracle")
+
+    def _absorb(
+        self, query: CMQuery | LinearQuery, round_: QueryRound, measurement: Measurement
+    ) -> Any:
+        """The hypothesis refitted onto every measurement, ``measurement`` last, committed
+        with the update it makes; the refitted hypothesis's answer to ``round_``.
+        Post-processing of the measurement."""
         assert self.parts.measured_update is not None
         every = (*self.running.measurements, measurement)
         updated = self.parts.measured_update.absorb(self.running.hypothesis, every)
@@ -186,7 +249,7 @@ class EngineSteps:
         self.running.hypothesis = updated
         self.running.measurements = every
         self.running.updates.append(UpdateRecord(query=query, round=round_, private=answer))
-        return self.release(key, answer, "oracle")
+        return answer
 
     def oracle_level(self, round_: QueryRound) -> float:
         """This round's oracle noise level: the plan's, or, where the measured update
