@@ -338,7 +338,10 @@ class MeasuredUpdate:
           behind it: a paced update teaches the hypothesis a measured marginal, where
           an unmeasured clique's would be an oracle call at the measurement's noise
           level, a noisy released answer (on full-resolution Adult at ``epsilon = 1``
-          the stream's worst answers were such calls);
+          the stream's worst answers were such calls); where
+          :meth:`measures_parts` holds, the engine asks with ``measured=True`` on
+          such a clique too and measures a part of it instead (its round then
+          runs its own test);
         * the ``reserve`` left (``max(reserve, ceil(0.3 T))``) are the sparse vector's,
           so that an error it flags
           late in the stream still has an update behind it; the fallback's pool of
