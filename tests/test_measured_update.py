@@ -493,14 +493,13 @@ def test_no_part_is_measured_where_the_pacing_knows_the_cliques_or_no_measure_up
 
 
 def test_a_part_leaves_a_slot_for_the_rounds_own_flag_and_the_ledger_stays_exact(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+    seed: int,
 ) -> None:
-    """``T = 3``, an update due at every round and every query flagged (threshold
-    ``-10^12``). The first round's part takes one slot and its own flag another (an
-    oracle call: the clique cannot be measured). At the second round one slot is left:
-    no part (its flag would be a fourth update), the flag takes it, and the engine
-    halts, its budget spent within ``(epsilon, delta)``."""
-    monkeypatch.setattr(MeasuredUpdate, "due", lambda self, **counts: True)
+    """``T = 3`` and every query flagged (threshold ``-10^12``). The first round's part
+    takes one slot and its own flag another (an oracle call: the clique cannot be
+    measured). At the second round one slot is left: no part (its flag would be a
+    fourth update), the flag takes it, and the engine halts, its budget spent within
+    ``(epsilon, delta)``. (:meth:`MeasuredUpdate.part_due`'s doctest has the slot rule.)"""
     data = _part_data(seed)
     engine = _part_engine(data, seed, k=3, update="measure", threshold=-1e12)
     assert engine.settings.max_updates == 3
@@ -512,6 +511,21 @@ def test_a_part_leaves_a_slot_for_the_rounds_own_flag_and_the_ledger_stays_exact
     assert engine.answers[-1].source == "synthetic"
     exact = _exact_epsilon([e.event for e in engine.ledger.entries], 1e-6)
     assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9
+
+
+def test_parts_are_measured_at_the_end_of_the_stream_only(seed: int) -> None:
+    """k = 100 announced, ``T < k``, no flags: the schedule keeps waiting for a query it
+    can measure whole until the last ``T`` queries, where what is left is spent on
+    parts, one a query, all but the last slot."""
+    k = 100
+    engine = _part_engine(_part_data(seed), seed, k=k, update="measure", threshold=1e9)
+    cutoff = engine.settings.max_updates
+    assert cutoff < k
+    answers = [engine.answer(query) for query in _ridge(WIDE_QUERY, k)]
+    first = k - cutoff
+    assert [a.updates for a in answers[:first]] == [0] * first
+    assert [a.updates for a in answers[first:]] == [*range(1, cutoff), cutoff - 1]
+    assert all(len(u.round.clique) == 3 for u in engine.updates)
 
 
 def test_a_snapshot_keeps_the_part_as_an_update_and_its_slot(seed: int) -> None:

@@ -111,8 +111,9 @@ class EngineSteps:
     def measure_part(self, query: CMQuery | LinearQuery, round_: QueryRound) -> None:
         """Issue 35's paced update on a clique too large to measure, before the round.
 
-        Where the pacing has an update due at a fresh query whose clique no
-        measurement takes, on a stream announced by its length alone
+        Where the pacing spends what is left at the end of the stream
+        (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.part_due`) at a fresh query
+        whose clique no measurement takes, on a stream announced by its length alone
         (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.measures_parts`), the part
         of the query :func:`~pmwcm.engine.measured_update.part_to_measure` picks is
         measured (one update slot, charged first, as a measured update's) and the
@@ -132,13 +133,11 @@ class EngineSteps:
         domain = parts.data.domain
         if not update.measures_parts(domain, round_.clique):
             return
-        used, cutoff = self.running.slots_used(parts), parts.settings.max_updates
-        if used.total + 2 > cutoff or not update.due(
+        used = self.running.slots_used(parts)
+        if not update.part_due(
             answered=len(self.running.log.released),
             updates=used.total,
-            pooled=used.pooled,
-            cutoff=cutoff,
-            measured=True,
+            cutoff=parts.settings.max_updates,
         ):
             return
         cliques = [measurement.clique for measurement in self.running.measurements]
