@@ -473,9 +473,10 @@ are speed only, bit-identical), with
     ... --tables adult-full --eps 0.5 --first-seed 2 --seeds 1 --updates measure
     ... --tables tv16 --eps 1 --seeds 1 --workload stepwise --updates measure aim-ar
 
-**Session 9: the measured update's parts** (docs/design.md section 11: a paced update
-due on a clique too large to measure measures a part of it, where no announced measured
-queries are paced over), so every full-resolution `measure` row was re-run: they
+**Session 9: the measured update's parts** (docs/design.md section 11: an update due at
+the end of the stream on a clique too large to measure measures a part of it, where no
+announced measured queries are paced over), so every full-resolution `measure` row was
+re-run: they
 announce only their length, as the stepwise rows do (the rows they replace are in
 `results/online_updates_before_parts.jsonl`; the `workload` rows announce measurable
 queries and the binary tables measure every clique, so neither changed), and more
@@ -503,11 +504,11 @@ SECTION_READING = """
   0.34x of AIM's mean / max (4.2e-5 / 2.5e-4 against 1.26e-4 / 7.2e-4), and at eps = 4
   at **0.19x / 0.19x** (7.0e-6 / 8.8e-5 against 3.7e-5 / 4.6e-4). At eps = 0.5
   (`measure`, since the workload start needs eps n >= 40,000 there; 3 streams since
-  session 8, with the parts since session 9) at 0.30x / 0.15x (1.6e-4 / 1.0e-3 against
+  session 8, with the parts since session 9) at 0.31x / 0.15x (1.6e-4 / 9.9e-4 against
   5.2e-4 / 6.8e-3). The paper's update with its own plan is at 1.20x / 0.89x (eps = 1)
   and 1.43x / 0.67x (eps = 4). With the adaptive stepwise analyst (92 queries, each
   method driven by its own answers; AIM on the same release) `measure` is at 0.09x /
-  0.12x (5.6e-5 / 5.1e-4 against 6.2e-4 / 4.1e-3; 3 streams since session 9). AIM's
+  0.12x (5.4e-5 / 5.1e-4 against 6.2e-4 / 4.1e-3; 3 streams since session 9). AIM's
   eps = 4 release took 26 min and 3.0 GB; answering the 2,000 queries on its model's
   marginals, killed by the kernel at 23 GB in session 5, took 70 min within 1.5 GB
   once attributes of a large clique were held in turn (the head above). On TV16 at eps
@@ -547,25 +548,21 @@ SECTION_READING = """
   most of the budget at this n), 99.6-100% of epsilon spent, at most 0.05% unchecked.
 * **Session 9: parts of cliques too large to measure** (the same streams, against
   the rows in `results/online_updates_before_parts.jsonl`). Where a stream announces
-  only its length (the stepwise analyst, and these `measure` rows), a paced update
-  due on a wide clique now measures a part of it. Adult's stepwise analyst, the one
-  cell under 95% spent, now spends 99.3% on each of 3 streams (89.6-90.3% before, the
-  streams' seeds 0-2 run on both trees); the released answers' mean moved within
-  1.7% per stream, the final hypothesis's same-query gain rose from 1.22-1.46x to
-  1.50-1.68x, and against AIM's release it reads **0.09x / 0.12x** (3 streams now).
-  TV16's stepwise stream: 98.7% to 100% spent, mean 9.14e-5 to 9.09e-5, gain 1.48x
-  to 1.57x. On the random full-resolution `measure` streams (30, 3 a cell) every
-  cell now spends 99.4-100% (96.3-99.8% before); the means moved 0.98-1.03x (full
-  Adult at eps = 0.5 0.98x, the 8,000-row tables +0.4% to +3.3%, TV16 at eps = 0.5
-  +3.0%, loans 0.99x and 1.02x), the maxima 0.90-1.04x (loans at eps = 0.5: 0.108 to
-  0.097), and the same-query gain fell slightly on several (full Adult at 8,000
-  rows, eps = 4: 1.55x to 1.43x; TV16 at eps = 0.5: 1.55x to 1.44x): a part of a
-  random wide query teaches the final hypothesis less than the measurable query the
-  schedule used to wait for. Loans now reads 3.7e-3 / 9.7e-2 (eps = 0.5) and 1.9e-3 /
-  3.6e-2 (eps = 1). Against AIM the cells moved within those spreads:
-  the 8,000-row tables at 0.89x / 0.72x, 0.68x / 0.51x, 0.39x / 0.28x (full Adult,
-  eps 0.5 / 1 / 4) and 0.48x / 0.54x, 0.41x / 0.39x, 0.42x / 0.36x (TV16); TV16 at
-  eps = 0.5 0.55x / 0.32x; full Adult at eps = 0.5 0.30x / 0.15x.
+  only its length (the stepwise analyst, and these `measure` rows), an update due at
+  the end of the stream on a wide clique now measures a part of it. Adult's stepwise
+  analyst, the one cell under 95% spent, now spends 99.3% on each of 3 streams
+  (89.6-90.3% before; seeds 0-2 run on both trees), its means 5.00e-5 / 5.63e-5 /
+  5.68e-5 against 5.12e-5 / 5.79e-5 / 5.79e-5 before, the final hypothesis's
+  same-query gain 1.40-1.57x against 1.22-1.46x; against AIM's release it reads
+  **0.09x / 0.12x** (3 streams now). TV16's stepwise stream: 98.7% to 100% spent, mean
+  9.14e-5 to 9.08e-5. On the random full-resolution `measure` streams every re-run
+  cell now spends 99.4-100% (96.3-99.8% before) with the same means and maxima as
+  before on TV16 and full Adult (their answers before the stream's end are the
+  same), and the gain moved 0.95-1.04x (TV16 at 8,000 rows, eps = 4: 1.42x to 1.35x).
+  Parts wherever the schedule fell due were tried first
+  (`results/online_updates_parts_everywhere.jsonl`): they took the slots of later
+  measurable queries, the means rose up to 3.3% and the gain fell (full Adult at
+  8,000 rows, eps = 4: 1.55x to 1.43x), so the parts wait for the end.
 * **Session 9: more AIM releases.** A second and third release on TV16 at 8,000 rows
   (eps = 0.5 and 1; a second at eps = 4) and on binary Adult at eps = 0.5 (both
   tables). AIM's mean over its releases moved 0.57-1.21x from its first release's:

@@ -338,10 +338,9 @@ class MeasuredUpdate:
           behind it: a paced update teaches the hypothesis a measured marginal, where
           an unmeasured clique's would be an oracle call at the measurement's noise
           level, a noisy released answer (on full-resolution Adult at ``epsilon = 1``
-          the stream's worst answers were such calls); where
-          :meth:`measures_parts` holds, the engine asks with ``measured=True`` on
-          such a clique too and measures a part of it instead (its round then
-          runs its own test);
+          the stream's worst answers were such calls); at the end of the stream,
+          where :meth:`measures_parts` holds, the engine measures a part of such a
+          clique instead (:meth:`part_due`; its round then runs its own test);
         * the ``reserve`` left (``max(reserve, ceil(0.3 T))``) are the sparse vector's,
           so that an error it flags
           late in the stream still has an update behind it; the fallback's pool of
@@ -404,9 +403,10 @@ class MeasuredUpdate:
         return self.kind != "oracle" and is_dense(domain.sizes_of(clique))
 
     def measures_parts(self, domain: Domain, clique: tuple[str, ...]) -> bool:
-        """Whether a paced update that falls due on ``clique`` measures a part of it
-        (:func:`part_to_measure`) before the round: ``kind="measure"``, a clique too
-        large to measure, and no announced measured queries to pace over (public).
+        """Whether an update due at the end of the stream on ``clique`` measures a part
+        of it (:func:`part_to_measure`, :meth:`part_due`) before the round:
+        ``kind="measure"``, a clique too large to measure, and no announced measured
+        queries to pace over (public).
 
         Where the stream was announced with queries it can measure, the pacing runs
         over those (:meth:`due`) and never falls due elsewhere. Announced by its
