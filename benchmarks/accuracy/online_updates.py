@@ -558,7 +558,7 @@ SECTION_READING = """
   9.14e-5 to 9.08e-5. On the random full-resolution `measure` streams every re-run
   cell now spends 99.4-100% (96.3-99.8% before) with the same means and maxima as
   before on TV16 and full Adult (their answers before the stream's end are the
-  same), and the gain moved 0.95-1.04x (TV16 at 8,000 rows, eps = 4: 1.42x to 1.35x).
+  same), and the gain moved 0.96-1.04x (TV16 at 8,000 rows, eps = 4: 1.42x to 1.35x).
   Parts wherever the schedule fell due were tried first
   (`results/online_updates_parts_everywhere.jsonl`): they took the slots of later
   measurable queries, the means rose up to 3.3% and the gain fell (full Adult at
