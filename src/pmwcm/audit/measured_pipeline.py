@@ -61,7 +61,7 @@ from typing import Literal
 import numpy as np
 
 from pmwcm.audit.cases import AuditCase
-from pmwcm.audit.pipeline import Build, pipeline_case
+from pmwcm.audit.pipeline import Build, parity_records, pipeline_case
 from pmwcm.engine.measured_update import MeasuredUpdate
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
@@ -150,13 +150,9 @@ def parts_pair(n: int = 4000) -> tuple[PrivateData, PrivateData]:
     """:func:`~pmwcm.audit.pipeline.parity_pair` with a fifth attribute ``w`` of
     :data:`WIDE_VALUES` values cycling through the records; ``D1`` replaces record 0 (all
     zeros) by its complement (ones, ``w = 599``)."""
-    if n < 8:
-        raise ValueError(f"need n >= 8, got n={n}.")
     names = {f"x{j}": 2 for j in range(4)}
     domain = Domain.from_sizes({**names, "w": WIDE_VALUES})
-    i = np.arange(n)
-    x0, x1, x3 = i % 2, (i // 2) % 2, (i // 4) % 2
-    records = np.column_stack([x0, x1, x0 ^ x1, x3, i % WIDE_VALUES])
+    records = np.column_stack([parity_records(n), np.arange(n) % WIDE_VALUES])
     flipped = records.copy()
     flipped[0] = [1, 1, 1, 1, WIDE_VALUES - 1]
     return PrivateData.from_records(domain, records), PrivateData.from_records(domain, flipped)
@@ -167,16 +163,16 @@ def parts_stream() -> tuple[CMQuery, ...]:
     that falls due measures a part of one (:func:`~pmwcm.engine.measured_update.part_to_measure`:
     the parity clique ``x0, x1, x2`` first, then other bits, then a bit with ``w``), so
     every measurement of a trial is a part's."""
-    wide = {"encodings": {"w": "ordinal"}}
+    wide = {"w": "ordinal"}
     return (
-        CMQuery(loss="logistic", target="x2", features=("x0", "x1", "w"), **wide),  # type: ignore[arg-type]
+        CMQuery(loss="logistic", target="x2", features=("x0", "x1", "w"), encodings=wide),
         CMQuery(loss="huber", target="x3", features=("x1", "x2", "w"), loss_param=0.5,
-                radius=2.0, **wide),  # type: ignore[arg-type]
-        CMQuery(loss="squared", target="x1", features=("x0", "x2", "w"), **wide),  # type: ignore[arg-type]
-        CMQuery(loss="logistic", target="x0", features=("x1", "x3", "w"), **wide),  # type: ignore[arg-type]
+                radius=2.0, encodings=wide),
+        CMQuery(loss="squared", target="x1", features=("x0", "x2", "w"), encodings=wide),
+        CMQuery(loss="logistic", target="x0", features=("x1", "x3", "w"), encodings=wide),
         CMQuery(loss="smoothed_hinge", target="x2", features=("x0", "x1", "w"),
-                interactions=(("x0", "x1"),), radius=2.0, **wide),  # type: ignore[arg-type]
-        CMQuery(loss="logistic", target="x3", features=("x0", "x1", "x2", "w"), **wide),  # type: ignore[arg-type]
+                interactions=(("x0", "x1"),), radius=2.0, encodings=wide),
+        CMQuery(loss="logistic", target="x3", features=("x0", "x1", "x2", "w"), encodings=wide),
     )  # fmt: skip
 
 

@@ -88,6 +88,7 @@ __all__ = [
     "memoised_pld",
     "noiseless",
     "parity_pair",
+    "parity_records",
     "pipeline_case",
     "pipeline_family",
     "released_direction",
@@ -292,15 +293,21 @@ def pipeline_family(mechanism: PipelineMechanism, direction: FloatArray) -> Even
 def parity_pair(n: int = 4000) -> tuple[PrivateData, PrivateData]:
     """``(D0, D1)``: ``x0, x1, x3`` cycle through their values, ``x2 = x0 XOR x1``;
     ``D1`` replaces record 0 (all zeros) by its complement (all ones)."""
-    if n < 8:
-        raise ValueError(f"need n >= 8, got n={n}.")
     domain = Domain.from_sizes({f"x{j}": 2 for j in range(4)})
-    i = np.arange(n)
-    x0, x1, x3 = i % 2, (i // 2) % 2, (i // 4) % 2
-    records = np.column_stack([x0, x1, x0 ^ x1, x3])
+    records = parity_records(n)
     flipped = records.copy()
     flipped[0] = 1 - flipped[0]
     return PrivateData.from_records(domain, records), PrivateData.from_records(domain, flipped)
+
+
+def parity_records(n: int) -> NDArray[np.int64]:
+    """:func:`parity_pair`'s ``D0`` as an ``(n, 4)`` array: record ``i`` has ``x0, x1,
+    x3`` the bits 0, 1, 2 of ``i`` and ``x2 = x0 XOR x1`` (record 0 all zeros)."""
+    if n < 8:
+        raise ValueError(f"need n >= 8, got n={n}.")
+    i = np.arange(n)
+    x0, x1, x3 = i % 2, (i // 2) % 2, (i // 4) % 2
+    return np.column_stack([x0, x1, x0 ^ x1, x3])
 
 
 def default_stream() -> tuple[CMQuery, ...]:

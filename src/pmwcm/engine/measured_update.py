@@ -378,12 +378,7 @@ class MeasuredUpdate:
             return False
         if not measured:
             return False
-        # The query's place (1-based) among the ``total`` the schedule runs over.
-        if self.measured_positions:
-            place = bisect.bisect_right(self.measured_positions, answered)
-            total = len(self.measured_positions)
-        else:
-            place, total = answered + 1, self.pace_queries
+        place, total = self._place(answered)
         if total - place < cutoff - updates:
             return True  # the end of the expected stream: spend what is left
         # The schedule counts the slots outside the oracle pool (``pooled`` of ``updates``);
@@ -447,7 +442,18 @@ class MeasuredUpdate:
         """
         if self.pace_queries is None or updates + 2 > cutoff:
             return False
-        return self.pace_queries - (answered + 1) < cutoff - updates
+        place, total = self._place(answered)
+        return total - place < cutoff - updates  # :meth:`due`'s end of the stream
+
+    def _place(self, answered: int) -> tuple[int, int]:
+        """The next fresh query's place (1-based) among the ``total`` queries the
+        schedule runs over: the announced measured ones where there are any, else
+        the ``pace_queries`` expected (:meth:`due`; needs ``pace_queries``)."""
+        if self.measured_positions:
+            place = bisect.bisect_right(self.measured_positions, answered)
+            return place, len(self.measured_positions)
+        assert self.pace_queries is not None
+        return answered + 1, self.pace_queries
 
     @property
     def calls_oracle(self) -> bool:

@@ -51,8 +51,8 @@ class RoundSteps(Protocol):
         ...
 
     def measure_part(self, query: CMQuery | LinearQuery, round_: QueryRound) -> None:
-        """A paced update due on a clique too large to measure: a part of it measured
-        and absorbed first, where the plan has one (public decision)."""
+        """An update due at the end of the stream on a clique too large to measure: a
+        part of it measured and absorbed first, where the plan has one (public decision)."""
         ...
 
     def sparse_vector_test(self, round_: QueryRound, error: float) -> bool:

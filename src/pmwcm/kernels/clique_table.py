@@ -100,7 +100,8 @@ def occupied_cells(
     if shift is None:
         cells, inverse = np.unique(codes.astype(np.int64, copy=False), return_inverse=True)
         return cells, inverse.reshape(-1)
-    keys = codes.astype(np.int64) << shift
+    keys = codes.astype(np.int64)  # a copy, shifted and tagged in place
+    keys <<= shift
     keys |= np.arange(codes.size, dtype=np.int64)
     keys.sort()
     inverse = np.empty(codes.size, dtype=np.intp)
@@ -116,8 +117,9 @@ def position_bits(cell_count: int, size: int) -> int | None:
     needed) orders the codes and carries each position along: one in-place sort
     of one ``M``-long array, with NumPy's vectorised ``int64`` sort, where
     ``np.unique(codes, return_inverse=True)`` does an ``argsort`` and gathers
-    through several ``M``-long temporaries (at ``M = 2^23``: about 0.2 s against
-    1.3-1.8 s, ``benchmarks/support_scale.py``'s stream, profiled).
+    through several ``M``-long temporaries (at ``M = 2^23`` on the two widest cliques
+    of ``benchmarks/support_tables.py``, the whole occupied index 0.30-0.32 s against
+    1.0 s).
     """
     shift = max(size - 1, 1).bit_length()
     return None if (max(cell_count, 1) - 1) >> (63 - shift) else shift
