@@ -7,7 +7,9 @@ random weights on the simplex:
 * every loss with a compiled form (logistic; squared; Huber at three ``delta``)
   gives the same value, gradient and data Hessian in the compiled form as in the
   NumPy form, to ``1e-12`` relative, with and without ``l2``; the vectorised
-  signed-logistic slopes and the paired slope are the NumPy slopes;
+  signed-logistic slopes and the paired slope are the NumPy slopes; the Newton
+  solve's one pass gives the value, gradient and Hessian of the three passes bit for
+  bit;
 * for every catalogue loss, and the Moreau envelope of each non-smooth one, the
   NumPy gradient is the central difference of the objective, and the data
   Hessian (smooth losses) the central difference of the gradient, at points
@@ -148,6 +150,14 @@ def test_compiled_and_numpy_forms_agree(
         assert hessian is not None
         compiled = glm.glm_hessian(columns, values, labels, weights, theta, *kind)
         np.testing.assert_allclose(compiled, hessian, rtol=1e-12, atol=1e-15)
+        # The Newton solve's one pass: the three results above, bit for bit.
+        pass_gradient, pass_hessian = np.full(DIM, np.nan), np.full((DIM, DIM), np.nan)
+        one_pass = glm.glm_value_gradient_hessian(
+            columns, values, labels, weights, theta, l2, *kind, pass_gradient, pass_hessian
+        )
+        assert one_pass == value
+        np.testing.assert_array_equal(pass_gradient, got)
+        np.testing.assert_array_equal(pass_hessian, compiled)
 
 
 @pytest.mark.parametrize("design_kind", DESIGNS)
