@@ -22,6 +22,8 @@ from pmwcm.kernels.clique_table import (
     CliqueTable,
     is_dense,
     occupied_cells,
+    position_bits,
+    sort_keys_by_code,
 )
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.design import BlockDesign, DenseDesign
@@ -451,6 +453,25 @@ def test_the_engine_keeps_few_compiled_rounds() -> None:
     for pair in list(itertools.combinations(features, 2))[: ROUND_CACHE_ENTRIES + 8]:
         engine.answer(CMQuery(loss="logistic", target="income>50K", features=pair))
     assert len(engine._rounds) == ROUND_CACHE_ENTRIES
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    draws=st.lists(st.integers(0, 2**62), min_size=1, max_size=3000),
+    cell_count=st.sampled_from([1, 2, 3, 2**11, 2**11 + 1, 2**22 + 5, 2**33, 2**40 - 3]),
+)
+def test_the_radix_sort_of_keys_is_numpys_sort(draws: list[int], cell_count: int) -> None:
+    """:func:`sort_keys_by_code` sorts keys ``code << shift | position`` as ``np.sort``
+    does, whatever the number of passes (1 to 4 here; an odd count returns the second
+    buffer) and with repeated codes, whose positions must keep their order (a sort
+    that is not stable in each pass puts them out of order). A planted bug that
+    drops the last pass, or sorts by the position bits, fails here."""
+    codes = np.array(draws, dtype=np.int64) % cell_count
+    shift = position_bits(cell_count, codes.size)
+    assert shift is not None
+    keys = (codes << shift) | np.arange(codes.size, dtype=np.int64)
+    expected = np.sort(keys)
+    np.testing.assert_array_equal(sort_keys_by_code(keys.copy(), shift, cell_count), expected)
 
 
 @settings(max_examples=60, deadline=None)

@@ -47,7 +47,7 @@ def test_clique_mass_is_the_weighted_bincount_of_the_cell_codes(
     [
         (2, 3),  # 200 cells: the bitmap
         (2, 4, 0, 3),  # 70,000 cells: the bitmap at the larger size, sorted at 1,000 records
-        (4, 2, 6, 0),  # 7,000,000 cells: more than 2 per record at both sizes, sorted
+        (4, 2, 6, 0),  # 7,000,000 cells: more than 5 per record at both sizes, sorted
     ],
 )
 def test_occupied_index_and_index_mass_match_occupied_cells_and_bincount(

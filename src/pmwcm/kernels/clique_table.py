@@ -37,6 +37,7 @@ __all__ = [
     "is_dense",
     "occupied_cells",
     "position_bits",
+    "sort_keys_by_code",
     "split_sorted_keys",
 ]
 
@@ -49,6 +50,9 @@ MAX_CLIQUE_CELLS = 2**62
 DIRECT_CELLS_PER_CODE = 8
 #: The direct count's table holds int32 ranks: beyond this many cells, the sort.
 _MAX_RANKED_CELLS = 2**31 - 1
+#: :func:`sort_keys_by_code` sorts at most this many bits a pass: a count table of
+#: ``2^11`` buckets (16 KiB) stays in the first-level cache while the keys stream by.
+RADIX_BITS = 11
 
 
 def is_dense(shape: tuple[int, ...]) -> bool:
@@ -85,7 +89,7 @@ def occupied_cells(
     returns. A clique with at most :data:`DIRECT_CELLS_PER_CODE` cells per code is
     counted into a table over all its cells and ranked by a cumulative sum,
     ``O(len(codes) + cell_count)``; a larger one is sorted, ``O(len(codes) log)``, as
-    keys of code and position (:func:`position_bits`).
+    keys of code and position (:func:`position_bits`, :func:`sort_keys_by_code`).
 
     >>> cells, inverse = occupied_cells(np.array([5, 2, 5, 7]), 8)
     >>> cells.tolist(), inverse.tolist()
@@ -103,7 +107,7 @@ def occupied_cells(
     keys = codes.astype(np.int64)  # a copy, shifted and tagged in place
     keys <<= shift
     keys |= np.arange(codes.size, dtype=np.int64)
-    keys.sort()
+    keys = sort_keys_by_code(keys, shift, cell_count)
     inverse = np.empty(codes.size, dtype=np.intp)
     return split_sorted_keys(keys, shift, inverse), inverse
 
@@ -113,16 +117,56 @@ def position_bits(cell_count: int, size: int) -> int | None:
     ``cell_count`` cells in one ``int64`` sort key (:func:`split_sorted_keys`), or
     ``None`` where code and position do not fit in 63 bits together.
 
-    Sorting the keys ``code << shift | position`` (distinct, so no stable sort is
-    needed) orders the codes and carries each position along: one in-place sort
-    of one ``M``-long array, with NumPy's vectorised ``int64`` sort, where
+    Sorting the keys ``code << shift | position`` orders the codes and carries each
+    position along, in one ``M``-long array (:func:`sort_keys_by_code`), where
     ``np.unique(codes, return_inverse=True)`` does an ``argsort`` and gathers
     through several ``M``-long temporaries (at ``M = 2^23`` on the two widest cliques
     of ``benchmarks/support_tables.py``, the whole occupied index 0.30-0.32 s against
-    1.0 s).
+    1.0 s with NumPy's sort of the keys, session 9).
     """
     shift = max(size - 1, 1).bit_length()
     return None if (max(cell_count, 1) - 1) >> (63 - shift) else shift
+
+
+@njit(cache=True, nogil=True)
+def sort_keys_by_code(keys: NDArray[np.int64], shift: int, cell_count: int) -> NDArray[np.int64]:
+    """The keys ``code << shift | position`` (:func:`position_bits`) of codes below
+    ``cell_count``, written in position order, sorted: ``np.sort(keys)``, by a
+    least-significant-digit radix sort of the code bits alone.
+
+    Each pass is a stable counting sort on the next :data:`RADIX_BITS` or fewer
+    bits of the code (a count per digit, its prefix sums, one scatter), so after
+    the passes the keys are ordered by code and, within a code, in the order they
+    came: by position, since position ``i`` was written at index ``i``. That is the
+    order of the whole keys, so the result is ``np.sort``'s, element for element.
+    ``ceil(b / 11)`` passes over ``b = bit_length(cell_count - 1)`` code bits, each
+    reading and writing the keys once: at ``M = 2^23`` keys of 28-34 code bits, 3-4
+    passes took 150-165 ms of CPU where NumPy's comparison sort took 550-560
+    (``benchmarks/README.md``, session 10). Returns ``keys`` or a second buffer of
+    its size (its only temporary, 8 bytes a key); which one is the pass count's.
+    """
+    bits = 1  # bit_length(cell_count - 1), at least 1
+    while (cell_count - 1) >> bits:
+        bits += 1
+    passes = -(-bits // RADIX_BITS)
+    width = -(-bits // passes)
+    mask = (1 << width) - 1
+    counts = np.empty((1 << width) + 1, dtype=np.int64)
+    source, target = keys, np.empty_like(keys)
+    for step in range(passes):
+        low = shift + step * width
+        counts[:] = 0
+        for j in range(source.size):
+            counts[((source[j] >> low) & mask) + 1] += 1
+        for digit in range(1, counts.size):  # counts[d]: where digit d's keys start
+            counts[digit] += counts[digit - 1]
+        for j in range(source.size):
+            key = source[j]
+            digit = (key >> low) & mask
+            target[counts[digit]] = key
+            counts[digit] += 1
+        source, target = target, source
+    return source
 
 
 @njit(cache=True, nogil=True)

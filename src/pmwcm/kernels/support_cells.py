@@ -48,7 +48,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from pmwcm.kernels.clique_table import position_bits, split_sorted_keys
+from pmwcm.kernels.clique_table import position_bits, sort_keys_by_code, split_sorted_keys
 from pmwcm.kernels.support_passes import pass_chunks, pass_pool
 
 __all__ = ["clique_mass", "index_mass", "occupied_index"]
@@ -58,10 +58,13 @@ FloatArray = NDArray[np.float64]
 #: cell, and one ``int64`` count per 64 cells: 0.25 bytes a cell) while it has at most
 #: this many cells per record; beyond, the records' keys of code and position are
 #: sorted. The bitmap's passes grow with the cells, the sort with the records: on 2^23
-#: uniform records of full Adult's sizes (``benchmarks/support_tables.py``'s support)
-#: the bitmap took 65-72 ms up to 0.2 cells a record, 118-140 at 0.7-0.9, 194 at 1.6,
-#: 263 at 3.2 and 476 at 20, the sort 155-210 ms throughout.
-DIRECT_CELLS_PER_RECORD = 2
+#: uniform records of a two-attribute clique (session 10, the radix sort of
+#: :func:`~pmwcm.kernels.clique_table.sort_keys_by_code`; wall ms, two runs, load 2.5)
+#: the bitmap took 66 at 0.25-0.5 cells a record, 92 at 1, 110 at 2, 125-159 at 3,
+#: 132-191 at 4, 161-248 at 5, 238-241 at 6 and 263-338 at 8, the whole sort path
+#: 167-300 throughout (217-255 from 5 on). With NumPy's comparison sort (550 ms for
+#: the keys alone on this machine) the limit was 2.
+DIRECT_CELLS_PER_RECORD = 5
 #: A chunk's own table is kept only while the chunks' tables together stay within
 #: this many cells per record (a clique of nearly ``M`` occupied cells is summed
 #: by one pass instead of four ``M``-cell temporaries).
@@ -283,7 +286,8 @@ def _sorted_index(
     records: NDArray[np.integer], axes: NDArray[np.int64], sizes: NDArray[np.int64], count: int
 ) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
     """:func:`occupied_index` by sorting, for a clique of many cells per record: each
-    record's key of code and position made in one fused pass, one ``int64`` sort and
+    record's key of code and position made in one fused pass, a radix sort of the
+    keys by their code bits (:func:`~pmwcm.kernels.clique_table.sort_keys_by_code`) and
     one pass over the sorted keys (:func:`~pmwcm.kernels.clique_table.position_bits`);
     ``np.unique`` over the codes where a code and a position do not fit in 63 bits."""
     size = records.shape[0]
@@ -298,7 +302,7 @@ def _sorted_index(
         pass_chunks(size),
         lambda begin, end: _keyed_codes(records, axes, sizes, shift, keys, begin, end),
     )
-    keys.sort()
+    keys = sort_keys_by_code(keys, shift, count)
     index = np.empty(size, dtype=np.int32)
     return split_sorted_keys(keys, shift, index), index
 
