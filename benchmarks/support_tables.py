@@ -3,10 +3,10 @@
 The support is ``--size`` records on full-resolution Adult's 14 attribute sizes
 (uniform codes, byte columns, C- or Fortran-ordered: the proposal draws them
 column-major), with normalised random weights. For each clique of ``--cliques`` (by
-default a dense one and four large ones: at ``M = 2^23`` one with 20 cells per record,
-sorted by the NumPy path, counted in the bitmap by the fused one, and one with
-``2 * 10^4`` per record, which both sort: ``np.unique`` against keys of code and
-position, :func:`~pmwcm.kernels.clique_table.position_bits`) it
+default a dense one and four large ones: at ``M = 2^23`` one with 20 cells per record
+and one with ``2 * 10^4``, which both paths sort: ``np.unique`` against keys of code and
+position, :func:`~pmwcm.kernels.clique_table.position_bits`, radix-sorted by their code
+bits, :func:`~pmwcm.kernels.clique_table.sort_keys_by_code`) it
 times, in the same process, the NumPy path the support used before (``cell_codes`` in
 ``int64``, ``occupied_cells``, the ``int32`` index, ``bincount``) and
 :mod:`pmwcm.kernels.support_cells` (``clique_mass``, or ``occupied_index`` and

@@ -28,7 +28,8 @@ do not depend on the machine):
   records (the first marks the occupied cells in a bitmap; the second reads
   each record's rank from it, as the bitmap's set bits before it) and one over
   the bitmap's words; beyond, one fused pass makes each record a key of its
-  code and position, one ``int64`` sort orders them and one pass reads the
+  code and position, a radix sort of the keys by their code bits orders them
+  (:func:`~pmwcm.kernels.clique_table.sort_keys_by_code`) and one pass reads the
   ranks off the sorted keys;
 * :func:`index_mass`: the masses on the cells from the index (kept between
   rounds: a later round on the clique, after a reweight, starts here), one
