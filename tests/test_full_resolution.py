@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pmwcm.data.bundled import load_adult
@@ -453,6 +454,34 @@ def test_the_engine_keeps_few_compiled_rounds() -> None:
     for pair in list(itertools.combinations(features, 2))[: ROUND_CACHE_ENTRIES + 8]:
         engine.answer(CMQuery(loss="logistic", target="income>50K", features=pair))
     assert len(engine._rounds) == ROUND_CACHE_ENTRIES
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(
+        st.sampled_from([1, 2, 3, 7, 49, 100, 65_536, 999_983, 2**25 - 1, 2**25 + 1, 2**31]),
+        min_size=1,
+        max_size=6,
+    ),
+    draws=st.lists(st.integers(0, 2**62), min_size=1, max_size=200),
+)
+def test_unravelled_cells_are_numpys_unravel_index(sizes: list[int], draws: list[int]) -> None:
+    """A sparse table's cells (per-attribute codes of its occupied cells) are
+    ``np.unravel_index``'s, on both of ``_unravel``'s paths: the float reciprocal below
+    ``2^50`` cells and integer division above. The last cell and its neighbours are
+    always among the codes, and so are multiples of the last size: there
+    ``code * fl(1 / s)`` truncates one below the quotient for sizes like 49, and a
+    reciprocal path without its correction fails here."""
+    cell_count = math.prod(sizes)
+    assume(cell_count <= 2**62)
+    rows = cell_count // sizes[-1]
+    multiples = [(d % rows) * sizes[-1] for d in draws]
+    edges = [0, cell_count - 1, max(cell_count - 2, 0)]
+    codes = np.unique(np.array([d % cell_count for d in draws] + multiples + edges))
+    codes = codes.astype(np.int64)
+    table = CliqueTable(shape=tuple(sizes), codes=codes, mass=np.ones(codes.size))
+    expected = np.stack(np.unravel_index(codes, tuple(sizes)), axis=1)
+    np.testing.assert_array_equal(table.cells(), expected)
 
 
 @settings(max_examples=80, deadline=None)

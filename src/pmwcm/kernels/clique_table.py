@@ -222,18 +222,52 @@ def _ranked_cells(
     return cells, inverse
 
 
+#: Below this many cells :func:`_unravel` divides through a float reciprocal: a code
+#: ``c < 2^50`` converts exactly, and ``c * fl(1 / s)`` is within ``c / s * 2^-51.9 <
+#: 0.25`` of ``c / s``, so its truncation is the quotient or one off it, which one
+#: comparison of the remainder corrects.
+_RECIPROCAL_CELLS = 2**50
+
+
 @njit(cache=True, nogil=True)
 def _unravel(codes: NDArray[np.int64], shape: NDArray[np.int64]) -> NDArray[np.int64]:
     """``np.stack(np.unravel_index(codes, shape), axis=1)`` in one pass (a support's large
     clique has up to ``M`` occupied cells: NumPy's form made ``|C|`` arrays, then a
     stacked copy and an ``int64`` one), column-major: the design reads it attribute
-    by attribute."""
+    by attribute.
+
+    Each digit is ``code mod s`` and the code carried on is ``code div s``, taken by
+    multiplying by ``1 / s`` where the clique has fewer than :data:`_RECIPROCAL_CELLS`
+    cells (exactly: the constant's comment), by integer division above: on 181,440
+    codes of six attributes 0.4-1.3 ms against 5.1, on 8.3 million 250-280 against
+    400-420 (there the writes bound it).
+    """
     out = np.empty((shape.size, codes.size), dtype=np.int64).T
+    cells = 1
+    for size in shape:
+        cells *= size
+    if cells > _RECIPROCAL_CELLS:  # public: the shape
+        for i in range(codes.size):
+            code = codes[i]
+            for j in range(shape.size - 1, -1, -1):
+                out[i, j] = code % shape[j]
+                code //= shape[j]
+        return out
+    inverse = 1.0 / shape.astype(np.float64)
     for i in range(codes.size):
         code = codes[i]
         for j in range(shape.size - 1, -1, -1):
-            out[i, j] = code % shape[j]
-            code //= shape[j]
+            size = shape[j]
+            quotient = np.int64(code * inverse[j])
+            digit = code - quotient * size
+            if digit < 0:
+                quotient -= 1
+                digit += size
+            elif digit >= size:
+                quotient += 1
+                digit -= size
+            out[i, j] = digit
+            code = quotient
     return out
 
 
