@@ -75,7 +75,7 @@ def dense_layout(layout: Layout) -> tuple[Design, FloatArray, float]:
 
 
 def layout_entries(
-    layout: Layout, cells: NDArray[np.int64]
+    layout: Layout, cells: NDArray[np.integer]
 ) -> tuple[NDArray[np.int64], FloatArray, int, tuple[int, ...]]:
     """Block-major ``(columns, values)``, shape ``(B, cells)``, the width, and each
     block's width (see :func:`encode_cells`).
@@ -147,7 +147,7 @@ def _entry_plan(layout: Layout) -> _EntryPlan:
 
 @njit(cache=True, nogil=True)
 def _fill_entries(
-    cells: NDArray[np.int64],
+    cells: NDArray[np.integer],
     one_hot: NDArray[np.bool_],
     sizes: NDArray[np.int64],
     feature_widths: NDArray[np.int64],
@@ -192,7 +192,7 @@ def _fill_entries(
 
 
 def encode_cells(
-    layout: Layout, cells: NDArray[np.int64], *, block_form: bool = False
+    layout: Layout, cells: NDArray[np.integer], *, block_form: bool = False
 ) -> tuple[Design, FloatArray]:
     """The design ``phi(x_C)`` and labels ``y(x_C)`` of ``cells`` (per-attribute codes
     ``(cells, |C|)``, the target last) for a query of ``layout``.

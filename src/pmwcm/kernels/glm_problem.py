@@ -87,7 +87,7 @@ class GLMProblem(ConvexProblem):
         copy.__dict__["clique"] = query.clique
         return copy
 
-    def on_cells(self, cells: NDArray[np.int64]) -> GLMProblem:
+    def on_cells(self, cells: NDArray[np.integer]) -> GLMProblem:
         """The same problem (same constants) evaluated on other cells of the clique.
 
         Raises:

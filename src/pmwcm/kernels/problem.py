@@ -68,7 +68,7 @@ class ConvexProblem(ABC):
     def cell_gradients(self, theta: FloatArray) -> FloatArray:
         """``grad_theta l(theta; x_C)`` of every cell, shape ``(cells, d)``."""
 
-    def on_cells(self, cells: NDArray[np.int64]) -> ConvexProblem:
+    def on_cells(self, cells: NDArray[np.integer]) -> ConvexProblem:
         """The same problem (same constants) on other cells of the clique, as
         per-attribute codes ``(cells, |C|)`` (for sparse clique tables).
 

@@ -324,7 +324,7 @@ class CMQuery:
         )
 
     def _features(
-        self, sub: Domain, cells: NDArray[np.int64], *, block_form: bool = False
+        self, sub: Domain, cells: NDArray[np.integer], *, block_form: bool = False
     ) -> tuple[Design, FloatArray]:
         """The design ``phi(x_C)`` and labels ``y(x_C)`` of ``cells`` on the clique
         ``sub`` (:func:`~pmwcm.kernels.encoding.encode_cells`)."""
