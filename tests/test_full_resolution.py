@@ -410,14 +410,18 @@ def test_full_resolution_adult_runs_end_to_end_on_a_small_support() -> None:
     assert samples.shape == (100, 14) and (samples < np.array(adult.domain.sizes)).all()
 
 
-def test_clique_caches_are_bounded() -> None:
-    """A stream of distinct cliques must not keep every table it saw (memory): sparse
-    tables (up to ``n`` cells each) by their number, dense ones by the cells they hold."""
+def test_clique_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream of distinct cliques must not keep every table it saw (memory): the data's
+    sparse tables (up to ``n`` cells each) by their number, the support's by the cells
+    they hold (up to ``M`` each: :data:`~pmwcm.kernels.support.TABLE_CELLS_PER_RECORD`,
+    here with a floor small enough to bind), dense ones by the cells they hold."""
     from itertools import combinations
 
+    from pmwcm.kernels import support as support_module
     from pmwcm.kernels.histogram import CACHED_MARGINAL_TOTAL
     from pmwcm.kernels.lru import DEFAULT_ENTRIES
 
+    monkeypatch.setattr(support_module, "MIN_TABLE_CELLS", 20_000)
     domain = Domain.from_sizes({f"a{i}": 3 for i in range(12)})
     records = np.random.default_rng(0).integers(0, 3, size=(500, 12))
     support, data = SupportHistogram(domain, records), PrivateData.from_records(domain, records)
@@ -425,7 +429,9 @@ def test_clique_caches_are_bounded() -> None:
     for clique in sparse:
         assert not support.clique_table(clique).is_dense
         assert not data.clique_table(clique).is_dense
-    assert len(support._tables) == len(data._tables) == DEFAULT_ENTRIES
+        assert support._tables.cells <= 20_000
+    assert len(data._tables) == DEFAULT_ENTRIES
+    assert 20_000 // 500 <= len(support._tables) < len(sparse)
     # evicted tables are recomputed, equal to what they were
     np.testing.assert_array_equal(
         support.clique_table(sparse[0]).table(), support.marginal(sparse[0])

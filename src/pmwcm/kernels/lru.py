@@ -110,5 +110,12 @@ class CellBudgetCache(Generic[K, V]):
         self._entries.clear()
         self.cells = 0
 
+    def copy(self) -> CellBudgetCache[K, V]:
+        """A cache of the same budget holding the same entries (the values shared)."""
+        twin: CellBudgetCache[K, V] = CellBudgetCache(self.budget)
+        twin._entries = dict(self._entries)
+        twin.cells = self.cells
+        return twin
+
     def __len__(self) -> int:
         return len(self._entries)

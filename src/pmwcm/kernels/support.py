@@ -47,7 +47,7 @@ from pmwcm.kernels.clique_table import (
 )
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
-from pmwcm.kernels.lru import LRUCache
+from pmwcm.kernels.lru import CellBudgetCache, LRUCache
 from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
 from pmwcm.kernels.support_passes import columns_of
 
@@ -56,6 +56,15 @@ IndexArray = NDArray[np.int32]
 #: Memory for the per-clique record-to-cell indexes kept across reweights (4 bytes
 #: per record and clique): 64 cliques at the default M = 2^18.
 CELL_INDEX_BYTES = 64 * 2**20
+#: The clique tables kept until the next reweight hold at most this many cells per
+#: support record (and at least :data:`MIN_TABLE_CELLS`). A large clique's table has up
+#: to ``M`` cells of about ``16 + |C|`` bytes (code, mass, attribute codes), so at ``M =
+#: 2^23`` a count of 256 tables alone let a stream of fresh wide cliques hold gigabytes
+#: between two updates; two large tables' worth is what a round and its successor use.
+TABLE_CELLS_PER_RECORD = 2
+#: ... so that the many small tables of a stream over narrow cliques (up to 4,096
+#: cells each) stay cached at any ``M``.
+MIN_TABLE_CELLS = 2**20
 
 __all__ = ["SupportHistogram"]
 
@@ -137,7 +146,9 @@ class SupportHistogram:
             )
         # Marginals and clique tables by clique, valid until the next reweight.
         self._marginals: LRUCache[tuple[str, ...], FloatArray] = LRUCache()
-        self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
+        self._tables: CellBudgetCache[tuple[str, ...], CliqueTable] = CellBudgetCache(
+            max(MIN_TABLE_CELLS, TABLE_CELLS_PER_RECORD * self._records.shape[0])
+        )
 
     @classmethod
     def from_normalized(
@@ -283,7 +294,7 @@ class SupportHistogram:
             cells, inverse = self._occupied(attrs)
             mass = self._summed_by_index(inverse, cells.size)
             table = CliqueTable(shape=sizes, codes=cells, mass=mass)
-        self._tables.put(key, table)
+        self._tables.put(key, table, table.mass.size)
         return table
 
     def reweight_table(
