@@ -503,8 +503,8 @@ AIM releases, one core each:
     ... --tables adult --eps 1 --k 10000 --seeds 1 --updates aim-ar
 
 **Session 10: the stepwise analyst in every regime** (the code's answers are session
-9's: its changes are speed only, bit for bit), two cores, one queue each, and k =
-10,000 at eps = 0.5:
+9's: its changes are speed and memory only, bit for bit), two cores, one queue each,
+and k = 10,000 where it was missing:
 
     ... --tables adult-full tv16 --eps 0.5 4 --seeds 3 --workload stepwise --updates measure
     ... --tables tv16 --eps 1 --first-seed 1 --seeds 2 --workload stepwise --updates measure
@@ -517,11 +517,13 @@ AIM releases, one core each:
     ... --tables adult-8000 adult --eps 0.5 --seeds 3 --workload stepwise --updates aim-ar
     ... --tables adult-full-8000 --eps 0.5 --first-seed 1 --seeds 2 --workload stepwise \\
         --updates aim-ar
-    ... --tables adult-8000 --eps 4 --seeds 1 --workload stepwise --updates aim-ar
-    ... --tables adult --eps 1 --seeds 1 --workload stepwise --updates aim-ar
+    ... --tables adult-8000 --eps 4 --seeds 2 --workload stepwise --updates aim-ar
+    ... --tables adult adult-8000 --eps 1 --seeds 3 --workload stepwise --updates aim-ar
     ... --tables tv16 --eps 0.5 --first-seed 1 --seeds 1 --updates aim-ar  (and stepwise)
     ... --tables adult adult-8000 --eps 0.5 --k 10000 --seeds 3 --updates measure workload
     ... --tables adult adult-8000 --eps 0.5 --k 10000 --seeds 1 --updates aim-ar
+    ... --tables adult-full-8000 tv16-8000 --eps 1 --k 10000 --seeds 3 --updates measure
+    ... --tables tv16-8000 --eps 1 --k 10000 --seeds 3 --updates aim-ar
 
 A stepwise AIM row answers the analyst on a saved release where one exists (the same
 release as the random rows of its cell, so the release seconds repeat); on the binary
