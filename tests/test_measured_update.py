@@ -9,7 +9,12 @@ import dp_accounting
 import numpy as np
 import pytest
 
-from pmwcm.engine.measured_update import MeasuredUpdate, measured_positions, part_to_measure
+from pmwcm.engine.measured_update import (
+    MeasuredUpdate,
+    measured_positions,
+    measured_updates,
+    part_to_measure,
+)
 from pmwcm.engine.online import query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
@@ -296,6 +301,32 @@ def test_an_unmeasurable_clique_takes_four_slots_at_half_the_multiplier(seed: in
     assert len(pooled) == 3
     exact = _exact_epsilon([e.event for e in engine.ledger.entries], 1e-6)
     assert exact - 1e-9 <= engine.ledger.spent_epsilon() <= 1.0 + 1e-9
+
+
+def test_the_measurements_grow_with_the_update_budgets_signal() -> None:
+    """``T`` is one measurement per 50 of the update budget's ``epsilon n``, between 20 and
+    200, at least the budget rule's, at most the announced queries; a dense plan hands it
+    the update budget's share, a support plan none."""
+    assert [measured_updates(10, update_signal=s) for s in (0, 1_000, 2_030, 9_768, 1e9)] == [
+        20, 20, 41, 195, 200,
+    ]  # fmt: skip
+    assert measured_updates(300, update_signal=1e9) == 300  # a T set by hand stays
+    assert measured_updates(10, 100, update_signal=1e9) == 100
+    data = PrivateData.from_records(DOMAIN, _records(0, n=3_000))
+    for epsilon in (0.5, 4.0, 20.0):
+        config = PMWConfig(epsilon=epsilon, delta=1e-6, mode="hybrid", update="measure")
+        plan = plan_budget(config, n=data.n, domain=DOMAIN)
+        signal = epsilon * data.n * plan.config.split.oracle
+        assert plan.config.max_updates == measured_updates(10, update_signal=signal)
+    assert plan.config.max_updates == 200 > 20
+    # On a support the sparse vector's cutoff is T, and its flags on cliques too large to
+    # measure grow with it: T stays 20 (and the oracle calls' pool beyond it).
+    support = PMWConfig(
+        epsilon=20.0, delta=1e-6, mode="hybrid", update="measure", backend="support",
+        support_size=1000,
+    )  # fmt: skip
+    plan = plan_budget(support, n=data.n, domain=DOMAIN)
+    assert plan.backend.kind == "support" and plan.config.max_updates == 20 + 12
 
 
 def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_slot() -> None:

@@ -256,8 +256,12 @@ def plan_budget(
     # The measured update refits onto cliques of any size, on either backend (the support's
     # passes take any clique: pmwcm.kernels.support_passes).
     measuring = config.update_kind != "oracle" and kind == "cm" and not composition
-    if measuring:  # issue 35: paced measurements need a few updates (public)
-        updates = measured_updates(resolved.max_updates, config.announced_queries)
+    if measuring:  # issue 35: paced measurements, as many as the update budget's signal
+        updates = measured_updates(
+            resolved.max_updates,
+            config.announced_queries,
+            update_signal=_update_signal(epsilon, n, resolved, backend.kind),
+        )
         pool = _fallback(config.update_kind, backend.kind, resolved).pool
         resolved = replace(resolved, max_updates=updates + pool)
     workload = [tuple(clique) for clique in workload]  # read twice below
@@ -315,6 +319,24 @@ def _update_level(
         config.oracle.privacy_event if kind == "cm" else dp_accounting.LaplaceDpEvent
     )
     return calibrate_oracle(event_for, config, fixed=fixed, accountant=accountant)
+
+
+def _update_signal(epsilon: float, n: int, config: PMWConfig, backend: str) -> float:
+    """The update budget's ``epsilon n`` that sets a measured plan's ``T`` on a dense
+    hypothesis (:func:`~pmwcm.engine.measured_update.measured_updates`); ``0`` on a
+    weighted support (public).
+
+    On a support (full resolution) a flagged clique too large to measure gets an oracle
+    call, and the sparse vector's cutoff is ``T``: its noise grows like ``T`` and its
+    threshold like ``ln(k / T)`` falls, so at large ``T`` far more such queries are
+    flagged on noise alone, each call a noisy answer. On full-resolution Adult (eps = 1,
+    k = 2,000, noise seed 7) ``T = 195`` lowered the mean excess risk from 6.7e-5 to
+    6.1e-5 and raised the max from 5.6e-4 to 1.7e-3 (three such calls), with the
+    calls' slots scaled to keep their share of the update budget.
+    """
+    if backend != "dense":
+        return 0.0
+    return epsilon * n * config.split.oracle
 
 
 def _fallback(update: str, backend: str, config: PMWConfig) -> FallbackRule:
