@@ -412,16 +412,20 @@ def test_full_resolution_adult_runs_end_to_end_on_a_small_support() -> None:
 
 def test_clique_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """A stream of distinct cliques must not keep every table it saw (memory): the data's
-    sparse tables (up to ``n`` cells each) by their number, the support's by the cells
-    they hold (up to ``M`` each: :data:`~pmwcm.kernels.support.TABLE_CELLS_PER_RECORD`,
-    here with a floor small enough to bind), dense ones by the cells they hold."""
+    sparse tables by the cells they may hold (``min(n, |C|)`` each, a public bound:
+    :data:`~pmwcm.mechanisms.private_data.SPARSE_TABLE_CELLS_PER_RECORD`), the support's
+    by the cells they hold (up to ``M`` each:
+    :data:`~pmwcm.kernels.support.TABLE_CELLS_PER_RECORD`), both here with a floor small
+    enough to bind; dense ones by the cells they hold."""
     from itertools import combinations
 
     from pmwcm.kernels import support as support_module
     from pmwcm.kernels.histogram import CACHED_MARGINAL_TOTAL
     from pmwcm.kernels.lru import DEFAULT_ENTRIES
+    from pmwcm.mechanisms import private_data as private_data_module
 
     monkeypatch.setattr(support_module, "MIN_TABLE_CELLS", 20_000)
+    monkeypatch.setattr(private_data_module, "MIN_SPARSE_TABLE_CELLS", 20_000)
     domain = Domain.from_sizes({f"a{i}": 3 for i in range(12)})
     records = np.random.default_rng(0).integers(0, 3, size=(500, 12))
     support, data = SupportHistogram(domain, records), PrivateData.from_records(domain, records)
@@ -429,8 +433,14 @@ def test_clique_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for clique in sparse:
         assert not support.clique_table(clique).is_dense
         assert not data.clique_table(clique).is_dense
-        assert support._tables.cells <= 20_000
-    assert len(data._tables) == DEFAULT_ENTRIES
+        assert support._tables.cells <= 20_000 and data._tables.cells <= 20_000
+    # Charged n = 500 cells each, whatever they hold (the occupied count is the data's):
+    # a table whose records all share one cell is kept exactly as long.
+    assert len(data._tables) == 20_000 // 500 < len(sparse)
+    constant = PrivateData.from_records(domain, np.zeros_like(records))
+    for clique in sparse:
+        assert constant.clique_table(clique).mass.size == 1
+    assert list(constant._tables._entries) == list(data._tables._entries)
     assert 20_000 // 500 <= len(support._tables) < len(sparse)
     # evicted tables are recomputed, equal to what they were
     np.testing.assert_array_equal(
@@ -439,7 +449,7 @@ def test_clique_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     dense = list(combinations(domain.names, 4))  # 81 cells each
     for clique in dense:
         assert data.clique_table(clique).is_dense
-    assert len(data._dense_tables) == len(dense) and len(data._tables) == DEFAULT_ENTRIES
+    assert len(data._dense_tables) == len(dense) and len(data._tables) == 20_000 // 500
     assert data._dense_tables.cells == 81 * len(dense) <= CACHED_MARGINAL_TOTAL
     assert data._dense_tables.budget == CACHED_MARGINAL_TOTAL
     np.testing.assert_array_equal(data.clique_table(dense[0]).mass, data.marginal(dense[0]).ravel())

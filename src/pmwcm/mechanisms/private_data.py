@@ -39,6 +39,7 @@ also fits :data:`FULL_HISTOGRAM_CELLS`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -61,6 +62,31 @@ __all__ = ["FULL_HISTOGRAM_CELLS", "CountSource", "PinnedSource", "PrivateData",
 #: A :class:`CountSource` is asked for the full histogram once (instead of one
 #: ``GROUP BY`` per clique) when ``|X| <= n`` and ``|X|`` is at most this (128 MiB of float64).
 FULL_HISTOGRAM_CELLS = 2**24
+
+
+#: The data's sparse clique tables are kept up to this many cells per record (and at
+#: least :data:`MIN_SPARSE_TABLE_CELLS`), each counted at its public bound
+#: (:func:`sparse_table_bound`). A count of 256 tables let a stream of fresh wide
+#: cliques hold up to ``256 n`` cells (about 25 bytes each: code, mass, attribute
+#: codes), gigabytes at ``n = 2^23``; the support's tables have the same rule
+#: (:data:`~pmwcm.kernels.support.TABLE_CELLS_PER_RECORD`).
+SPARSE_TABLE_CELLS_PER_RECORD = 2
+#: ... so that a stream over many moderately wide cliques stays cached at small ``n``
+#: (full-resolution Adult, ``n = 39,073``: about a hundred tables).
+MIN_SPARSE_TABLE_CELLS = 2**22
+
+
+def sparse_table_bound(shape: Sequence[int], n: int) -> int:
+    """The cells a sparse clique table of ``shape`` may hold: its occupied cells are at
+    most ``min(n, |C|)``. The cache charges this public bound, never the occupied count,
+    so which tables it keeps (and how long a round takes) does not depend on the data.
+
+    >>> sparse_table_bound((100, 100), 39_073), sparse_table_bound((10, 10, 10), 39_073)
+    (10000, 1000)
+    >>> sparse_table_bound((3_000, 3_000), 39_073)
+    39073
+    """
+    return min(n, math.prod(shape))
 
 
 @runtime_checkable
@@ -175,8 +201,10 @@ class PrivateData:
         self._dense_tables: CellBudgetCache[tuple[str, ...], CliqueTable] = CellBudgetCache(
             CACHED_MARGINAL_TOTAL
         )
-        # Sparse tables of large cliques can hold up to n cells each: keep the recent ones.
-        self._tables: LRUCache[tuple[str, ...], CliqueTable] = LRUCache()
+        # Sparse tables of large cliques, by the cells they may hold (sparse_table_bound).
+        self._tables: CellBudgetCache[tuple[str, ...], CliqueTable] = CellBudgetCache(
+            max(MIN_SPARSE_TABLE_CELLS, SPARSE_TABLE_CELLS_PER_RECORD * self.n)
+        )
 
     @classmethod
     def from_records(cls, domain: Domain, records: NDArray[np.integer]) -> PrivateData:
@@ -305,7 +333,7 @@ class PrivateData:
             if table.is_dense:  # the clique's shape decides (is_dense), never the counts
                 self._dense_tables.put(key, table, table.mass.size)
             else:
-                self._tables.put(key, table)
+                self._tables.put(key, table, sparse_table_bound(shape, self.n))
         return table
 
     def histogram(self) -> DenseHistogram:
