@@ -530,6 +530,22 @@ release as the random rows of its cell, so the release seconds repeat); on the b
 tables AIM's model tables are cached in `results/synthetic/` (not kept in git), so this
 session's binary releases are new runs of AIM, its random k = 10,000 rows at eps = 0.5
 answered on the same release as the stepwise rows of seed 0.
+
+**Session 11: as many measurements as the update budget's signal** (docs/design.md
+section 11, `measured_updates`: on a dense hypothesis `T` is one measurement per 50 of
+the update budget's eps n, between 20 and 200). Only the binary tables' cells where that
+exceeds 20 changed: all of Adult at eps = 0.5, 1 and 4 (`T` = 79, 195, 200) and 8,000
+rows at eps = 4 (`T` = 128); the full-resolution tables run on the weighted support,
+where `T` stays 20. Their `measure` and `workload` rows were re-run (the rows they
+replace are in `results/online_updates_before_signal_T.jsonl`), one core:
+
+    ... --tables adult --eps 0.5 1 4 --seeds 3 --workload stepwise --updates measure
+    ... --tables adult-8000 --eps 4 --seeds 3 --workload stepwise --updates measure
+    ... --tables adult --eps 0.5 1 4 --seeds 3 --updates measure workload
+    ... --tables adult-8000 --eps 4 --seeds 3 --updates measure workload
+    ... --tables adult --eps 0.5 1 4 --seeds 3 --k 10000 --updates measure workload
+    ... --tables adult-8000 --eps 4 --seeds 3 --k 10000 --updates measure
+    ... --tables adult --eps 4 --seeds 1 --workload stepwise --updates aim-ar   (the other core)
 """
 
 
