@@ -712,6 +712,34 @@ SECTION_READING = """
 
 **Reading, binary Adult** (k = 2,000 unless said, 3 seeds).
 
+* **Session 11: as many measurements as the update budget's signal** (`T` = 79, 195
+  and 200 on all of Adult at eps = 0.5, 1 and 4, 128 at 8,000 rows and eps = 4; 20
+  where it was, at 8,000 rows and eps <= 1). Against the rows it replaces (the same
+  streams, `results/online_updates_before_signal_T.jsonl`), every cell's mean fell
+  (0.36-0.97x) and every max fell or stayed (0.39-1.00x), but one: k = 10,000 at eps
+  = 0.5, 1.02e-3 to 1.11e-3 (one answer of one stream). The bullets below marked
+  with an earlier session quote the rows it replaced where they name these cells.
+  * The stepwise analyst: on all of Adult 3.1e-5 / 6.1e-4 became 2.35e-5 / 5.1e-4
+    (eps = 0.5), 1.37e-5 / 2.1e-4 became **5.0e-6 / 1.0e-4** (eps = 1) and 1.8e-6 /
+    3.8e-5 became 6.4e-7 / 1.5e-5 (eps = 4); at 8,000 rows and eps = 4, 2.4e-5 / 4.5e-4
+    became 1.4e-5 / 3.4e-4. Against AIM: **0.42x / 0.20x** at eps = 1 (1.14x / 0.41x
+    before: AIM's mean is no longer lower), 0.66x / 0.61x at eps = 0.5 and 0.55x /
+    0.52x at 8,000 rows, eps = 4. Same-query gain 3.2x, 8.9x and 10.7x on all of
+    Adult, 3.6x at 8,000 rows.
+  * Random streams against AIM (its releases: three a cell now wherever a cached
+    model allowed, else the `seeds` column): `workload` (`pmwcm run`'s default) on
+    all of Adult 0.29x / 0.28x (eps = 0.5), 0.29x / 0.20x (eps = 1), 0.26x / 0.36x
+    (eps = 4); at k = 10,000, 0.32x / 0.17x (eps = 1) and 0.51x / **1.02x** (eps =
+    0.5: the one random cell where pmwcm's largest max is above AIM's; 0.91x on the
+    streams' maxima on average); at 8,000 rows and eps = 4, 0.54x / 0.69x (0.42x /
+    0.76x at k = 10,000). Same-query gain 1.9-4.6x.
+  * Still not 1.5x below AIM on the mean: the stepwise analyst at 8,000 rows and eps =
+    0.5 (0.84x), and its max at eps = 1 (1.24x): there the prior holds 95% of the
+    budget, `T` stays 20, and the tuning streams showed no gain from more.
+  * The price is CPU: the stepwise stream takes 4.3 s against 0.7 s at eps = 1, the
+    random 10,000-query `workload` stream 10.2 s against 5.6 s (the refit visits every
+    measurement at each of its steps).
+
 * **Session 10: the stepwise analyst** (644 queries: 14 targets, 4 features each). The
   updates buy more here than on the random stream: same-query gain 2.22x, 3.97x and
   3.86x on all of Adult at eps = 0.5, 1 and 4, 2.50x at 8,000 rows and eps = 4 (1.06x
