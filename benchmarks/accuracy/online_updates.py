@@ -545,7 +545,19 @@ replace are in `results/online_updates_before_signal_T.jsonl`), one core:
     ... --tables adult-8000 --eps 4 --seeds 3 --updates measure workload
     ... --tables adult --eps 0.5 1 4 --seeds 3 --k 10000 --updates measure workload
     ... --tables adult-8000 --eps 4 --seeds 3 --k 10000 --updates measure
-    ... --tables adult --eps 4 --seeds 1 --workload stepwise --updates aim-ar   (the other core)
+
+and AIM's cached binary releases answering more seeds (answering only, no new release):
+
+    ... --tables adult --eps 0.5 1 --k 10000 --first-seed 1 --seeds 2 --updates aim-ar
+    ... --tables adult --eps 1 --first-seed 2 --seeds 1 --updates aim-ar
+    ... --tables adult-8000 --eps 1 --first-seed 1 --seeds 2 --updates aim-ar
+    ... --tables adult-8000 --eps 4 --first-seed 1 --seeds 1 --updates aim-ar
+    ... --tables adult-8000 --eps 4 --k 10000 --seeds 2 --updates aim-ar
+
+AIM's first release on all of binary Adult at eps = 4 (`--tables adult --eps 4 --seeds 1
+--workload stepwise --updates aim-ar`, the other core) died after 50 minutes in JAX's
+compiler ("LLVM ERROR: Unable to allocate section memory") while a full-resolution
+experiment ran beside it; that cell's stepwise row has no AIM yet.
 """
 
 
