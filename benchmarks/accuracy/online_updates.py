@@ -555,9 +555,11 @@ and AIM's cached binary releases answering more seeds (answering only, no new re
     ... --tables adult-8000 --eps 4 --k 10000 --seeds 2 --updates aim-ar
 
 AIM's first release on all of binary Adult at eps = 4 (`--tables adult --eps 4 --seeds 1
---workload stepwise --updates aim-ar`, the other core) died after 50 minutes in JAX's
-compiler ("LLVM ERROR: Unable to allocate section memory") while a full-resolution
-experiment ran beside it; that cell's stepwise row has no AIM yet.
+--workload stepwise --updates aim-ar`, the other core) died twice in JAX's compiler
+("LLVM ERROR: Unable to allocate section memory"): after 50 minutes beside a
+full-resolution experiment, and after about an hour with only the test suite before it
+(peak RSS about 3.6 GB, 19 GB free: a mapping limit, not memory). That cell's stepwise
+row has no AIM.
 """
 
 
