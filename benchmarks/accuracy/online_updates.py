@@ -557,9 +557,9 @@ and AIM's cached binary releases answering more seeds (answering only, no new re
 AIM's first release on all of binary Adult at eps = 4 (`--tables adult --eps 4 --seeds 1
 --workload stepwise --updates aim-ar`, the other core) died twice in JAX's compiler
 ("LLVM ERROR: Unable to allocate section memory"): after 50 minutes beside a
-full-resolution experiment, and after about an hour with only the test suite before it
-(peak RSS about 3.6 GB, 19 GB free: a mapping limit, not memory). That cell's stepwise
-row has no AIM.
+full-resolution experiment, and after about an hour beside the test suite for its first
+20 minutes (its RSS 3.6 GB ten minutes before, 19 GB available: likely a mapping limit,
+not memory). That cell's stepwise row has no AIM.
 """
 
 
