@@ -164,6 +164,71 @@ def test_every_backend_counts_like_memory(opener: Opener, name: str) -> None:
         data.close()
 
 
+def test_a_postgres_snapshot_streamed_in_many_blocks_counts_like_memory(
+    adult_postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's ``COPY`` stream parsed in 4 KiB blocks (hundreds of them on full
+    Adult's 48,000 distinct records) gives the records and counts one block gives."""
+    from pmwcm.data.sources import postgres
+
+    parsed: list[int] = []
+    parse = postgres.integer_rows
+
+    def counted(text: bytes | bytearray, width: int) -> list[Any]:
+        parsed.append(text.count(b"\n"))
+        return parse(text, width)
+
+    monkeypatch.setattr(postgres, "COPY_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(postgres, "integer_rows", counted)
+    schema = adult_schema("full")
+    expected, data = reference(schema), open_private_data(adult_postgres, schema, table="adult")
+    try:
+        assert len(parsed) > 100 and data.n == expected.n
+        names = data.domain.names
+        got, want = counts_of(data, names), counts_of(expected, names)
+        assert sum(parsed) == got.mass.size  # one line a distinct record
+        np.testing.assert_array_equal(got.codes, want.codes)
+        np.testing.assert_array_equal(got.mass, want.mass)
+    finally:
+        data.close()
+
+
+def test_rows_that_fail_the_schema_are_counted_over_every_block(
+    postgres_url: str, adult_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bad rows far apart in the stream land in different blocks; the refusal counts all
+    of them, as DuckDB's one block does (the same message, the same counts)."""
+    from pmwcm.data.sources import postgres
+
+    lines = adult_csv.read_text().splitlines()
+    age = lines[0].split(",").index("age")
+    for row in (1, 20_000, 48_000):
+        cells = lines[row].split(",")
+        cells[age] = "500"  # outside the categorical schema's age bins
+        lines[row] = ",".join(cells)
+    bad = tmp_path / "adult-bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    load_postgres_table(postgres_url, "adult_bad", bad)
+    monkeypatch.setattr(postgres, "COPY_BLOCK_BYTES", 4096)
+    schema = adult_schema("categorical")
+    with pytest.raises(DataError) as from_postgres:
+        open_private_data(postgres_url, schema, table="adult_bad")
+    with pytest.raises(DataError) as from_duckdb:
+        open_private_data(bad, schema)
+    said = str(from_postgres.value).split("does not fit the schema: ", 1)[1]
+    assert said.startswith("column 'age': 3 rows with a number outside the bins")
+    assert said == str(from_duckdb.value).split("does not fit the schema: ", 1)[1]
+
+
+def test_copy_text_that_is_not_whole_rows_of_integers_is_refused() -> None:
+    from pmwcm.data.sources.postgres import integer_rows
+
+    [first, second] = integer_rows(b"1\t2\n3\t4\n", 2)
+    assert first.tolist() == [1, 3] and second.tolist() == [2, 4]
+    with pytest.raises(ValueError, match="3 integers for 2 rows of 2 columns"):
+        integer_rows(b"1\t2\n3\n", 2)
+
+
 def test_a_database_source_is_a_count_source_with_public_n(adult_csv: Path) -> None:
     data = open_private_data(adult_csv, adult_schema("binary"))
     try:

@@ -27,7 +27,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -333,10 +333,10 @@ class DuckDBSource(SQLSource):
             where=f"table {table!r}",
         )
 
-    def _rows(self, query: str) -> list[tuple[Any, ...]]:
-        return list(self._run(query).fetchall())
-
-    def _columns(self, query: str, width: int, parameters: Parameters) -> list[np.ndarray]:
+    def _column_blocks(
+        self, query: str, width: int, parameters: Parameters
+    ) -> Iterator[Sequence[np.ndarray]]:
+        """The result in one block: DuckDB's NumPy fetch gives its columns as arrays."""
         import duckdb
 
         try:
@@ -345,10 +345,10 @@ class DuckDBSource(SQLSource):
                 result = self._bind(query, parameters)
             else:
                 result = self._run(query)
-            fetched = result.fetchnumpy()  # columns come back as arrays, no row tuples
+            fetched = result.fetchnumpy()
         except duckdb.OutOfMemoryException:
             raise DataError(_out_of_memory(self.where, self._memory_limit)) from None
-        return [np.asarray(column) for column in fetched.values()]
+        yield [np.asarray(column) for column in fetched.values()]
 
     def close(self) -> None:
         """Closes the connection opened by :meth:`from_file` (idempotent)."""

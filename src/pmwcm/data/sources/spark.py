@@ -1,12 +1,12 @@
 """Spark: a table or Parquet data set counted by Spark SQL, for data that lives on a cluster.
 
-Needs the optional extra ``pmwcm[spark]`` (``pyspark``, and Java 17). The
+Needs the optional extra ``pmwcm[spark]`` (``pyspark`` and ``pyarrow``, and Java 17). The
 data is a Parquet path (a file or a directory, any file system Spark reads:
 ``hdfs://``, ``s3a://``, ...) or the name of a table in Spark's catalog. It is
 registered as a temporary view and read once, at open, by the snapshot query of
 :mod:`pmwcm.data.sources.sql_source`, run as Spark SQL on the cluster: only the
-distinct coded records and their counts are collected to the driver, every
-clique is counted from them, and the view is dropped at once. A table or
+distinct coded records and their counts are collected to the driver (as Arrow
+columns, not rows), every clique is counted from them, and the view is dropped at once. A table or
 Parquet data set changed after the open changes nothing the engine answers from.
 
 Pointing at a real cluster: pass your own ``SparkSession`` (the Python API),
@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from pmwcm.data.schema import Schema
 from pmwcm.data.sources.sql import DIALECTS, ColumnKind
-from pmwcm.data.sources.sql_source import SQLSource
+from pmwcm.data.sources.sql_source import Parameters, SQLSource
 from pmwcm.data.table import DataError
 
 __all__ = ["SparkSource", "column_kind"]
@@ -123,8 +127,14 @@ class SparkSource(SQLSource):
             self.close()
             raise
 
-    def _rows(self, query: str) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self._spark.sql(query).collect()]
+    def _column_blocks(
+        self, query: str, width: int, parameters: Parameters
+    ) -> Iterator[Sequence[NDArray[np.integer]]]:
+        """The result as Arrow record batches (``DataFrame.toArrow``): columns from the
+        cluster to the driver, not one ``Row`` object a distinct record."""
+        assert not parameters, "this source's dialect binds no code tables"
+        for batch in self._spark.sql(query).toArrow().to_batches():
+            yield [batch.column(j).to_numpy() for j in range(width)]
 
     def close(self) -> None:
         """Drops the temporary view (the session stays: it may be shared)."""

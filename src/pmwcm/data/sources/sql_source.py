@@ -26,8 +26,13 @@ not 1,000 (:mod:`pmwcm.data.sources.duckdb_source` caps the engine's memory).
 
 Its rows are the data's distinct coded records with their counts
 (:class:`~pmwcm.kernels.coded_records.CodedRecords`): what every later clique is
-counted from. No row of the table is materialised in Python, only distinct
-coded records, and the source is not read again: a table replaced, appended to
+counted from. No row of the table, and no row of the result, is materialised as
+Python objects: each engine hands the result over as integer columns, in blocks
+where it can (:meth:`SQLSource._column_blocks`: DuckDB's NumPy fetch, PostgreSQL's
+``COPY`` stream, Spark's Arrow batches), and each block's packed keys are unpacked
+into the narrow codes at once, so the open's peak is the narrow snapshot plus one
+block of 64-bit keys, however many distinct records the table has. The source is
+not read again: a table replaced, appended to
 or deleted from after the open changes nothing the engine answers from, every
 clique table has total mass exactly ``n`` (the snapshot's), and the connection
 is released as soon as the snapshot is taken.
@@ -41,7 +46,7 @@ message that names the column and the number of offending rows -- never a value
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -181,18 +186,16 @@ class SQLSource(abc.ABC):
         return self._pinned.n
 
     @abc.abstractmethod
-    def _rows(self, query: str) -> list[tuple[Any, ...]]:
-        """Runs ``query`` and returns its result rows."""
+    def _column_blocks(
+        self, query: str, width: int, parameters: Parameters
+    ) -> Iterator[Sequence[NDArray[np.integer]]]:
+        """Runs ``query`` (``width`` integer columns, none of them NULL; binding
+        ``parameters``, which only a dialect with code tables asks for) and yields its
+        result in blocks of rows, each block as ``width`` integer arrays of one length.
 
-    def _columns(self, query: str, width: int, parameters: Parameters) -> list[NDArray[np.integer]]:
-        """Runs ``query`` (``width`` integer columns; binding ``parameters``, which only a
-        dialect with code tables asks for) and returns its columns as arrays."""
-        assert not parameters, "this source's dialect binds no code tables"
-        rows = self._rows(query)
-        if not rows:
-            return [np.zeros(0, dtype=np.int64) for _ in range(width)]
-        matrix = np.array([[int(v) for v in row] for row in rows], dtype=np.int64)
-        return [np.ascontiguousarray(matrix[:, j]) for j in range(width)]
+        An engine hands the result over as columns (never one Python tuple per row:
+        at millions of distinct records those cost 260-410 bytes a row), in as many
+        blocks as it likes; the snapshot unpacks each block before the next."""
 
     def _release(self) -> None:
         """Releases what opening held (the connection); the snapshot no longer needs it."""
@@ -243,34 +246,44 @@ class SQLSource(abc.ABC):
     def _snapshot(self) -> CodedRecords:
         """Reads the table once: its coded records and counts, checked against the schema.
 
-        Each attribute's codes are unpacked from its key, checked for fault markers
-        and narrowed to its dtype in turn, so the snapshot's peak is its packed keys,
-        its narrow codes and one wide column.
+        Block by block (:meth:`_column_blocks`), each attribute's codes are unpacked from
+        its key, their fault markers tallied and the codes narrowed to the attribute's
+        dtype, so the snapshot's peak is its narrow codes plus one block's packed keys.
         """
         attrs = self.schema.attributes
         keys = packing([a.size for a in attrs])
         query, parameters = self.snapshot_query()
-        *packed, counts = self._columns(query, len(keys) + 1, parameters)
-        counts = np.asarray(counts, dtype=np.int64)
-        n = int(np.sum(counts, dtype=np.int64))
+        codes: list[list[NDArray[np.integer]]] = [[] for _ in attrs]
+        counts: list[NDArray[np.int64]] = []
+        faults = np.zeros((len(attrs), len(_FAULTS)), dtype=np.int64)
+        for *packed, block_counts in self._column_blocks(query, len(keys) + 1, parameters):
+            weights = np.asarray(block_counts, dtype=np.int64)
+            counts.append(weights)
+            for key, members in zip(packed, keys, strict=True):
+                key = np.asarray(key, dtype=np.int64)
+                for j, stride in members:
+                    column = key // stride % (attrs[j].size + _SHIFT) - _SHIFT
+                    for i, fault in enumerate(_FAULTS):
+                        faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
+                    # valid 0..size-1 unless a fault was tallied (then refused below)
+                    codes[j].append(column.astype(code_dtype(attrs[j].size)))
+        n = int(sum(int(np.sum(c, dtype=np.int64)) for c in counts))
         if n == 0:
             raise DataError(f"{self.where} has no data rows.")
         problems = []
-        codes: list[NDArray[np.integer]] = []
-        for key, members in zip(packed, keys, strict=True):
-            key = np.asarray(key, dtype=np.int64)
-            for j, stride in members:
-                attr = attrs[j]
-                column = key // stride % (attr.size + _SHIFT) - _SHIFT
-                tallies = [(f, int(np.sum(counts[column == f], dtype=np.int64))) for f in _FAULTS]
-                said = [fault_message(attr, f, rows) for f, rows in tallies if rows]
-                if said:
-                    problems.append(f"column {attr.column!r}: {'; '.join(said)}")
-                codes.append(column.astype(code_dtype(attr.size)))  # valid 0..size-1 from here
+        for attr, tallies in zip(attrs, faults.tolist(), strict=True):
+            pairs = zip(_FAULTS, tallies, strict=True)
+            said = [fault_message(attr, fault, rows) for fault, rows in pairs if rows]
+            if said:
+                problems.append(f"column {attr.column!r}: {'; '.join(said)}")
         if problems:
             more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
             raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
-        return CodedRecords(self._domain, codes, counts)
+        columns = []
+        for blocks in codes:  # each attribute's blocks freed as its column is made
+            columns.append(np.concatenate(blocks))
+            blocks.clear()
+        return CodedRecords(self._domain, columns, np.concatenate(counts))
 
     def counts(self, clique: tuple[str, ...]) -> CliqueTable:
         """The record counts on ``clique`` (the
