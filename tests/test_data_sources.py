@@ -220,6 +220,45 @@ def test_rows_that_fail_the_schema_are_counted_over_every_block(
     assert said == str(from_duckdb.value).split("does not fit the schema: ", 1)[1]
 
 
+def test_a_snapshot_that_fails_mid_stream_ends_the_copy_before_the_connection(
+    adult_postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while the snapshot unpacks its third block propagates, and the half-read
+    ``COPY`` is ended there, before the source closes its connection (not left running
+    for the collector to end on a closed connection)."""
+    from pmwcm.data.sources import postgres, sql_source
+
+    narrow, calls = sql_source.code_dtype, [0]
+    attributes = len(adult_schema("full").attributes)
+
+    def failing(cells: int) -> np.dtype:
+        calls[0] += 1
+        if calls[0] > 2 * attributes:  # in the third block's unpacking
+            raise ValueError("planted failure in the third block")
+        return narrow(cells)
+
+    states: list[str] = []
+    close = postgres.PostgresSource.close
+
+    def recorded(source: postgres.PostgresSource) -> None:
+        if source._connection is not None:  # the server's state when the source lets go
+            states.append(source._connection.info.transaction_status.name)
+        close(source)
+
+    monkeypatch.setattr(postgres, "COPY_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(sql_source, "code_dtype", failing)
+    monkeypatch.setattr(postgres.PostgresSource, "close", recorded)
+    with pytest.raises(ValueError, match="planted failure"):
+        open_private_data(adult_postgres, adult_schema("full"), table="adult")
+    assert states and "ACTIVE" not in states  # no COPY still running at the close
+    monkeypatch.setattr(sql_source, "code_dtype", narrow)
+    data = open_private_data(adult_postgres, adult_schema("binary"), table="adult")
+    try:
+        assert data.n == 48842  # the server is none the worse
+    finally:
+        data.close()
+
+
 def test_copy_text_that_is_not_whole_rows_of_integers_is_refused() -> None:
     from pmwcm.data.sources.postgres import integer_rows
 

@@ -27,7 +27,7 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +335,7 @@ class DuckDBSource(SQLSource):
 
     def _column_blocks(
         self, query: str, width: int, parameters: Parameters
-    ) -> Iterator[Sequence[np.ndarray]]:
+    ) -> Generator[Sequence[np.ndarray], None, None]:
         """The result in one block: DuckDB's NumPy fetch gives its columns as arrays."""
         import duckdb
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -214,7 +214,7 @@ class PostgresSource(SQLSource):
 
     def _column_blocks(
         self, query: str, width: int, parameters: Parameters
-    ) -> Iterator[Sequence[NDArray[np.integer]]]:
+    ) -> Generator[Sequence[NDArray[np.integer]], None, None]:
         """The result streamed by ``COPY (query) TO STDOUT`` and parsed block by block
         (:func:`integer_rows`), never more than :data:`COPY_BLOCK_BYTES` of text held."""
         assert not parameters, "this source's dialect binds no code tables"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from importlib import resources
 from typing import Any
 
@@ -129,7 +129,7 @@ class SparkSource(SQLSource):
 
     def _column_blocks(
         self, query: str, width: int, parameters: Parameters
-    ) -> Iterator[Sequence[NDArray[np.integer]]]:
+    ) -> Generator[Sequence[NDArray[np.integer]], None, None]:
         """The result as Arrow record batches (``DataFrame.toArrow``): columns from the
         cluster to the driver, not one ``Row`` object a distinct record."""
         assert not parameters, "this source's dialect binds no code tables"

@@ -46,7 +46,8 @@ message that names the column and the number of offending rows -- never a value
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,7 @@ class SQLSource(abc.ABC):
     @abc.abstractmethod
     def _column_blocks(
         self, query: str, width: int, parameters: Parameters
-    ) -> Iterator[Sequence[NDArray[np.integer]]]:
+    ) -> Generator[Sequence[NDArray[np.integer]], None, None]:
         """Runs ``query`` (``width`` integer columns, none of them NULL; binding
         ``parameters``, which only a dialect with code tables asks for) and yields its
         result in blocks of rows, each block as ``width`` integer arrays of one length.
@@ -256,17 +257,20 @@ class SQLSource(abc.ABC):
         codes: list[list[NDArray[np.integer]]] = [[] for _ in attrs]
         counts: list[NDArray[np.int64]] = []
         faults = np.zeros((len(attrs), len(_FAULTS)), dtype=np.int64)
-        for *packed, block_counts in self._column_blocks(query, len(keys) + 1, parameters):
-            weights = np.asarray(block_counts, dtype=np.int64)
-            counts.append(weights)
-            for key, members in zip(packed, keys, strict=True):
-                key = np.asarray(key, dtype=np.int64)
-                for j, stride in members:
-                    column = key // stride % (attrs[j].size + _SHIFT) - _SHIFT
-                    for i, fault in enumerate(_FAULTS):
-                        faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
-                    # valid 0..size-1 unless a fault was tallied (then refused below)
-                    codes[j].append(column.astype(code_dtype(attrs[j].size)))
+        # closed here even if a block fails: the engine's cursor ends before the release
+        result = self._column_blocks(query, len(keys) + 1, parameters)
+        with contextlib.closing(result):
+            for *packed, block_counts in result:
+                weights = np.asarray(block_counts, dtype=np.int64)
+                counts.append(weights)
+                for key, members in zip(packed, keys, strict=True):
+                    key = np.asarray(key, dtype=np.int64)
+                    for j, stride in members:
+                        column = key // stride % (attrs[j].size + _SHIFT) - _SHIFT
+                        for i, fault in enumerate(_FAULTS):
+                            faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
+                        # valid 0..size-1 unless a fault was tallied (then refused below)
+                        codes[j].append(column.astype(code_dtype(attrs[j].size)))
         n = int(sum(int(np.sum(c, dtype=np.int64)) for c in counts))
         if n == 0:
             raise DataError(f"{self.where} has no data rows.")
