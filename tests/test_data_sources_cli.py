@@ -97,6 +97,22 @@ def test_spark_reads_the_parquet_file(files: dict[str, Path], spark: Any) -> Non
     assert run(files, str(files["parquet"]), "--engine", "spark") == in_memory(files)
 
 
+def test_spark_without_pyarrow_is_one_line_naming_the_extra(
+    files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot comes from Spark as Arrow columns: without pyarrow the open is refused
+    before Spark reads anything, in one line that names the extra to install."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails, as uninstalled
+    argv = ["run", "--data", str(files["parquet"]), "--schema", str(files["schema"]),
+            "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
+            "--output", str(files["output"]), "--engine", "spark"]  # fmt: skip
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 1
+    one_error_line(result.stderr, "this --data needs the optional package pyarrow")
+    assert "pip install 'pmwcm[spark]'" in result.stderr
+    assert not files["output"].exists()
+
+
 def test_an_unknown_engine_is_one_error_line(files: dict[str, Path]) -> None:
     argv = ["run", "--data", str(files["data"]), "--schema", str(files["schema"]),
             "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",

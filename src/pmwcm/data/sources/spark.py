@@ -97,6 +97,7 @@ class SparkSource(SQLSource):
     def __init__(
         self, data: str, schema: Schema, *, spark: Any = None, table: bool = False
     ) -> None:
+        import pyarrow  # noqa: F401  (the snapshot's transfer: missing, refused before any read)
         from pyspark.errors import PySparkException
         from pyspark.sql import SparkSession
 
