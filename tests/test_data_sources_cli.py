@@ -50,12 +50,17 @@ def files(tmp_path: Path) -> dict[str, Path]:
     }
 
 
-def run(files: dict[str, Path], data: str, *extra: str) -> list[dict[str, Any]]:
-    argv = [
+def run_argv(files: dict[str, Path], data: str, *extra: str) -> list[str]:
+    """``pmwcm run`` on ``data`` with the fixture's schema, queries and output."""
+    return [
         "run", "--data", data, "--schema", str(files["schema"]),
         "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
-        "--output", str(files["output"]), "--insecure-seeded-noise", str(SEED), *extra,
+        "--output", str(files["output"]), *extra,
     ]  # fmt: skip
+
+
+def run(files: dict[str, Path], data: str, *extra: str) -> list[dict[str, Any]]:
+    argv = run_argv(files, data, "--insecure-seeded-noise", str(SEED), *extra)
     result = runner.invoke(app, argv)
     assert result.exit_code == 0, result.output
     return [json.loads(line) for line in files["output"].read_text().splitlines()]
@@ -103,10 +108,7 @@ def test_spark_without_pyarrow_is_one_line_naming_the_extra(
     """The snapshot comes from Spark as Arrow columns: without pyarrow the open is refused
     before Spark reads anything, in one line that names the extra to install."""
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails, as uninstalled
-    argv = ["run", "--data", str(files["parquet"]), "--schema", str(files["schema"]),
-            "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
-            "--output", str(files["output"]), "--engine", "spark"]  # fmt: skip
-    result = runner.invoke(app, argv)
+    result = runner.invoke(app, run_argv(files, str(files["parquet"]), "--engine", "spark"))
     assert result.exit_code == 1
     one_error_line(result.stderr, "this --data needs the optional package pyarrow")
     assert "pip install 'pmwcm[spark]'" in result.stderr
@@ -114,10 +116,7 @@ def test_spark_without_pyarrow_is_one_line_naming_the_extra(
 
 
 def test_an_unknown_engine_is_one_error_line(files: dict[str, Path]) -> None:
-    argv = ["run", "--data", str(files["data"]), "--schema", str(files["schema"]),
-            "--queries", str(files["queries"]), "--epsilon", "1", "--delta", "1e-6",
-            "--output", str(files["output"]), "--engine", "oracle"]  # fmt: skip
-    result = runner.invoke(app, argv)
+    result = runner.invoke(app, run_argv(files, str(files["data"]), "--engine", "oracle"))
     assert result.exit_code == 1
     one_error_line(result.stderr, "--engine must be duckdb or spark")
 
