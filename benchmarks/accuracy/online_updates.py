@@ -732,7 +732,7 @@ SECTION_READING = """
   and the stepwise analyst at full resolution (full Adult and its 8,000 rows at eps =
   0.5 and 1, TV16's 8,000 rows at eps = 0.5 and 1; cached releases where a random row
   had one). pmwcm is below it on the mean and the max in every one of these cells:
-  0.08-0.12x / 0.15-0.24x on all of binary Adult, 0.18-0.54x / 0.30-0.88x at 8,000
+  0.08-0.12x / 0.15-0.26x on all of binary Adult, 0.15-0.54x / 0.30-0.88x at 8,000
   rows, 0.07-0.74x / 0.06-0.75x at full resolution. Where a second replace-one
   release was made at an existing seed label (8,000 rows, eps = 1, random) both are
   kept: OpenDP draws AIM's noise itself, so they are independent releases. A second
