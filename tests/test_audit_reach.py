@@ -11,7 +11,8 @@ support of the private records never holds the changed cell under ``D0`` and alw
 under ``D1``; the odd-cell refusal raises on every sparse table of ``D1`` and none of
 ``D0``; the capped snapshot refuses ``D1`` at open. The DuckDB row reads a Parquet file
 written here, the PostgreSQL row a table of a server started here (``postgres_url``),
-both through ``open_source`` as ``pmwcm run --data`` opens them. The long runs are
+both through ``open_source`` as ``pmwcm run --data`` opens them; the Spark row reads the
+DuckDB row's files with the session's local Spark (``spark``). The long runs are
 ``pmwcm audit`` rows (docs/audit.md).
 """
 
@@ -60,6 +61,18 @@ def postgres_source(postgres_url: str) -> reach.Source:
     return reach.Source(label="PostgreSQL", dataset0=tables[0], dataset1=tables[1], opener=opener)
 
 
+@pytest.fixture(scope="module")
+def spark_source(duckdb_source: reach.Source, spark: Any) -> reach.Source:
+    """The DuckDB row's Parquet files, read by Spark in local mode (its snapshot comes to
+    the driver as Arrow batches: a path of its own)."""
+
+    def opener(path: Path) -> Any:
+        return open_source(str(path), schema(), engine="spark", spark=spark)
+
+    return reach.Source(label="Spark, Parquet", dataset0=duckdb_source.dataset0,
+                        dataset1=duckdb_source.dataset1, opener=opener)  # fmt: skip
+
+
 def mechanism(case: AuditCase) -> PipelineMechanism:
     assert isinstance(case.mechanism, PipelineMechanism)
     return case.mechanism
@@ -93,11 +106,11 @@ def test_the_sparse_row_updates_through_the_sparse_table() -> None:
 
 
 def test_the_sources_read_what_memory_holds(
-    duckdb_source: reach.Source, postgres_source: reach.Source
+    duckdb_source: reach.Source, postgres_source: reach.Source, spark_source: reach.Source
 ) -> None:
     for dataset, records in zip(("dataset0", "dataset1"), reach.wide_parity_pair(), strict=True):
         expected = PrivateData.of(records)
-        for source in (duckdb_source, postgres_source):
+        for source in (duckdb_source, postgres_source, spark_source):
             data = source.private_data(getattr(source, dataset))
             assert data.n == expected.n
             for query in reach.wide_stream():
@@ -143,6 +156,11 @@ def test_the_duckdb_row(duckdb_source: reach.Source, seed: int) -> None:
 def test_the_postgres_row(postgres_source: reach.Source, seed: int) -> None:
     assert run(reach.source_case(postgres_source), seed).verdict == "consistent"
     caught(reach.source_case(postgres_source, broken=True), seed, "something raised")
+
+
+def test_the_spark_row(spark_source: reach.Source, seed: int) -> None:
+    assert run(reach.source_case(spark_source), seed).verdict == "consistent"
+    caught(reach.source_case(spark_source, broken=True), seed, "something raised")
 
 
 def test_sources_are_written_where_asked(tmp_path: Path) -> None:
