@@ -13,9 +13,11 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 from dp_accounting import dp_event as de
 from dp_accounting import get_epsilon_gaussian
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
@@ -31,6 +33,7 @@ from pmwcm.mechanisms.accounting import (
     calibrate_gaussian_multiplier,
     kov_epsilon,
 )
+from pmwcm.mechanisms.accounting.accountants import gaussian_pld
 
 H = 1e-3  # the PLD default discretization
 
@@ -168,6 +171,45 @@ def test_gaussian_pld_tight_and_below_zcdp(m: float, k: int) -> None:
     # Composition of Gaussians is exact in quadrature, however it is written.
     spread = de.ComposedDpEvent([gauss(m, k - k // 2), gauss(m, k // 2)])
     assert PLDAccountant().epsilon(spread, delta=delta) == pld
+
+
+@pytest.mark.parametrize("sd", [0.05, 0.3, 1.0, 4.6, 40.0])
+@pytest.mark.parametrize("h", [H, 2.5e-3])
+def test_gaussian_pld_is_the_librarys_own_element_for_element(sd: float, h: float) -> None:
+    """The vectorised construction builds dp_accounting's PMF, not an approximation of it."""
+    ours = gaussian_pld(sd, h)._pmf_remove
+    theirs = pld_lib.from_gaussian_mechanism(sd, value_discretization_interval=h)._pmf_remove
+    assert type(ours) is type(theirs)  # sparse at large sd, dense below
+    ours, theirs = ours.to_dense_pmf(), theirs.to_dense_pmf()
+    assert ours._lower_loss == theirs._lower_loss
+    assert ours._infinity_mass == theirs._infinity_mass
+    assert np.array_equal(ours._probs, theirs._probs)
+
+
+def test_pld_remembers_the_discrete_groups_without_changing_a_total() -> None:
+    """A ledger's checks (groups fixed, the merged Gaussian growing) equal the library's
+    composition built from scratch each time, on one accountant and on fresh ones."""
+    delta, shared = 1e-6, PLDAccountant()
+    groups = [pure(0.0068, 56), EpsilonDeltaDpEvent(epsilon=0.1, delta=1e-8)]
+    laplace = de.SelfComposedDpEvent(de.LaplaceDpEvent(20.0), 3)
+    for i, m in enumerate([9.0, 6.0, 4.6, 4.6, 3.0]):
+        event = de.ComposedDpEvent([*groups, laplace, gauss(m, i + 1)])
+        group_plds = [
+            PLDAccountant()._group_pld(0.0068, 0.0, 56, H),
+            PLDAccountant()._group_pld(0.1, 1e-8, 1, H),
+            pld_lib.from_laplace_mechanism(20.0, value_discretization_interval=H).self_compose(3),
+            pld_lib.from_gaussian_mechanism(m / math.sqrt(i + 1), value_discretization_interval=H),
+        ]
+        scratch = group_plds[0]
+        for p in group_plds[1:]:
+            scratch = scratch.compose(p)
+        expected = float(scratch.get_epsilon_for_delta(delta))
+        expected += 1e-6 * H + 1e-12 * max(1.0, expected)
+        assert shared.epsilon(event, delta=delta) == expected
+        assert PLDAccountant().epsilon(event, delta=delta) == expected
+    # No discrete group at all: the Gaussian alone, as before.
+    alone = PLDAccountant().epsilon(gauss(3.0), delta=delta)
+    assert alone == shared.epsilon(gauss(3.0), delta=delta)
 
 
 def test_gaussian_refuses_pure_delta() -> None:

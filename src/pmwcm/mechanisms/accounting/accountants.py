@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import numbers
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 from dp_accounting.dp_event import DpEvent
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld import privacy_loss_mechanism
 from scipy import optimize, special
 
 from pmwcm.mechanisms.accounting.events import (
@@ -38,6 +41,7 @@ class Accountant(ABC):
 
 
 _SNAP = 1e-6  # grid steps: losses this close above a grid point are snapped onto it
+_NOT_BUILT = object()  # a cache miss (``None`` caches "no discrete groups")
 #: The most grid steps a composition's loss range may span: beyond, the interval grows.
 PLD_MAX_GRID = 100_000
 #: The coarsest interval used; a wider loss range (beyond any budget the service
@@ -89,30 +93,61 @@ class PLDAccountant(Accountant):
         self.h = h
         self.name = f"pld(h={h:g})"
         self._groups: dict[tuple[float, float, int, float], pld_lib.PrivacyLossDistribution] = {}
+        self._discrete_parts: dict[tuple[object, ...], pld_lib.PrivacyLossDistribution | None] = {}
 
     def _group_pld(
         self, eps: float, delta: float, k: int, h: float
     ) -> pld_lib.PrivacyLossDistribution:
         key = (eps, delta, k, h)
-        if key not in self._groups:
-            j = np.arange(k + 1, dtype=np.float64)
-            log_q = -np.log1p(np.exp(-eps))  # P(loss = +eps) = 1 / (1 + e^-eps)
-            logpmf = (
-                special.gammaln(k + 1.0) - special.gammaln(j + 1) - special.gammaln(k - j + 1)
-                + (k - j) * log_q + j * (log_q - eps) + k * math.log1p(-delta)
-            )  # fmt: skip
-            pmf = np.exp(logpmf)
-            keep = pmf >= 1e-30
-            idx = np.ceil((k - 2 * j[keep]) * eps / h - _SNAP).astype(np.int64)
-            uniq, inv = np.unique(idx, return_inverse=True)
-            mass = np.bincount(inv, weights=pmf[keep])
-            infinity = float(-math.expm1(k * math.log1p(-delta)) + pmf[~keep].sum())
-            if len(self._groups) > 256:
-                self._groups.clear()
-            self._groups[key] = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
-                dict(zip(uniq.tolist(), mass.tolist(), strict=True)), min(infinity, 1.0), h
-            )
-        return self._groups[key]
+        cached = self._groups.get(key)
+        if cached is not None:
+            return cached
+        j = np.arange(k + 1, dtype=np.float64)
+        log_q = -np.log1p(np.exp(-eps))  # P(loss = +eps) = 1 / (1 + e^-eps)
+        logpmf = (
+            special.gammaln(k + 1.0) - special.gammaln(j + 1) - special.gammaln(k - j + 1)
+            + (k - j) * log_q + j * (log_q - eps) + k * math.log1p(-delta)
+        )  # fmt: skip
+        pmf = np.exp(logpmf)
+        keep = pmf >= 1e-30
+        idx = np.ceil((k - 2 * j[keep]) * eps / h - _SNAP).astype(np.int64)
+        uniq, inv = np.unique(idx, return_inverse=True)
+        mass = np.bincount(inv, weights=pmf[keep])
+        infinity = float(-math.expm1(k * math.log1p(-delta)) + pmf[~keep].sum())
+        group = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
+            dict(zip(uniq.tolist(), mass.tolist(), strict=True)), min(infinity, 1.0), h
+        )
+        # Returned from the local, never read back: the service shares an
+        # accountant between threads, and another may clear the cache meanwhile.
+        if len(self._groups) > 256:
+            self._groups.clear()
+        self._groups[key] = group
+        return group
+
+    def _discrete_part(self, t: EventTotals, h: float) -> pld_lib.PrivacyLossDistribution | None:
+        """The composition of every (eps, delta) and Laplace group; ``None`` if there are none.
+
+        Remembered per set of groups: a ledger's later events are mostly
+        Gaussian measurements, which change only the merged Gaussian, so a
+        check composes this part with one fresh Gaussian PLD instead of
+        recomposing every group (the same PLDs composed in the same order).
+        """
+        key = (tuple(sorted(t.approx.items())), tuple(sorted(t.laplace.items())), h)
+        found = self._discrete_parts.get(key, _NOT_BUILT)
+        if found is not _NOT_BUILT:
+            return found
+        plds = [self._group_pld(e, d, k, h) for (e, d), k in key[0]]
+        plds += [
+            pld_lib.from_laplace_mechanism(b, value_discretization_interval=h).self_compose(k)
+            for b, k in key[1]
+        ]
+        part: pld_lib.PrivacyLossDistribution | None = None
+        for p in plds:
+            part = p if part is None else part.compose(p)
+        if len(self._discrete_parts) > 256:
+            self._discrete_parts.clear()
+        self._discrete_parts[key] = part
+        return part
 
     def epsilon(self, event: DpEvent, *, delta: float) -> float:
         """See :class:`Accountant`; refuses ``ZCDpEvent`` (no PLD)."""
@@ -125,22 +160,57 @@ class PLDAccountant(Accountant):
         if width > PLD_MAX_GRID * PLD_MAX_INTERVAL:
             return max(0.0, t.basic_epsilon(delta))
         h = max(self.h, width / PLD_MAX_GRID)
-        plds = [self._group_pld(e, d, k, h) for (e, d), k in sorted(t.approx.items())]
-        plds += [
-            pld_lib.from_laplace_mechanism(b, value_discretization_interval=h).self_compose(k)
-            for b, k in sorted(t.laplace.items())
-        ]
+        total = self._discrete_part(t, h)
         if t.gauss_mu2 > 0:
-            sd = 1.0 / math.sqrt(t.gauss_mu2)
-            plds.append(pld_lib.from_gaussian_mechanism(sd, value_discretization_interval=h))
-        if not plds:
+            gaussian = gaussian_pld(1.0 / math.sqrt(t.gauss_mu2), h)
+            total = gaussian if total is None else total.compose(gaussian)
+        if total is None:
             return 0.0
-        total = plds[0]
-        for p in plds[1:]:
-            total = total.compose(p)
         eps = float(total.get_epsilon_for_delta(delta))
         eps += _SNAP * h + 1e-12 * max(1.0, eps)  # see the class docstring
         return max(0.0, min(eps, t.basic_epsilon(delta)))
+
+
+class _GaussianLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
+    """``dp_accounting``'s Gaussian privacy loss, its hockey-stick divergence vectorised.
+
+    The connect-the-dots construction asks ``get_delta_for_epsilon`` for every
+    grid point of the loss range at once (tens of thousands at ``h = 1e-3``),
+    and the library inverts the privacy loss one point at a time in Python.
+    Without subsampling, for the add/remove pair (what :func:`gaussian_pld`
+    builds), the inverse is linear, ``x = -Delta / 2 - eps sigma^2 / Delta``,
+    and the divergence is ``P_upper(X <= x) - e^eps P_lower(X <= x)``: the same
+    arithmetic on arrays, so the same floats (``tests/test_accounting_pld.py``
+    compares the PMFs with the library's own, element for element).
+    """
+
+    def get_delta_for_epsilon(self, epsilon: Any) -> Any:
+        if self.sampling_prob != 1.0 or isinstance(epsilon, numbers.Number):
+            return super().get_delta_for_epsilon(epsilon)
+        eps = np.asarray(epsilon, dtype=np.float64)
+        x = -0.5 * self.sensitivity - eps * (self._standard_deviation**2) / self.sensitivity
+        deltas = self.mu_upper_cdf(x) - np.exp(eps + self.mu_lower_log_cdf(x))
+        return np.clip(deltas, 0, 1)
+
+
+def gaussian_pld(standard_deviation: float, h: float) -> pld_lib.PrivacyLossDistribution:
+    """``pld_lib.from_gaussian_mechanism(standard_deviation, value_discretization_interval=h)``.
+
+    The same PLD (pessimistic connect-the-dots, sensitivity 1, add/remove),
+    built about 3x faster through :class:`_GaussianLoss`. A ledger checks every
+    Gaussian measurement against the merged Gaussian of all of them, so this
+    runs once a debit.
+    """
+    loss = _GaussianLoss(
+        standard_deviation,
+        sensitivity=1,
+        pessimistic_estimate=True,
+        adjacency_type=privacy_loss_mechanism.AdjacencyType.REMOVE,
+    )
+    pmf = pld_lib._create_pld_pmf_from_monotone_privacy_loss(
+        loss, pessimistic_estimate=True, value_discretization_interval=h, use_connect_dots=True
+    )
+    return pld_lib.PrivacyLossDistribution(pmf)
 
 
 def _loss_range(t: EventTotals) -> float:
