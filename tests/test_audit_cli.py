@@ -8,6 +8,7 @@ and its negative controls) is recorded in docs/audit.md.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import pytest
@@ -107,3 +108,37 @@ def test_an_unreachable_postgres_is_named_without_its_url(light: Any) -> None:
     result = CliRunner().invoke(app, ["audit", "--no-suite", "--postgres", url])
     assert result.exit_code == 2
     assert "--postgres" in result.output and "secret" not in result.output
+
+
+def test_the_spark_row_reads_the_parquet_pair_with_spark(
+    light: Any, monkeypatch: pytest.MonkeyPatch, spark: Any
+) -> None:
+    """``--spark`` adds the Parquet pair read by Spark (the session's local one, which
+    ``getOrCreate`` returns), opened while the audit's folder exists."""
+    opened: dict[str, tuple[int, int, int]] = {}
+
+    def reach_cases(sources: Any) -> list[AuditCase]:
+        for source in sources:
+            data = [source.private_data(source.dataset0), source.private_data(source.dataset1)]
+            opened[source.label] = (data[0].n, *(reach.distinct_records(d) for d in data))
+            for d in data:
+                d.close()
+        return [stub("reach row")]
+
+    monkeypatch.setattr(suite, "reach_cases", reach_cases)
+    args = ["audit", "--no-suite", "--pipeline-trials", "1000", "--spark"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "--pipeline-trials 1000 --no-suite --spark`" in result.stdout
+    assert opened == {"DuckDB, Parquet": (4000, 2176, 2177), "Spark, Parquet": (4000, 2176, 2177)}
+
+
+@pytest.mark.parametrize("package", ["pyspark", "pyarrow"])
+def test_spark_without_its_packages_is_refused_before_any_row(
+    light: Any, monkeypatch: pytest.MonkeyPatch, package: str
+) -> None:
+    monkeypatch.setitem(sys.modules, package, None)  # as if not installed
+    result = CliRunner().invoke(app, ["audit", "--no-suite", "--spark"])
+    assert result.exit_code == 2
+    assert f"needs the optional package {package}" in result.output
+    assert "--spark" in result.output and "sources" not in light

@@ -5,10 +5,11 @@ input and mechanism, plus a quarter as many for the event search), the
 shipped default pipeline end to end and the paid support prior as a black box
 (:func:`~pmwcm.audit.suite.pipeline_cases`, ``--pipeline-trials``: real code at
 ~40 ms and ~5 ms a trial), the same pipeline audit through the support backend,
-sparse clique tables, a Parquet file opened by DuckDB and, with ``--postgres URL``,
-a PostgreSQL table (:func:`~pmwcm.audit.suite.reach_cases`; the data is opened
-as ``pmwcm run --data`` opens it), the cross-checks of the
-vectorised models against the real code, and the sensitivity search; with
+sparse clique tables, a Parquet file opened by DuckDB, with ``--spark`` the same
+file read by Spark and, with ``--postgres URL``, a PostgreSQL table
+(:func:`~pmwcm.audit.suite.reach_cases`; the data is opened as ``pmwcm run --data``
+opens it), the cross-checks of the vectorised models against the real code, and
+the sensitivity search; with
 ``--negative-controls`` also the deliberately broken pipelines, support priors,
 oracles and the planted bug of each path above. Prints a
 Markdown report to stdout (progress on stderr) and exits 1 if any claim is
@@ -46,6 +47,10 @@ _POSTGRES_HELP = (
     "Also audit the pipeline on a PostgreSQL table at this URL (creates or replaces the "
     "tables pmwcm_audit_reach_d0 and _d1 there)."
 )
+_SPARK_HELP = (
+    "Also audit the pipeline on the Parquet pair read by Spark (pmwcm run --engine spark; "
+    "needs pmwcm[spark] and Java; the session is SparkSession.builder.getOrCreate())."
+)
 
 
 def _machine() -> str:
@@ -77,6 +82,7 @@ def audit_command(
     ] = False,
     suite: Annotated[bool, typer.Option("--suite/--no-suite", help=_SUITE_HELP)] = True,
     postgres: Annotated[str | None, typer.Option("--postgres", help=_POSTGRES_HELP)] = None,
+    spark: Annotated[bool, typer.Option("--spark/--no-spark", help=_SPARK_HELP)] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help=_OUTPUT_HELP)] = None,
 ) -> None:
     """Audit every mechanism statistically: lower bounds on epsilon vs the claims."""
@@ -93,10 +99,11 @@ def audit_command(
         *(["--negative-controls"] if negative_controls else []),
         *([] if suite else ["--no-suite"]),
         *(["--postgres URL"] if postgres else []),
+        *(["--spark"] if spark else []),
     ]
     command = f"pmwcm audit --trials {trials} --alpha {alpha:g} --seed {seed} {' '.join(flags)}"
     with tempfile.TemporaryDirectory(prefix="pmwcm-audit-") as folder:
-        sources = _reach_sources(Path(folder), postgres) if pipeline_trials else []
+        sources = _reach_sources(Path(folder), postgres, spark) if pipeline_trials else []
         cases = [(c, trials) for c in standard.standard_cases(opendp=opendp)] if suite else []
         controls: list[tuple[Any, bool]] = []
         if pipeline_trials:
@@ -190,10 +197,11 @@ def _control_rows(
     return failed
 
 
-def _reach_sources(folder: Path, postgres: str | None) -> list[Any]:
+def _reach_sources(folder: Path, postgres: str | None, spark: bool) -> list[Any]:
     """The reach rows' pair as a Parquet file in ``folder`` and, with ``postgres``, as two
     tables there; each opened by :func:`~pmwcm.cli.loading.open_data`, as ``pmwcm run
-    --data`` opens it."""
+    --data`` opens it (with ``spark``, the Parquet pair also as ``--engine spark`` reads
+    it). A source that cannot be set up is refused here, before any row runs."""
     from pmwcm.audit import reach
     from pmwcm.cli.loading import open_data
     from pmwcm.data.schema import Schema
@@ -227,7 +235,43 @@ def _reach_sources(folder: Path, postgres: str | None) -> list[Any]:
                 opener=lambda table: open_data(url, schema, table=table),
             )
         )
+    if spark:
+        sources.append(_spark_source(paths, schema))
     return sources
+
+
+def _spark_source(paths: list[Path], schema: Any) -> Any:
+    """The Parquet pair read by Spark; refused if PySpark, PyArrow or its JVM is missing.
+
+    The pair is the audit's own public data, so opening ``D0`` once here to start
+    Spark reveals nothing; it turns a missing Java into a one-line refusal instead
+    of a failed row after the other rows' minutes.
+    """
+    import importlib
+
+    from pmwcm.audit import reach
+    from pmwcm.cli.loading import open_data
+
+    for package in ("pyspark", "pyarrow"):
+        try:
+            importlib.import_module(package)
+        except ModuleNotFoundError:
+            raise typer.BadParameter(
+                f"needs the optional package {package}: pip install 'pmwcm[spark]'.",
+                param_hint="--spark",
+            ) from None
+
+    def opener(path: Path) -> Any:
+        return open_data(str(path), schema, engine="spark")
+
+    try:
+        opener(paths[0]).close()
+    except Exception as exc:
+        raise typer.BadParameter(
+            f"cannot read the audit's Parquet files with Spark ({type(exc).__name__}).",
+            param_hint="--spark",
+        ) from None
+    return reach.Source(label="Spark, Parquet", dataset0=paths[0], dataset1=paths[1], opener=opener)
 
 
 def _sensitivity_row(rep: Any) -> str:
