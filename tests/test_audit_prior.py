@@ -45,6 +45,10 @@ def cases() -> dict[str, AuditCase]:
     return {
         "correct": prior_case(),
         "add/remove": prior_case(label="prior, add/remove sigma", measure=add_remove_measure),
+        "triples": prior_case(label="prior, all triples", order=3),
+        "triples add/remove": prior_case(
+            label="prior, all triples, add/remove sigma", measure=add_remove_measure, order=3
+        ),
     }
 
 
@@ -69,7 +73,7 @@ def test_the_pair_is_worst_case_and_the_claim_is_the_measurement_event(
     assert broken.probe(case.dataset0)[1] == pytest.approx(math.sqrt(k) / n)
 
 
-@pytest.mark.parametrize("which", ["correct", "add/remove"])
+@pytest.mark.parametrize("which", ["correct", "add/remove", "triples", "triples add/remove"])
 def test_prior_model_matches_the_real_measurement(
     cases: dict[str, AuditCase], which: str, seed: int
 ) -> None:
@@ -91,4 +95,26 @@ def test_prior_with_add_remove_sensitivity_is_caught(
 ) -> None:
     # (sqrt(2)/m)-GDP claimed as (1/m)-GDP: true eps 3.71 at delta 0.01; bounds 2.67-3.23.
     r = cases["add/remove"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.violated, r
+
+
+def test_the_triples_pair_is_worst_case_too(cases: dict[str, AuditCase]) -> None:
+    """All 3-way marginals of 4 binary attributes (K = 4): each moves 1/n between two
+    different cells of its 8, so the gap is sqrt(2K) / n, as for the pairs."""
+    case = cases["triples"]
+    model: Any = case.mechanism
+    k, n = len(model.cliques), case.dataset0.n
+    assert k == 4 and all(len(c) == 3 for c in model.cliques)
+    c0, c1 = model.probe(case.dataset0)[0], model.probe(case.dataset1)[0]
+    diff = (c1 - c0).reshape(k, 8) * n
+    assert np.allclose(np.sort(diff, axis=1), [[-1.0, *[0.0] * 6, 1.0]] * k)
+    assert case.claimed_epsilon == cases["correct"].claimed_epsilon  # the same event
+
+
+def test_the_triples_prior_is_not_flagged_and_its_planted_bug_is_caught(
+    cases: dict[str, AuditCase], seed: int
+) -> None:
+    r = cases["triples"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.verdict == "consistent", r
+    r = cases["triples add/remove"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
     assert r.violated, r

@@ -158,3 +158,18 @@ def test_a_session_stored_before_a_setting_existed_keeps_running_without_it(
     old = dict(config, parameters={k: v for k, v in config["parameters"].items() if k != key})
     _, pmw, _ = _parts(old, None, creating=False)
     assert getattr(pmw, key) == before
+
+
+def test_a_session_stored_before_the_triples_prior_keeps_the_pairs() -> None:
+    from pmwcm.service.build import _parts
+
+    config = session_config(
+        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
+        parameters={},
+    )  # fmt: skip
+    assert config["parameters"]["prior_cliques"] == "auto"  # new sessions store the rule
+    old = dict(config, parameters={
+        k: v for k, v in config["parameters"].items() if k != "prior_cliques"
+    })  # fmt: skip
+    _, pmw, _ = _parts(old, None, creating=False)
+    assert pmw.prior_cliques == "pairs"

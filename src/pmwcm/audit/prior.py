@@ -154,14 +154,19 @@ def prior_case(
     attributes: int = 4,
     n: int = 12,
     measure: MeasureFn = measure_marginals,
+    order: int = 2,
 ) -> AuditCase:
-    """All 2-way marginals of :func:`complement_pair` released by ``measure`` with ``m``.
+    """All ``order``-way marginals (pairs, or the triples the dense prior measures at
+    high signal: :func:`~pmwcm.mechanisms.priors.marginals.prior_order`) of
+    :func:`complement_pair` released by ``measure`` with ``m``.
 
-    The claim is the PLD epsilon of
+    The complement flips every attribute, so every clique of any order moves
+    ``1/n`` between two different cells: the pair attains ``sqrt(2K) / n`` for the
+    triples as for the pairs. The claim is the PLD epsilon of
     :func:`~pmwcm.mechanisms.priors.marginals.measurement_event` at ``delta``.
     """
     d0, d1 = complement_pair(attributes, n)
-    cliques = tuple(pairwise_cliques(d0.domain))
+    cliques = tuple(pairwise_cliques(d0.domain, order=order))
     model = MarginalsModel(cliques=cliques, noise_multiplier=multiplier, measure=measure)
     c0, c1 = model.probe(d0)[0], model.probe(d1)[0]
     gap = float(np.linalg.norm(c1 - c0))

@@ -105,6 +105,7 @@ def standard_cases(*, opendp: bool = True) -> list[AuditCase]:
     cases.append(objective_case(ObjectivePerturbation(), label="objective_perturbation"))
     cases.append(engine_case())
     cases.append(prior_case())
+    cases.append(prior_case(label="prior marginals, all triples", order=3))
     return cases
 
 

@@ -46,6 +46,8 @@ BUDGET_RULES: tuple[BudgetRuleName, ...] = get_args(BudgetRuleName)
 MODES: tuple[ModeName, ...] = get_args(ModeName)
 UpdateChoice = Literal["auto", "oracle", "measure", "both"]
 UPDATE_CHOICES: tuple[UpdateChoice, ...] = get_args(UpdateChoice)
+PriorCliques = Literal["auto", "pairs", "triples"]
+PRIOR_CLIQUES: tuple[PriorCliques, ...] = get_args(PriorCliques)
 #: The fixed shares (the split below ``SIGNAL_LARGE`` when ``budget_rule="fixed"``).
 FIXED_PRIOR_FRACTION = 0.4
 FIXED_SV_FRACTION = 0.3
@@ -154,9 +156,15 @@ class PMWConfig:
             leaves 2.9% unchecked on average where ``oracle`` leaves up to 81%
             at small n, and is ahead on the mean in 3 of 4 cells and on the max
             in all; an unannounced stream has no length to pace over.
+        prior_cliques: what the paid marginal prior measures on a dense hypothesis
+            without workload rounds: ``"auto"`` (default: every 3-way marginal where
+            their noise per mean cell is small, every 2-way one otherwise;
+            :func:`~pmwcm.mechanisms.priors.marginals.prior_order`), ``"pairs"`` or
+            ``"triples"``. The same privacy event either way. The support backend and
+            the workload-aware start measure pairs (``"triples"`` is refused there).
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
-    :data:`PriorName`, :data:`AccountantName`, :data:`UpdateChoice` and
+    :data:`PriorName`, :data:`AccountantName`, :data:`UpdateChoice`, :data:`PriorCliques` and
     :data:`~pmwcm.engine.settings.AfterHalt`, checked at run time; the fields
     stay annotated ``str`` so that callers passing a plain ``str`` (the CLI,
     the service) still type-check. :attr:`split` is the budget split and
@@ -190,10 +198,16 @@ class PMWConfig:
     announced_queries: int | None = None
     mode: ModeName = "auto"
     update: UpdateChoice = "auto"
+    prior_cliques: PriorCliques = "auto"
 
     def __post_init__(self) -> None:
         if self.update not in UPDATE_CHOICES:
             raise ValueError(f"update must be one of {UPDATE_CHOICES}, got update={self.update!r}.")
+        if self.prior_cliques not in PRIOR_CLIQUES:
+            raise ValueError(
+                f"prior_cliques must be one of {PRIOR_CLIQUES}, "
+                f"got prior_cliques={self.prior_cliques!r}."
+            )
         if self.prior not in PRIORS:
             raise ValueError(f"prior must be one of {PRIORS}, got prior={self.prior!r}.")
         if self.mode not in MODES:

@@ -114,10 +114,12 @@ from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.accounting import PrivacyLedger
 from pmwcm.mechanisms.noise import NoiseSource
 from pmwcm.mechanisms.priors.marginals import (
+    TRIPLE_ITERATIONS,
     Measurement,
     PriorRelease,
     marginal_prior,
     measurement_event,
+    pairwise_cliques,
 )
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.priors.workload import workload_prior
@@ -162,12 +164,13 @@ def _paid_marginal_prior(
     ledger: PrivacyLedger,
     noise: NoiseSource,
 ) -> PriorRelease[Histogram]:
-    """Charges, then measures, all 2-way marginals at the plan's multiplier, and fits
-    them on the plan's backend (dense, or a support of ``M`` records:
-    :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way)."""
-    multiplier = plan.prior_multiplier
+    """Charges, then measures, all 2-way marginals (all 3-way ones where the plan says:
+    ``plan.prior_order``) at the plan's multiplier, and fits them on the plan's backend
+    (dense, or a support of ``M`` records: :mod:`pmwcm.mechanisms.priors.support`; the
+    same release and charge either way)."""
+    multiplier, order = plan.prior_multiplier, plan.prior_order
     assert multiplier is not None  # planned for the marginal prior (public)
-    ledger.spend(measurement_event(multiplier), label="prior: noisy 2-way marginals")
+    ledger.spend(measurement_event(multiplier), label=f"prior: noisy {order}-way marginals")
     workload = plan.workload
     if workload is not None:  # charged whole before any selection reads the data
         ledger.spend(workload.event(), label="prior: workload clique rounds")
@@ -176,6 +179,11 @@ def _paid_marginal_prior(
         release = support_marginal_prior(
             data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size,
             device=resolve_device(plan.config.device),
+        )  # fmt: skip
+    elif order == 3:  # the same event: sigma scales with the number of cliques
+        release = marginal_prior(
+            data, noise_multiplier=multiplier, noise=noise,
+            cliques=pairwise_cliques(data.domain, order=3), iterations=TRIPLE_ITERATIONS,
         )  # fmt: skip
     else:
         release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)

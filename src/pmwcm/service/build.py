@@ -91,6 +91,7 @@ def _parts(config: Mapping[str, Any], connections: Connections | None, *, creati
         "sweep_window": None,
         "refit_iterations": 0,
         "update": "oracle",  # stored before issue 35's measured update was the default
+        "prior_cliques": "pairs",  # stored before the prior could measure triples
         **config["parameters"],
     }
     pmw = PMWConfig(epsilon=config["epsilon"], delta=config["delta"], **parameters)
