@@ -57,7 +57,9 @@ def _queries() -> list[CMQuery]:
 
 
 def _engine_with(data: PrivateData, noise: NumpyNoise) -> OnlinePMW:
-    config = PMWConfig(epsilon=4.0, delta=1e-6, max_updates=6, after_halt="synthetic")
+    config = PMWConfig(
+        epsilon=4.0, delta=1e-6, max_updates=6, after_halt="synthetic", prior_cliques="pairs"
+    )
     return build_engine(data, config, noise=noise)
 
 

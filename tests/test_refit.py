@@ -202,6 +202,7 @@ def updating_engine(
         # The paper's step: the calibrated one finds the pairwise prior already
         # right on these small cliques and moves nothing, leaving the refit no work.
         step_rule="fixed",
+        prior_cliques="pairs",  # the refit onto pairs (the rule picks triples at this n)
     )
     return build_engine(data, config, noise=noise)
 

@@ -201,6 +201,13 @@ class SessionParameters(_Request):
         "paper's private fit and tilt), 'both', or 'auto' (the default: 'measure' when "
         "announced_queries is set, else 'oracle').",
     )
+    prior_cliques: Literal["auto", "pairs", "triples"] = Field(
+        default=_DEFAULTS["prior_cliques"],
+        description="What the paid marginal prior measures on a dense hypothesis: 'auto' (the "
+        "default: every 3-way marginal where the data is large enough that their noise is "
+        "small, every 2-way one otherwise; pmwcm.mechanisms.priors.marginals.prior_order), "
+        "'pairs' or 'triples' (refused on the support backend). The same privacy cost.",
+    )
 
     @field_validator("support_size")
     @classmethod
