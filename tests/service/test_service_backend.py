@@ -141,10 +141,11 @@ def test_a_session_stored_before_the_budget_rule_keeps_the_fixed_split() -> None
     [
         ("sweep_window", 10, None),  # sessions from before the window replay every update
         ("refit_iterations", 3, 0),  # and those from before the refit do not refit
+        ("prior_cliques", "auto", "pairs"),  # nor measure the triples
     ],
 )
 def test_a_session_stored_before_a_setting_existed_keeps_running_without_it(
-    key: str, today: int, before: int | None
+    key: str, today: int | str, before: int | str | None
 ) -> None:
     from pmwcm.service.build import _parts
 
@@ -158,18 +159,3 @@ def test_a_session_stored_before_a_setting_existed_keeps_running_without_it(
     old = dict(config, parameters={k: v for k, v in config["parameters"].items() if k != key})
     _, pmw, _ = _parts(old, None, creating=False)
     assert getattr(pmw, key) == before
-
-
-def test_a_session_stored_before_the_triples_prior_keeps_the_pairs() -> None:
-    from pmwcm.service.build import _parts
-
-    config = session_config(
-        data_path=str(WIDE_DATA), schema_path=str(WIDE_SCHEMA), epsilon=1.0, delta=1e-6,
-        parameters={},
-    )  # fmt: skip
-    assert config["parameters"]["prior_cliques"] == "auto"  # new sessions store the rule
-    old = dict(config, parameters={
-        k: v for k, v in config["parameters"].items() if k != "prior_cliques"
-    })  # fmt: skip
-    _, pmw, _ = _parts(old, None, creating=False)
-    assert pmw.prior_cliques == "pairs"
