@@ -574,6 +574,7 @@ and AIM's first release on TV16 at eps = 4 (82 min, 5.1 GB; it had been stopped
 unfinished in session 8):
 
     ... --tables tv16 --eps 4 --seeds 1 --workload stepwise --updates aim-ar
+    ... --tables tv16 --eps 4 --seeds 1 --updates aim-ar    (the same release, 20 min)
 """
 
 
@@ -760,7 +761,9 @@ SECTION_READING = """
     answers the random stream at 6.6e-7 (the pairs' start 2.1e-6), gain 2.14x at k =
     2,000, 1.69x at k = 10,000 and 3.26x on the stepwise analyst (8.4-22.6x before, on
     a weaker start). Every stream is 0% unchecked and spends 100% of epsilon.
-  * **TV16 at eps = 4 has an AIM at last** (one release, 82 min): on the stepwise
+  * **TV16 at eps = 4 has an AIM at last** (one release, 82 min). On the random
+    streams `pmwcm run`'s default is at **0.22x / 0.40x** of its mean / max (1.0e-5 /
+    1.2e-4 against 4.8e-5 / 3.0e-4). On the stepwise
     analyst pmwcm is at 0.50x of its mean but **2.14x of its largest error** (5.5e-4
     against 2.6e-4; 1.90x on the streams' maxima on average), a cell where AIM's max is
     lower. The largest error is, in all three streams, the first query (`female` on
