@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pmwcm.data.bundled import load_adult
+from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
@@ -100,9 +101,8 @@ def test_the_triples_prior_is_the_same_event_and_fits_every_triple() -> None:
     assert len(measured) == math.comb(14, 3) and {len(m.clique) for m in measured} == {3}
 
     # The fit moved the start onto the triples: closer to them than the pairs' start is.
-    def distance(engine: object) -> float:
-        hypothesis = engine.hypothesis  # type: ignore[attr-defined]
-        return float(sum(np.sum((hypothesis.marginal(m.clique) - m.values) ** 2)
+    def distance(engine: OnlinePMW) -> float:
+        return float(sum(np.sum((engine.hypothesis.marginal(m.clique) - m.values) ** 2)
                          for m in measured))  # fmt: skip
 
     assert distance(triples) < 0.5 * distance(pairs)

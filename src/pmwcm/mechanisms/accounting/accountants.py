@@ -180,7 +180,7 @@ class _GaussianLoss(privacy_loss_mechanism.GaussianPrivacyLoss):
     Without subsampling, for the add/remove pair (what :func:`gaussian_pld`
     builds), the inverse is linear, ``x = -Delta / 2 - eps sigma^2 / Delta``,
     and the divergence is ``P_upper(X <= x) - e^eps P_lower(X <= x)``: the same
-    arithmetic on arrays, so the same floats (``tests/test_accounting_pld.py``
+    arithmetic on arrays, so the same floats (``tests/test_accounting.py``
     compares the PMFs with the library's own, element for element).
     """
 

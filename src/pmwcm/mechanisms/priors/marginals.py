@@ -145,14 +145,12 @@ def prior_order(domain: Domain, *, n: int, noise_multiplier: float) -> int:
     >>> prior_order(adult, n=48_842, noise_multiplier=5.99)  # eps = 1
     2
     """
-    names = domain.names
-    if len(names) < 3:
+    if len(domain) < 3:
         return 2
-    triples = list(itertools.combinations(range(len(names)), 3))
+    triples = pairwise_cliques(domain, order=3)
     if len(triples) * domain.size > TRIPLE_MAX_WORK:
         return 2
-    sizes = domain.shape
-    cells = sum(sizes[i] * sizes[j] * sizes[k] for i, j, k in triples) / len(triples)
+    cells = sum(math.prod(domain.sizes_of(clique)) for clique in triples) / len(triples)
     noise = noise_multiplier * math.sqrt(2 * len(triples)) * cells / n
     return 3 if noise <= TRIPLE_NOISE_CUT else 2
 
