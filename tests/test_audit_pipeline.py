@@ -33,7 +33,11 @@ from pmwcm.audit.pipeline import (
     pipeline_case,
     shipped,
 )
-from pmwcm.audit.pipeline_controls import refusing_solve
+from pmwcm.audit.pipeline_controls import (
+    noiseless_triples_prior,
+    refusing_solve,
+    triples_prior,
+)
 from pmwcm.engine.practical import PMWConfig
 from pmwcm.mechanisms.noise import NumpyNoise
 from pmwcm.mechanisms.oracles import BudgetTunedGradientDescent
@@ -49,6 +53,10 @@ def cases() -> dict[str, AuditCase]:
     return {
         "correct": pipeline_case(),
         "refusing": pipeline_case(build=refusing_solve, label="refusing real-data solve"),
+        "triples": pipeline_case(build=triples_prior, label="triples prior"),
+        "noiseless triples": pipeline_case(
+            build=noiseless_triples_prior, label="noiseless triples prior"
+        ),
     }
 
 
@@ -112,3 +120,18 @@ def test_a_data_dependent_refusal_in_the_pipeline_is_caught(
     r = run(cases["refusing"], seed)
     assert r.violated and r.epsilon_lower_bound > 1.8, r
     assert r.event == "something raised" and (r.count0, r.count1) == (0, TRIALS)
+
+
+def test_the_triples_prior_pipeline_is_not_flagged_and_its_noiseless_twin_is_caught(
+    cases: dict[str, AuditCase], seed: int
+) -> None:
+    """The prior that measures every triple (the rule's choice at high signal), end to
+    end; the broken twin charges the same event but fits the exact triples, so the
+    parity pair's changed record moves every released answer."""
+    engine = triples_prior(cases["triples"].dataset0, mechanism(cases["triples"]).config,
+                           NumpyNoise(seed=seed))  # fmt: skip
+    assert [e.label for e in engine.ledger.entries] == ["prior: noisy 3-way marginals"]
+    rng = np.random.default_rng(seed)
+    assert cases["triples"].run(trials=TRIALS, rng=rng, alpha=ALPHA).verdict == "consistent"
+    r = cases["noiseless triples"].run(trials=TRIALS, rng=rng, alpha=ALPHA)
+    assert r.violated, r

@@ -17,6 +17,7 @@ import math
 
 from pmwcm.audit.pipeline import Build
 from pmwcm.engine.online import OnlinePMW
+from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine, make_accountant
 from pmwcm.engine.rounds import CMRound, as_table
 from pmwcm.kernels.clique_table import CliqueTable
@@ -25,7 +26,11 @@ from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.solvers import SolverError, minimize
 from pmwcm.mechanisms.accounting import PrivacyLedger, calibrate_gaussian_multiplier
 from pmwcm.mechanisms.noise import NoiseSource
-from pmwcm.mechanisms.priors.marginals import marginal_prior, measurement_event
+from pmwcm.mechanisms.priors.marginals import (
+    marginal_prior,
+    measurement_event,
+    pairwise_cliques,
+)
 from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = ["BROKEN", "CERTIFY_BUDGET", "add_remove_prior", "refusing_solve", "small_sv_sensitivity"]
@@ -100,9 +105,37 @@ def add_remove_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -
     return build_engine(data, config, noise=noise, prior=prior, ledger=ledger)
 
 
+def triples_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """The shipped pipeline with the all-triples prior (``prior_cliques="triples"``: what
+    the rule picks at high signal, forced here at the audit pair's ``n``)."""
+    return build_engine(data, dataclasses.replace(config, prior_cliques="triples"), noise=noise)
+
+
+#: Fit steps of the broken triples prior: its leak is the noiseless release, not the
+#: fit, and the shipped 1,000 steps on exact marginals cost ~1.5 s a trial.
+_BROKEN_FIT_STEPS = 30
+
+
+def noiseless_triples_prior(data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+    """Broken: the triples prior charged as planned but fitted to the data's exact 3-way
+    marginals (a multiplier of ``1e-9`` in place of the plan's)."""
+    config = dataclasses.replace(config, prior_cliques="triples")
+    plan = plan_budget(config, n=data.n, domain=data.domain)
+    assert plan.prior_multiplier is not None and plan.prior_order == 3
+    ledger = PrivacyLedger(epsilon=config.epsilon, delta=config.delta,
+                           accountant=make_accountant(config.accountant))  # fmt: skip
+    ledger.spend(measurement_event(plan.prior_multiplier), label="prior: noisy 3-way marginals")
+    prior = marginal_prior(
+        data, noise_multiplier=1e-9, noise=noise,
+        cliques=pairwise_cliques(data.domain, order=3), iterations=_BROKEN_FIT_STEPS,
+    ).hypothesis  # fmt: skip
+    return build_engine(data, config, noise=noise, prior=prior, ledger=ledger)
+
+
 #: The negative controls by label.
 BROKEN: dict[str, Build] = {
     "refusing real-data solve": refusing_solve,
     "sparse vector sensitivity / 10": small_sv_sensitivity,
     "prior at add/remove sigma": add_remove_prior,
+    "noiseless triples prior": noiseless_triples_prior,
 }

@@ -39,7 +39,7 @@ from pmwcm.audit.measured_pipeline import (
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import BROKEN_ORACLES, crosscheck_oracle, oracle_case
 from pmwcm.audit.pipeline import crosscheck_pipeline, pipeline_case
-from pmwcm.audit.pipeline_controls import BROKEN
+from pmwcm.audit.pipeline_controls import BROKEN, triples_prior
 from pmwcm.audit.prior import MarginalsModel, crosscheck_prior, prior_case
 from pmwcm.audit.reach import Source, source_case, sparse_table_case, support_case
 from pmwcm.audit.sensitivity import SensitivityReport, max_sensitivity_search
@@ -185,7 +185,8 @@ def standard_sensitivity(
 
 
 def pipeline_cases() -> list[AuditCase]:
-    """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`), the
+    """The shipped default pipeline (:func:`~pmwcm.audit.pipeline.pipeline_case`; also with
+    the all-triples prior, :func:`~pmwcm.audit.pipeline_controls.triples_prior`), the
     support prior (:func:`~pmwcm.audit.support_prior.support_prior_case`) and the
     workload-aware start (:func:`~pmwcm.audit.workload_pipeline.workload_pipeline_case`,
     ~65 ms a trial) and the measured update
@@ -195,6 +196,7 @@ def pipeline_cases() -> list[AuditCase]:
     (:func:`~pmwcm.audit.measured_pipeline.measured_parts_case`, ~170 ms a trial)."""
     return [
         pipeline_case(),
+        pipeline_case(build=triples_prior, label="triples prior"),
         support_prior_case(),
         workload_pipeline_case(),
         workload_pipeline_case(backend="support"),
@@ -223,6 +225,7 @@ MUST_CATCH = frozenset(
         "ridge left out of the solve",
         "noiseless workload measurement",
         "noiseless measurement",
+        "noiseless triples prior",
     }
 )
 
