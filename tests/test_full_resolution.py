@@ -34,8 +34,15 @@ from pmwcm.kernels.histogram_codec import decode_histogram, encode_histogram
 from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.kernels.support import SupportHistogram
 from pmwcm.mechanisms.noise import NumpyNoise
+from pmwcm.mechanisms.priors import support as support_prior_module
 from pmwcm.mechanisms.priors.marginals import fit_histogram, measure_marginals, pairwise_cliques
-from pmwcm.mechanisms.priors.support import fit_support, support_marginal_prior
+from pmwcm.mechanisms.priors.support import (
+    PRECISE_FIT_SIGMA,
+    fit_support,
+    support_fit_budget,
+    support_iterations,
+    support_marginal_prior,
+)
 from pmwcm.mechanisms.priors.support_proposal import tree_edges, tree_proposal
 from pmwcm.mechanisms.private_data import PrivateData
 
@@ -276,6 +283,30 @@ def test_the_tree_proposal_follows_the_released_dependence() -> None:
     assert agree > 0.7  # independent sampling would give 0.2
     # every value of every attribute stays reachable (the uniform mixing)
     assert all(np.unique(records[:, i]).size == s for i, s in enumerate(domain.sizes))
+
+
+@pytest.mark.parametrize("multiplier", [2.0, 0.002])
+def test_the_support_prior_fits_as_long_as_its_own_noise_asks(
+    multiplier: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fit's length is read from the released tables' sigma (public), not the data."""
+    data = PrivateData.from_records(WIDE, wide_records(4))
+    asked: list[int] = []
+
+    def spy(start: Any, measurements: Any, *, iterations: int, **kw: Any) -> Any:
+        asked.append(iterations)
+        return fit_support(start, measurements, iterations=0, **kw)
+
+    monkeypatch.setattr(support_prior_module, "fit_support", spy)
+    release = support_marginal_prior(
+        data, noise_multiplier=multiplier, noise=NumpyNoise(seed=5), size=3000
+    )
+    sigma = release.measurements[0].sigma
+    assert sigma == multiplier * math.sqrt(2 * len(pairwise_cliques(WIDE))) / data.n
+    assert asked == [support_fit_budget(3000, len(release.measurements), sigma=sigma)[0]]
+    assert (asked[0] > support_iterations(3000, len(release.measurements))) == (
+        sigma < PRECISE_FIT_SIGMA
+    )
 
 
 def test_the_support_prior_is_reproducible_from_seeded_noise() -> None:

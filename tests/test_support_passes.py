@@ -22,7 +22,13 @@ from pmwcm.kernels.support_passes import (
     columns_of,
     descent_step,
 )
-from pmwcm.mechanisms.priors.support import FIT_WORK_CAP, support_fit_budget
+from pmwcm.mechanisms.priors.support import (
+    FIT_WORK,
+    FIT_WORK_CAP,
+    PRECISE_FIT_SIGMA,
+    support_fit_budget,
+    support_iterations,
+)
 
 DOMAIN = Domain.from_sizes({"a": 3, "b": 7, "c": 2, "d": 11})
 CLIQUES = [("a",), *itertools.combinations(DOMAIN.names, 2)]
@@ -72,13 +78,31 @@ def test_a_clique_of_three_takes_the_horner_rows_not_the_pair_ones() -> None:
     assert sizes.tolist() == [[1, 1, 7], [3, 2, 11]]
 
 
-def test_the_fit_budget_caps_the_whole_fit() -> None:
-    for size, cliques in [(2**14, 91), (2**18, 91), (2**23, 91), (10**6, 1431)]:
-        iterations, continuation = support_fit_budget(size, cliques)
-        assert 30 <= iterations <= 300 and continuation >= 1
+@pytest.mark.parametrize("sigma", [None, 1e-2, PRECISE_FIT_SIGMA, 4e-4, 1e-6, 0.0])
+def test_the_fit_budget_caps_the_whole_fit(sigma: float | None) -> None:
+    for size, cliques in [(2**14, 91), (2**16, 136), (2**18, 91), (2**23, 91), (10**6, 1431)]:
+        iterations, continuation = support_fit_budget(size, cliques, sigma=sigma)
+        base = support_iterations(size, cliques)
+        assert 30 <= base <= 300 and continuation >= 1
+        assert base <= iterations <= max(base, FIT_WORK // (cliques * size))
         assert iterations * continuation * cliques * size <= max(
             FIT_WORK_CAP, iterations * cliques * size
         )
+
+
+def test_a_more_precise_prior_earns_a_longer_fit_as_one_over_sigma_squared() -> None:
+    size, cliques = 2**16, 136  # TV16's support and pairs: room for 2,243 iterations
+    base = support_iterations(size, cliques)
+    assert base == 300
+    # at or above the cut, the base budget, whatever the noise
+    for sigma in (PRECISE_FIT_SIGMA, 2 * PRECISE_FIT_SIGMA, 1.0):
+        assert support_iterations(size, cliques, sigma=sigma) == base
+    assert support_iterations(size, cliques, sigma=PRECISE_FIT_SIGMA / 2) == 4 * base
+    lengths = [support_iterations(size, cliques, sigma=s) for s in np.geomspace(2e-3, 1e-5, 30)]
+    assert lengths == sorted(lengths)  # never shorter for a more precise prior
+    assert lengths[-1] == FIT_WORK // (cliques * size)  # and never past the work budget
+    # a support already at the work budget's floor gains nothing
+    assert support_iterations(10**6, 1431, sigma=1e-6) == support_iterations(10**6, 1431)
 
 
 WIDE = Domain.from_sizes({f"x{i}": 100 for i in range(14)})

@@ -14,7 +14,8 @@ a data value. It declares
 * **time**: an upper bound from the work the build may do, every term capped by
   construction: the fit's record-clique visits (the support fit's
   ``iterations * continuation`` from
-  :func:`~pmwcm.mechanisms.priors.support.support_fit_budget`; the dense fit's
+  :func:`~pmwcm.mechanisms.priors.support.support_fit_budget`, at the longest fit
+  any prior noise allows; the dense fit's
   300 iterations times its continuation), the proposal's draws and the data
   side's one pass per measured clique, each at a per-visit cost that holds on a
   loaded 2-core machine (measured: 10-17 ns per visit of the support passes at a
@@ -110,7 +111,12 @@ def build_cost(domain: Domain, config: PMWConfig, *, n: int | None = None) -> Bu
         seconds += DATA_SECONDS_PER_VISIT * cliques * (n or 0)
         if backend.kind == "support":
             size = backend.support_size
-            iterations, continuation = support_fit_budget(size, cliques)
+            # The fit's length follows the prior's sigma (the plan's multiplier): the
+            # bound takes the longest any sigma allows, a precise prior's (sigma -> 0).
+            iterations, continuation = max(
+                (support_fit_budget(size, cliques, sigma=s) for s in (None, 0.0)),
+                key=lambda budget: budget[0] * budget[1],
+            )
             visits = 2 * iterations * continuation * cliques * size
             seconds += SUPPORT_SECONDS_PER_VISIT * visits
         else:

@@ -85,9 +85,13 @@ def whole_fit(hypothesis: Histogram, measurements: Sequence[Measurement]) -> His
     """The prior's whole fit from ``hypothesis`` onto ``measurements``, at its backend's
     public work budget: :func:`~pmwcm.mechanisms.priors.marginals.default_iterations` on a
     dense histogram, :func:`~pmwcm.mechanisms.priors.support.support_fit_budget` (with its
-    continuation) on a support."""
+    continuation) on a support, read at the most precise measurement's ``sigma`` (public:
+    the prior's own, which the other measurements only add to)."""
     if isinstance(hypothesis, SupportHistogram):
-        iterations, continuation = support_fit_budget(hypothesis.size, len(measurements))
+        sigma = min(m.sigma for m in measurements) if measurements else None
+        iterations, continuation = support_fit_budget(
+            hypothesis.size, len(measurements), sigma=sigma
+        )
         return refit_to_measurements(
             hypothesis, measurements, iterations=iterations, continuation=continuation
         )

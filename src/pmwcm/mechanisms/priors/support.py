@@ -29,7 +29,8 @@ private records would publish which cells hold a record, and
 **Cost.** The proposal is ``O(M m)`` for ``m`` attributes; each fit iteration
 ``O(K M)`` in two streaming passes over the column-major codes
 (:mod:`pmwcm.kernels.support_passes`), with the number
-of iterations from a public work budget (:func:`support_iterations`). On a
+of iterations from a public work budget and the release's noise
+(:func:`support_iterations`: a more precise release earns a longer fit). On a
 support held on an array device (``--device cuda``,
 :mod:`pmwcm.kernels.array_device`) each iteration is the same step in the array
 API standard (:func:`pmwcm.kernels.support_array.descend`).
@@ -260,25 +261,55 @@ def _fit_on_device(
 FIT_WORK_CAP = 3 * FIT_WORK
 
 
-def support_fit_budget(size: int, cliques: int) -> tuple[int, int]:
-    """The fit's ``(iterations, continuation)`` for ``size`` records and ``cliques``
-    measured cliques (public): :func:`support_iterations`, and as many times that
-    as keep the whole fit within :data:`FIT_WORK_CAP` visits (at least 1, at most
+#: The prior's noise per cell (``sigma = m sqrt(2K) / n``, public) from which a
+#: support fit is given more than :func:`support_iterations`' base budget: the fit
+#: then goes on for ``base (PRECISE_FIT_SIGMA / sigma)^2`` iterations (up to the work
+#: budget). Tuned in round 3 (docs/design.md section 11, "the support prior's fit at
+#: high signal"): past 300 iterations the fit kept moving toward the data's own
+#: marginals at eps = 4 and 2 on TV16 and full-resolution Adult (sigma 4.3e-4 to
+#: 8.7e-4) and away from them at eps = 1 (1.5e-3, 1.7e-3).
+PRECISE_FIT_SIGMA = 1.5e-3
+
+
+def support_fit_budget(size: int, cliques: int, *, sigma: float | None = None) -> tuple[int, int]:
+    """The fit's ``(iterations, continuation)`` for ``size`` records, ``cliques``
+    measured cliques and (when given) the measurements' noise per cell ``sigma``, all
+    public: :func:`support_iterations`, and as many times that as keep the whole fit
+    within :data:`FIT_WORK_CAP` visits (at least 1, at most
     :data:`~pmwcm.mechanisms.priors.marginals.CONTINUATION`).
 
     >>> support_fit_budget(2**18, 91), support_fit_budget(8_659_208, 91)
     ((300, 8), (30, 2))
+    >>> support_fit_budget(2**16, 136, sigma=4.3e-4)
+    (2243, 3)
     """
-    iterations = support_iterations(size, cliques)
+    iterations = support_iterations(size, cliques, sigma=sigma)
     fits = int(FIT_WORK_CAP // (iterations * cliques * size))
     return iterations, max(1, min(CONTINUATION, fits))
 
 
-def support_iterations(size: int, cliques: int) -> int:
+def support_iterations(size: int, cliques: int, *, sigma: float | None = None) -> int:
     """A public work budget for the support fit: :data:`FIT_WORK` record-clique
     visits, 30 to 300 iterations (Adult at full resolution, ``M = 2^18``, 91
-    pairs: 300; the 54-attribute loans table, ``M = 10^6``, 1,431 pairs: 30)."""
-    return int(min(300, max(30, FIT_WORK // (cliques * size))))
+    pairs: 300; the 54-attribute loans table, ``M = 10^6``, 1,431 pairs: 30).
+
+    A precise measurement earns a longer fit: below :data:`PRECISE_FIT_SIGMA`
+    the base budget ``b`` grows to ``b (PRECISE_FIT_SIGMA / sigma)^2``, within the
+    same :data:`FIT_WORK` visits. The square is the descent's pace: its loss falls
+    like ``1/t``, so resolving the tables to a noise ``sigma`` takes ``t ~ 1/sigma^2``
+    steps (measured: the fit's distance to the data's own marginals bottomed out
+    near 300 iterations at ``sigma = 1.5e-3``, near 1,000 at ``8e-4``, past 2,000 at
+    ``4.3e-4``).
+
+    >>> support_iterations(2**16, 136), support_iterations(2**16, 136, sigma=8e-4)
+    (300, 1054)
+    """
+    visits = FIT_WORK // (cliques * size)
+    base = int(min(300, max(30, visits)))
+    if sigma is None or sigma >= PRECISE_FIT_SIGMA:
+        return base
+    wanted = base * (PRECISE_FIT_SIGMA / sigma) ** 2 if sigma > 0 else math.inf
+    return int(max(base, min(visits, wanted)))
 
 
 def support_marginal_prior(
@@ -303,7 +334,7 @@ def support_marginal_prior(
     measured = measure_marginals(data, chosen, noise_multiplier=noise_multiplier, noise=noise)
     rng = post_processing_rng(noise)
     records = tree_proposal(data.domain, measured, size=size, rng=rng)
-    budget, continuation = support_fit_budget(size, len(chosen))
+    budget, continuation = support_fit_budget(size, len(chosen), sigma=measured[0].sigma)
     fitted = fit_support(
         _UniformStart(data.domain, records, device),
         measured,
