@@ -13,7 +13,11 @@ folder put first on ``PYTHONPATH``), each open in its own process. One JSON line
 per open: the snapshot's rows and bytes, the open's wall and CPU time, and the
 memory it added (peak ``ru_maxrss`` minus the resident memory before the open;
 Spark's JVM is another process and is not counted). DuckDB, whose result always
-came as NumPy columns, is the baseline of the same run.
+came as NumPy columns, is the baseline of the same run. After the open, each
+process counts the cliques of the first 2, 3 and 4 columns (``--cliques``: 10^4,
+10^6 and 10^8 cells) from the snapshot, and reports their CPU time and the
+process's peak resident memory once they are counted: what a session holds while
+it answers.
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/snapshot_transfer.py --rows 4000000 \\
         --tree /path/to/old/src --tree src
@@ -56,12 +60,19 @@ source = open_source(spec["data"], schema, **options)
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 pinned = source.pinned
+count_cpu, occupied = time.process_time(), []
+for clique in spec["cliques"]:
+    occupied.append(int(source.counts(tuple(clique)).mass.size))
+count_cpu = time.process_time() - count_cpu
+counted = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({
     "engine": spec["engine"], "tree": spec["tree"], "rows": spec["rows"],
     "snapshot_rows": pinned.rows, "n": pinned.n,
     "snapshot_mib": round(pinned.nbytes / 2**20, 1),
     "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
     "added_mib": round(peak - before), "peak_mib": round(peak),
+    "cliques_occupied": occupied, "count_cpu_s": round(count_cpu, 2),
+    "peak_after_counts_mib": round(counted),
 }))
 if session is not None:
     session.stop()
@@ -120,6 +131,10 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--tree", action="append", default=None, help="a src folder (repeat)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cliques", type=int, nargs="*", default=[2, 3, 4],
+        help="after the open, count a clique of the first W columns for each W given",
+    )  # fmt: skip
     args = parser.parse_args()
     trees = args.tree or [str(Path(__file__).resolve().parents[1] / "src")]
     from postgres_cluster import PostgresCluster
@@ -127,7 +142,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         parquet = Path(tmp) / "records.parquet"
         write_parquet(parquet, args.rows, args.columns, args.seed)
-        base = {"rows": args.rows, "schema": schema_json(args.columns)}
+        cliques = [[f"c{j}" for j in range(width)] for width in args.cliques]
+        base = {"rows": args.rows, "schema": schema_json(args.columns), "cliques": cliques}
         with PostgresCluster() as cluster:
             if "postgres" in args.engines:
                 load_postgres(cluster.url, parquet, args.columns)

@@ -41,6 +41,7 @@ from pmwcm.data.table import DataError
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
+    "FETCH_VECTORS",
     "THREAD_BYTES_PER_COLUMN",
     "DuckDBSource",
     "column_kind",
@@ -55,6 +56,10 @@ DEFAULT_MEMORY_LIMIT = "512MB"
 #: scan's and the coding layers' vectors of 2,048 cells): a 1,000-column table ran out of
 #: 512 MB on 2 threads and fit on 1, so a thread is planned at 256 KiB per column.
 THREAD_BYTES_PER_COLUMN = 256 * 1024
+
+#: The snapshot's result is fetched this many of DuckDB's 2,048-row vectors at a time
+#: (2^20 rows: 8 MiB a 64-bit column).
+FETCH_VECTORS = 512
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
@@ -336,7 +341,11 @@ class DuckDBSource(SQLSource):
     def _column_blocks(
         self, query: str, width: int, parameters: Parameters
     ) -> Generator[Sequence[np.ndarray], None, None]:
-        """The result in one block: DuckDB's NumPy fetch gives its columns as arrays."""
+        """The result in blocks of :data:`FETCH_VECTORS` of DuckDB's vectors (2^20 rows),
+        each column an integer array: fetching it whole would hold every distinct
+        record's 64-bit keys at once (16 bytes a record and more: 1.6 GB at 10^8). A
+        caller's own relation (:meth:`from_relation`) keeps no result to fetch from in
+        parts, so its result comes whole, as DuckDB's NumPy fetch gives it."""
         import duckdb
 
         try:
@@ -345,10 +354,17 @@ class DuckDBSource(SQLSource):
                 result = self._bind(query, parameters)
             else:
                 result = self._run(query)
-            fetched = result.fetchnumpy()
+            if not hasattr(result, "fetch_df_chunk"):
+                yield [np.asarray(column) for column in result.fetchnumpy().values()]
+                return
+            while True:
+                block = result.fetch_df_chunk(FETCH_VECTORS)
+                if not len(block):
+                    return
+                yield [block[column].to_numpy() for column in block.columns]
+                del block
         except duckdb.OutOfMemoryException:
             raise DataError(_out_of_memory(self.where, self._memory_limit)) from None
-        yield [np.asarray(column) for column in fetched.values()]
 
     def close(self) -> None:
         """Closes the connection opened by :meth:`from_file` (idempotent)."""
