@@ -68,7 +68,7 @@ counted = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({
     "engine": spec["engine"], "tree": spec["tree"], "rows": spec["rows"],
     "snapshot_rows": pinned.rows, "n": pinned.n,
-    "snapshot_mib": round(pinned.nbytes / 2**20, 1),
+    "snapshot_mib": round(pinned.nbytes / 2**20, 1), "spilled": getattr(pinned, "spilled", False),
     "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
     "added_mib": round(peak - before), "peak_mib": round(peak),
     "cliques_occupied": occupied, "count_cpu_s": round(count_cpu, 2),

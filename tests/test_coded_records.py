@@ -11,19 +11,21 @@ float: integer counts sum exactly in float64 in any order.
 from __future__ import annotations
 
 import itertools
+import os
 import tracemalloc
 
 import numpy as np
 import pytest
 
-from pmwcm.kernels import coded_records
+from pmwcm.kernels import coded_records, spilled_columns
 from pmwcm.kernels.coded_records import CodedRecords, count_dtype, merge_counts
 from pmwcm.kernels.domain import Domain
 
-#: Three cliques that take the three ways of counting: a dense table (24 cells), a
-#: sparse clique summed over all its cells (100 x 60 = 6,000 cells) and one whose
-#: blocks' occupied cells are merged (100 x 60 x 7,000 = 4.2e7 cells).
-CLIQUES = [("a", "b"), ("c", "d"), ("c", "d", "e"), ()]
+#: Cliques that take the four ways of counting 5,000 rows: a dense table (24 cells), a
+#: sparse clique summed over all its cells (100 x 60 = 6,000 cells), one counted
+#: through a bitmap of its cells (4 x 6 x 7,000 = 168,000: more than 8 a row, at most
+#: 64) and one whose blocks' occupied cells are merged (100 x 60 x 7,000 = 4.2e7).
+CLIQUES = [("a", "b"), ("c", "d"), ("a", "b", "e"), ("c", "d", "e"), ()]
 
 
 def snapshot(rows: int, *, counts: bool, seed: int = 3) -> CodedRecords:
@@ -48,6 +50,15 @@ def test_cliques_counted_in_blocks_are_those_of_one_pass(
 ) -> None:
     records = snapshot(5000, counts=counts)
     whole = {clique: records.count_table(clique) for clique in CLIQUES}
+    taken: list[str] = []
+    for way in ("_ranked", "_merged"):
+        counted = getattr(CodedRecords, way)
+
+        def spy(self: CodedRecords, *args: object, _way: str = way, _f: object = counted) -> object:
+            taken.append(_way)
+            return _f(self, *args)  # type: ignore[operator]
+
+        monkeypatch.setattr(CodedRecords, way, spy)
     monkeypatch.setattr(coded_records, "COUNT_BLOCK_ROWS", 333)  # 16 blocks, the last short
     for clique in CLIQUES:
         table, before = records.count_table(clique), whole[clique]
@@ -63,6 +74,7 @@ def test_cliques_counted_in_blocks_are_those_of_one_pass(
             np.testing.assert_array_equal(table.codes, cells)
             np.testing.assert_array_equal(table.codes, before.codes)
             np.testing.assert_array_equal(table.mass, mass)
+    assert taken == ["_ranked", "_merged"]  # one clique each way
 
 
 def test_full_counts_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,6 +162,30 @@ def test_counting_a_clique_of_many_rows_adds_one_block_of_temporaries() -> None:
     assert peak < rows * 8 / 4
 
 
+def test_a_clique_counted_through_its_bitmap_allocates_its_table_and_the_bitmap() -> None:
+    """2^22 rows on a clique of 2.4e8 cells (about 57 a row): its table (16 bytes an
+    occupied cell), the bitmap (a quarter byte a cell) and one block; sorting or merging
+    would add 16-32 bytes a row."""
+    rows = 2**22
+    domain = Domain.from_sizes({"c": 100, "d": 60, "e": 40_000})
+    rng = np.random.default_rng(4)
+    columns = [rng.integers(0, size, rows) for size in domain.sizes]
+    records = CodedRecords(domain, columns)
+    cells = 100 * 60 * 40_000
+    assert 8 * rows < cells <= coded_records.BITMAP_CELLS_PER_ROW * rows
+    records.count_table(("c", "d", "e"))  # compiled before measuring
+    tracemalloc.start()
+    try:
+        table = records.count_table(("c", "d", "e"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert table.mass.sum() == rows and table.codes is not None
+    held = table.mass.nbytes + table.codes.nbytes
+    block = coded_records.COUNT_BLOCK_ROWS * 4  # one block's uint32 codes
+    assert peak <= held + cells // 4 + 3 * block
+
+
 def test_own_pages_copies_into_a_private_map() -> None:
     """A block kept in its own anonymous map (returned to the system when freed), equal
     to the block and independent of it; a block under a page is a plain copy."""
@@ -164,3 +200,70 @@ def test_own_pages_copies_into_a_private_map() -> None:
     assert kept[0] == 0
     small = coded_records.own_pages(np.arange(3, dtype=np.uint8))
     assert small.tolist() == [0, 1, 2] and small.base is None
+
+
+def test_column_files_are_mapped_read_only_and_leave_nothing_on_disk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[str] = []
+    mkdtemp = spilled_columns.tempfile.mkdtemp
+
+    def recorded(**kwargs: str) -> str:
+        made.append(mkdtemp(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(spilled_columns.tempfile, "mkdtemp", recorded)
+    files = spilled_columns.ColumnFiles([np.dtype(np.uint8), np.dtype(np.uint16)])
+    assert os.stat(made[0]).st_mode & 0o077 == 0  # this user's only
+    rng = np.random.default_rng(2)
+    first = [rng.integers(0, 200, 5000), rng.integers(0, 60000, 5000)]
+    second = [rng.integers(0, 200, 3), rng.integers(0, 60000, 3)]
+    for block in (first, second):
+        for j, column in enumerate(block):
+            files.append(j, column)
+    columns = files.mapped()
+    assert not os.path.exists(made[0])  # directory and files gone, the maps stay valid
+    for j, column in enumerate(columns):
+        assert column.dtype == (np.uint8, np.uint16)[j] and not column.flags.writeable
+        np.testing.assert_array_equal(column, np.concatenate([first[j], second[j]]))
+    spilled_columns.release_pages(columns[1], 0, 5003)  # pages let go, read back intact
+    np.testing.assert_array_equal(columns[1], np.concatenate([first[1], second[1]]))
+    uneven = spilled_columns.ColumnFiles([np.dtype(np.uint8)] * 2)
+    uneven.append(0, np.zeros(3))
+    with pytest.raises(ValueError, match="as many rows"):
+        uneven.mapped()
+    assert not os.path.exists(made[1])
+
+
+def test_release_pages_leaves_memory_that_is_not_a_file_map_alone() -> None:
+    """The advice that lets a file map's pages go would zero an anonymous map's."""
+    kept = coded_records.own_pages(np.arange(5000, dtype=np.uint16))
+    spilled_columns.release_pages(kept, 0, 5000)
+    plain = np.arange(5000, dtype=np.uint16)
+    spilled_columns.release_pages(plain, 0, 5000)
+    np.testing.assert_array_equal(kept, np.arange(5000))
+    np.testing.assert_array_equal(plain, np.arange(5000))
+
+
+@pytest.mark.parametrize("spill_bytes", [0, 20_000, 2**40])
+def test_a_snapshot_built_in_files_counts_like_one_in_memory(
+    spill_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spilled at once, midway, or never: the same records, counts and tables."""
+    reference = snapshot(6000, counts=True)
+    counts = reference.counts
+    assert counts is not None
+    monkeypatch.setattr(spilled_columns, "SPILL_BYTES", spill_bytes)
+    monkeypatch.setattr(coded_records, "COUNT_BLOCK_ROWS", 512)
+    builder = coded_records.SnapshotBuilder(reference.domain)
+    for lo in range(0, 6000, 1000):
+        builder.add([c[lo : lo + 1000] for c in reference.columns], counts[lo : lo + 1000])
+    built = builder.records()
+    builder.discard()  # nothing left to drop: the snapshot stays whole
+    assert built.spilled == (spill_bytes < 2**40) and not reference.spilled
+    assert built.n == reference.n and built.fingerprint() == reference.fingerprint()
+    for clique in CLIQUES:
+        mine, theirs = built.count_table(clique), reference.count_table(clique)
+        np.testing.assert_array_equal(mine.mass, theirs.mass)
+        if mine.codes is not None:
+            np.testing.assert_array_equal(mine.codes, theirs.codes)

@@ -254,6 +254,50 @@ def test_rows_that_fail_the_schema_are_counted_over_every_block(
     assert said == str(from_duckdb.value).split("does not fit the schema: ", 1)[1]
 
 
+def test_a_snapshot_spilled_to_private_files_counts_like_memory_and_leaves_none(
+    adult_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot past ``SPILL_BYTES`` is mapped from private files: the same counts as
+    memory; its files are gone once it is open, and gone when the open is refused."""
+    from pmwcm.data.sources import duckdb_source
+    from pmwcm.kernels import spilled_columns
+
+    made: list[str] = []
+    mkdtemp = spilled_columns.tempfile.mkdtemp
+
+    def recorded(**kwargs: str) -> str:
+        path = mkdtemp(**kwargs)
+        if kwargs.get("prefix") == "pmwcm-snapshot-":
+            made.append(path)
+        return path
+
+    monkeypatch.setattr(spilled_columns.tempfile, "mkdtemp", recorded)
+    monkeypatch.setattr(spilled_columns, "SPILL_BYTES", 50_000)  # spilled midway
+    monkeypatch.setattr(duckdb_source, "FETCH_VECTORS", 4)
+    schema = adult_schema("full")
+    expected, data = reference(schema), open_private_data(adult_csv, schema)
+    try:
+        assert data.source is not None and data.source.pinned.spilled
+        assert len(made) == 1 and not Path(made[0]).exists()
+        names = data.domain.names
+        for clique in (names, names[:3]):
+            got, want = counts_of(data, clique), counts_of(expected, clique)
+            np.testing.assert_array_equal(got.codes, want.codes)
+            np.testing.assert_array_equal(got.mass, want.mass)
+    finally:
+        data.close()
+    lines = adult_csv.read_text().splitlines()
+    age = lines[0].split(",").index("age")
+    cells = lines[-1].split(",")
+    cells[age] = "500"  # the last row: refused after the snapshot spilled
+    lines[-1] = ",".join(cells)
+    bad = tmp_path / "adult-bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="does not fit the schema"):
+        open_private_data(bad, adult_schema("categorical"))
+    assert len(made) == 2 and not Path(made[1]).exists()
+
+
 def test_a_snapshot_that_fails_mid_stream_ends_the_copy_before_the_connection(
     adult_postgres: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

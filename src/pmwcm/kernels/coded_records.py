@@ -25,8 +25,9 @@ snapshot: a snapshot of ``10^8`` distinct records of six 100-value attributes
 holds 7 bytes a record (0.65 GiB), and counting one of its cliques in one piece
 took 12-32 bytes a record more (codes, ranks, sort keys). A clique of at most
 :data:`DIRECT_COUNT_CELLS` cells is summed into a table over all its cells; a
-larger one block by block, each block's occupied cells and masses merged in code
-order (:func:`merge_counts`).
+larger one through a bitmap of its cells (:data:`BITMAP_COUNT_CELLS`), and one
+larger still block by block, each block's occupied cells and masses merged in
+code order (:func:`merge_counts`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from pmwcm.kernels import spilled_columns
+from pmwcm.kernels.cell_bitmap import add_ranked, mark_codes, rank_words
 from pmwcm.kernels.clique_table import (
     DIRECT_CELLS_PER_CODE,
     CliqueTable,
@@ -48,11 +51,15 @@ from pmwcm.kernels.clique_table import (
     occupied_cells,
 )
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.spilled_columns import ColumnFiles, release_pages
 
 __all__ = [
+    "BITMAP_CELLS_PER_ROW",
+    "BITMAP_COUNT_CELLS",
     "COUNT_BLOCK_ROWS",
     "DIRECT_COUNT_CELLS",
     "CodedRecords",
+    "SnapshotBuilder",
     "code_dtype",
     "count_dtype",
     "merge_counts",
@@ -66,6 +73,12 @@ COUNT_BLOCK_ROWS = 2**20
 #: :data:`~pmwcm.kernels.clique_table.DIRECT_CELLS_PER_CODE` a row) is summed into a
 #: float64 table over every cell (128 MiB at most), then its occupied cells read off.
 DIRECT_COUNT_CELLS = 2**24
+#: A larger one of at most this many cells (and :data:`BITMAP_CELLS_PER_ROW` a row) is
+#: counted through a bitmap of its cells (:mod:`pmwcm.kernels.cell_bitmap`: 512 MiB at
+#: most, and at most 16 bytes a row, where merging the blocks' tables holds 32 or more);
+#: beyond, each block's occupied cells are merged (:func:`merge_counts`).
+BITMAP_COUNT_CELLS = 2**31
+BITMAP_CELLS_PER_ROW = 64
 
 FloatArray = NDArray[np.float64]
 
@@ -231,6 +244,26 @@ class CodedRecords:
         records._own(domain, columns, counts)
         return records
 
+    @classmethod
+    def from_files(
+        cls, domain: Domain, files: ColumnFiles, count_blocks: list[NDArray[Any]]
+    ) -> CodedRecords:
+        """The records whose columns were written to private files (the snapshot of a
+        table of mostly distinct records, :mod:`pmwcm.kernels.spilled_columns`): the
+        columns are mapped read-only, not copied; the counts, in ``count_blocks``, are
+        joined in memory (one byte a row where the records are distinct)."""
+        columns = files.mapped()
+        if len(columns) != len(domain):
+            raise ValueError(f"{len(columns)} columns for a domain of {len(domain)} attributes.")
+        lengths = [len(block) for block in count_blocks]
+        if any(column.size != sum(lengths) for column in columns):
+            raise ValueError("every column must have a count a row.")
+        largest = max((int(block.max()) for block in count_blocks if len(block)), default=0)
+        counts = _joined(count_blocks, count_dtype(largest), lengths)
+        records = cls.__new__(cls)
+        records._own(domain, columns, counts)
+        return records
+
     def _own(
         self,
         domain: Domain,
@@ -265,9 +298,15 @@ class CodedRecords:
 
     @property
     def nbytes(self) -> int:
-        """The memory the snapshot holds."""
+        """The bytes the snapshot holds (its columns in memory or, spilled, in their
+        private files; the counts in memory)."""
         held = sum(c.nbytes for c in self._columns)
         return held + (self._counts.nbytes if self._counts is not None else 0)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the columns are mapped from private files (:meth:`from_files`)."""
+        return any(isinstance(c.base, memoryview) and c.base.readonly for c in self._columns)
 
     def cell_codes(
         self, axes: Sequence[int], start: int = 0, stop: int | None = None
@@ -296,7 +335,32 @@ class CodedRecords:
                 _add_rows(table, codes)
             else:
                 _add_counts(table, codes, self._counts[start:stop])
+            self._let_go(axes, start, stop)
         return table
+
+    def _let_go(self, axes: Sequence[int], start: int, stop: int) -> None:
+        """Lets a spilled snapshot's pages of rows ``start..stop`` go once counted."""
+        for axis in axes:
+            release_pages(self._columns[axis], start, stop)
+
+    def _ranked(self, axes: Sequence[int], cell_count: int) -> tuple[NDArray[np.int64], FloatArray]:
+        """The clique's occupied cells (sorted) and their counts through a bitmap of its
+        cells (:mod:`pmwcm.kernels.cell_bitmap`): one pass marks the rows' cells, one
+        adds each row's count at its cell's rank; a quarter of a byte a cell."""
+        words = np.zeros(-(-cell_count // 64), dtype=np.uint64)
+        for start in self._blocks():
+            stop = start + COUNT_BLOCK_ROWS
+            mark_codes(words, self.cell_codes(axes, start, stop))
+            self._let_go(axes, start, stop)
+        cells, before = rank_words(words)
+        mass = np.zeros(cells.size, dtype=np.float64)
+        none = np.empty(0, dtype=np.uint8)
+        for start in self._blocks():
+            stop = start + COUNT_BLOCK_ROWS
+            counts = none if self._counts is None else self._counts[start:stop]
+            add_ranked(mass, words, before, self.cell_codes(axes, start, stop), counts)
+            self._let_go(axes, start, stop)
+        return cells, mass
 
     def _merged(self, axes: Sequence[int], cell_count: int) -> tuple[NDArray[np.int64], FloatArray]:
         """The clique's occupied cells (sorted) and their counts: each block's, merged
@@ -305,6 +369,7 @@ class CodedRecords:
         for start in self._blocks():
             stop = start + COUNT_BLOCK_ROWS
             cells, inverse = occupied_cells(self.cell_codes(axes, start, stop), cell_count)
+            self._let_go(axes, start, stop)
             weights = None if self._counts is None else self._counts[start:stop]
             mass = np.bincount(inverse, weights=weights, minlength=cells.size)
             parts.append((cells, mass.astype(np.float64, copy=False)))
@@ -334,11 +399,15 @@ class CodedRecords:
         cell_count = math.prod(shape)
         if is_dense(shape):
             return CliqueTable.dense(self._summed(axes, cell_count).reshape(shape))
-        if cell_count <= min(DIRECT_COUNT_CELLS, DIRECT_CELLS_PER_CODE * max(self.rows, 1)):
+        rows = max(self.rows, 1)
+        if cell_count <= min(DIRECT_COUNT_CELLS, DIRECT_CELLS_PER_CODE * rows):
             table = self._summed(axes, cell_count)
             cells = np.flatnonzero(table)
             return CliqueTable(shape=shape, codes=cells.astype(np.int64), mass=table[cells])
-        cells, mass = self._merged(axes, cell_count)
+        if cell_count <= min(BITMAP_COUNT_CELLS, BITMAP_CELLS_PER_ROW * rows):
+            cells, mass = self._ranked(axes, cell_count)
+        else:
+            cells, mass = self._merged(axes, cell_count)
         return CliqueTable(shape=shape, codes=cells, mass=mass)
 
     def full_counts(self) -> FloatArray:
@@ -392,3 +461,65 @@ def _joined(
         del blocks[0]
         at += length
     return joined
+
+
+class SnapshotBuilder:
+    """Collects a snapshot read in blocks of rows, then makes it :class:`CodedRecords`.
+
+        Blocks are held in memory (each in its own map, :func:`own_pages`) until their
+        codes pass :data:`~pmwcm.kernels.spilled_columns.SPILL_BYTES`; from then on the
+        columns go to private files (:class:`~pmwcm.kernels.spilled_columns.ColumnFiles`)
+        and the snapshot is mapped from them, so a table of mostly distinct records far
+        larger than memory can be opened. The counts stay in memory, narrowed a block at a
+        time. Which way is taken depends on the snapshot's size (its distinct records, as
+    its memory did before): seen by the process that opens the data, never released.
+
+        Args:
+            domain: the universe (public).
+    """
+
+    def __init__(self, domain: Domain) -> None:
+        self._domain = domain
+        self._dtypes = [code_dtype(size) for size in domain.sizes]
+        self._blocks: list[list[NDArray[Any]]] = [[] for _ in domain.sizes]
+        self._counts: list[NDArray[Any]] = []
+        self._held = 0
+        self._files: ColumnFiles | None = None
+
+    def add(self, columns: Sequence[NDArray[np.integer]], counts: NDArray[np.integer]) -> None:
+        """One block: each attribute's codes (valid, ``0..size-1``) and each row's count."""
+        largest = int(counts.max()) if counts.size else 0
+        self._counts.append(own_pages(np.asarray(counts).astype(count_dtype(largest))))
+        narrow = [
+            np.asarray(c).astype(d, copy=False) for c, d in zip(columns, self._dtypes, strict=True)
+        ]
+        self._held += sum(c.nbytes for c in narrow)
+        if self._files is None and self._held > spilled_columns.SPILL_BYTES:
+            self._spill()
+        for j, column in enumerate(narrow):
+            if self._files is not None:
+                self._files.append(j, column)
+            else:
+                self._blocks[j].append(own_pages(column))
+
+    def _spill(self) -> None:
+        """Moves the blocks held so far to private files; later blocks go there too."""
+        self._files = ColumnFiles(self._dtypes)
+        for j, blocks in enumerate(self._blocks):
+            for block in blocks:
+                self._files.append(j, block)
+            blocks.clear()
+
+    def records(self) -> CodedRecords:
+        """The snapshot (ends the building: the blocks are handed over)."""
+        if self._files is not None:
+            return CodedRecords.from_files(self._domain, self._files, self._counts)
+        return CodedRecords.from_blocks(self._domain, self._blocks, self._counts)
+
+    def discard(self) -> None:
+        """Drops what was collected and removes any files (idempotent)."""
+        if self._files is not None:
+            self._files.discard()
+        for blocks in self._blocks:
+            blocks.clear()
+        self._counts.clear()

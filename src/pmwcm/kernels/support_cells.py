@@ -49,6 +49,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from pmwcm.kernels.cell_bitmap import ONE, rank_of, rank_words
 from pmwcm.kernels.clique_table import position_bits, sort_keys_by_code, split_sorted_keys
 from pmwcm.kernels.support_passes import pass_chunks, pass_pool
 
@@ -93,54 +94,18 @@ def _codes(records, axes, sizes, out, begin, end):  # type: ignore[no-untyped-de
         out[i] = _code(records, i, axes, sizes)
 
 
-_ONE = np.uint64(1)
-_M1, _M2, _M4 = (np.uint64(m) for m in (0x5555555555555555, 0x3333333333333333, 0x0F0F0F0F0F0F0F0F))
-_H01 = np.uint64(0x0101010101010101)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _popcount(x: np.uint64) -> int:
-    # The set bits of a 64-bit word (SWAR: pairs, nibbles, bytes, then one multiply).
-    x = x - ((x >> _ONE) & _M1)
-    x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
-    x = (x + (x >> np.uint64(4))) & _M4
-    return int((x * _H01) >> np.uint64(56))
-
-
 @njit(cache=True, nogil=True)
 def _mark(records, axes, sizes, words, begin, end):  # type: ignore[no-untyped-def]
     for i in range(begin, end):
         code = _code(records, i, axes, sizes)
-        words[code >> 6] |= _ONE << np.uint64(code & 63)
-
-
-@njit(cache=True, nogil=True)
-def _rank_words(words):  # type: ignore[no-untyped-def]
-    # Each word's count of occupied cells before it, and the occupied cells in order.
-    before = np.empty(words.size, dtype=np.int64)
-    occupied = 0
-    for w in range(words.size):
-        before[w] = occupied
-        occupied += _popcount(words[w])
-    cells = np.empty(occupied, dtype=np.int64)
-    k = 0
-    for w in range(words.size):
-        x = words[w]
-        while x:
-            lowest = x & (~x + _ONE)
-            cells[k] = 64 * w + _popcount(lowest - _ONE)
-            k += 1
-            x ^= lowest
-    return cells, before
+        words[code >> 6] |= ONE << np.uint64(code & 63)
 
 
 @njit(cache=True, nogil=True)
 def _read_ranks(records, axes, sizes, words, before, index, begin, end):  # type: ignore[no-untyped-def]
     # Each record's rank among the occupied cells: the bitmap's set bits before its own.
     for i in range(begin, end):
-        code = _code(records, i, axes, sizes)
-        below = (_ONE << np.uint64(code & 63)) - _ONE
-        index[i] = before[code >> 6] + _popcount(words[code >> 6] & below)
+        index[i] = rank_of(words, before, _code(records, i, axes, sizes))
 
 
 @njit(cache=True, nogil=True)
@@ -271,7 +236,7 @@ def occupied_index(
     words = _marked(size, -(-count // 64), lambda out, begin, end: _mark(
         records, axes_, sizes_, out, begin, end
     ))  # fmt: skip
-    cells, before = _rank_words(words)
+    cells, before = rank_words(words)
     index = np.empty(size, dtype=np.int32)
     # Each chunk writes its own slice of the index (the bitmap is only read). Summing the
     # masses in the same pass was slower: its chunk tables, as large as the clique's

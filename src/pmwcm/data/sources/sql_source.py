@@ -66,7 +66,7 @@ from pmwcm.data.sources.sql import (
 )
 from pmwcm.data.table import DataError
 from pmwcm.kernels.clique_table import CliqueTable
-from pmwcm.kernels.coded_records import CodedRecords, code_dtype, count_dtype, own_pages
+from pmwcm.kernels.coded_records import CodedRecords, SnapshotBuilder, code_dtype
 from pmwcm.kernels.domain import Domain
 
 __all__ = ["RAW_GROUPING_MAX_COLUMNS", "SQLSource", "fault_message", "packing"]
@@ -251,44 +251,48 @@ class SQLSource(abc.ABC):
         its key, their fault markers tallied and the codes narrowed to the attribute's
         dtype (the counts to the block's largest), so the snapshot's peak is its narrow
         codes plus one block's packed keys, and the blocks become the snapshot's columns
-        without a second copy of the whole (:meth:`CodedRecords.from_blocks`).
+        without a second copy of the whole (:class:`SnapshotBuilder`: in memory, or in
+        private files mapped read-only once they pass
+        :data:`~pmwcm.kernels.spilled_columns.SPILL_BYTES`).
         """
         attrs = self.schema.attributes
         keys = packing([a.size for a in attrs])
         query, parameters = self.snapshot_query()
-        codes: list[list[NDArray[np.integer]]] = [[] for _ in attrs]
-        counts: list[NDArray[np.unsignedinteger]] = []
+        built = SnapshotBuilder(self._domain)
         faults = np.zeros((len(attrs), len(_FAULTS)), dtype=np.int64)
-        # closed here even if a block fails: the engine's cursor ends before the release
-        result = self._column_blocks(query, len(keys) + 1, parameters)
-        with contextlib.closing(result):
-            for *packed, block_counts in result:
-                weights = np.asarray(block_counts, dtype=np.int64)
-                # narrowed a block at a time: mostly distinct records have counts of 1
-                largest = int(weights.max()) if weights.size else 0
-                counts.append(own_pages(weights.astype(count_dtype(largest))))
-                for key, members in zip(packed, keys, strict=True):
-                    key = np.asarray(key, dtype=np.int64)
-                    for j, stride in members:
-                        column = key // stride % (attrs[j].size + _SHIFT) - _SHIFT
-                        for i, fault in enumerate(_FAULTS):
-                            faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
-                        # valid 0..size-1 unless a fault was tallied (then refused below)
-                        codes[j].append(own_pages(column.astype(code_dtype(attrs[j].size))))
-        self._release()  # the engine's buffers go before the columns are assembled
-        n = int(sum(int(np.sum(c, dtype=np.int64)) for c in counts))
-        if n == 0:
-            raise DataError(f"{self.where} has no data rows.")
-        problems = []
-        for attr, tallies in zip(attrs, faults.tolist(), strict=True):
-            pairs = zip(_FAULTS, tallies, strict=True)
-            said = [fault_message(attr, fault, rows) for fault, rows in pairs if rows]
-            if said:
-                problems.append(f"column {attr.column!r}: {'; '.join(said)}")
-        if problems:
-            more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
-            raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
-        return CodedRecords.from_blocks(self._domain, codes, counts)
+        n = 0
+        try:
+            # closed here even if a block fails: the engine's cursor ends before the release
+            result = self._column_blocks(query, len(keys) + 1, parameters)
+            with contextlib.closing(result):
+                for *packed, block_counts in result:
+                    weights = np.asarray(block_counts, dtype=np.int64)
+                    n += int(np.sum(weights, dtype=np.int64))
+                    columns = []
+                    for key, members in zip(packed, keys, strict=True):
+                        key = np.asarray(key, dtype=np.int64)
+                        for j, stride in members:  # attributes in order, key after key
+                            column = key // stride % (attrs[j].size + _SHIFT) - _SHIFT
+                            for i, fault in enumerate(_FAULTS):
+                                faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
+                            # valid 0..size-1 unless a fault was tallied (then refused below)
+                            columns.append(column.astype(code_dtype(attrs[j].size)))
+                    built.add(columns, weights)
+            self._release()  # the engine's buffers go before the columns are assembled
+            if n == 0:
+                raise DataError(f"{self.where} has no data rows.")
+            problems = []
+            for attr, tallies in zip(attrs, faults.tolist(), strict=True):
+                pairs = zip(_FAULTS, tallies, strict=True)
+                said = [fault_message(attr, fault, rows) for fault, rows in pairs if rows]
+                if said:
+                    problems.append(f"column {attr.column!r}: {'; '.join(said)}")
+            if problems:
+                more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
+                raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
+            return built.records()
+        finally:
+            built.discard()  # files removed whatever happened (a snapshot made is mapped)
 
     def counts(self, clique: tuple[str, ...]) -> CliqueTable:
         """The record counts on ``clique`` (the
