@@ -277,7 +277,7 @@ def test_a_snapshot_spilled_to_private_files_counts_like_memory_and_leaves_none(
     schema = adult_schema("full")
     expected, data = reference(schema), open_private_data(adult_csv, schema)
     try:
-        assert data.source is not None and data.source.pinned.spilled
+        assert isinstance(data.source, duckdb_source.DuckDBSource) and data.source.pinned.spilled
         assert len(made) == 1 and not Path(made[0]).exists()
         names = data.domain.names
         for clique in (names, names[:3]):
@@ -296,6 +296,16 @@ def test_a_snapshot_spilled_to_private_files_counts_like_memory_and_leaves_none(
     with pytest.raises(DataError, match="does not fit the schema"):
         open_private_data(bad, adult_schema("categorical"))
     assert len(made) == 2 and not Path(made[1]).exists()
+
+    def full(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(spilled_columns.ColumnFiles, "append", full)
+    with pytest.raises(DataError) as no_room:
+        open_private_data(adult_csv, schema)
+    said = str(no_room.value)
+    assert "\n" not in said and "No space left on device" in said and "TMPDIR" in said
+    assert len(made) == 3 and not Path(made[2]).exists()
 
 
 def test_a_snapshot_that_fails_mid_stream_ends_the_copy_before_the_connection(

@@ -14,7 +14,10 @@ enter (``tempfile.mkdtemp``: mode ``0700``), each file unlinked as soon as it is
 mapped and the directory removed, so nothing is left on disk once the process
 ends, however it ends, and no other process finds them by name. The data they
 hold is the snapshot's, so they are exactly as private as the process's memory
-(and as DuckDB's own spill directory beside them).
+(and as DuckDB's own spill directory beside them). They live in the temporary
+directory (``TMPDIR``): a RAM-backed one would hold them in memory after all, and
+one without room makes the open fail with a one-line error naming it
+(:mod:`pmwcm.data.sources.sql_source`), nothing spent.
 """
 
 from __future__ import annotations

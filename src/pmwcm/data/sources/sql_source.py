@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import tempfile
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -106,6 +107,16 @@ def packing(sizes: list[int]) -> list[list[tuple[int, int]]]:
         keys[-1].append((j, stride))
         stride *= radix
     return keys
+
+
+def _no_room(where: str, exc: OSError) -> str:
+    """Why a snapshot spilled to private files could not be written or mapped (the
+    temporary directory's fault: no value, no size of the data)."""
+    reason = exc.strerror or type(exc).__name__
+    return (
+        f"cannot hold the snapshot of {where} in the temporary directory "
+        f"{tempfile.gettempdir()!r} ({reason}); point TMPDIR at a directory with room."
+    )
 
 
 def fault_message(attr: Attribute, fault: int, rows: int) -> str:
@@ -277,7 +288,10 @@ class SQLSource(abc.ABC):
                                 faults[j, i] += np.sum(weights[column == fault], dtype=np.int64)
                             # valid 0..size-1 unless a fault was tallied (then refused below)
                             columns.append(column.astype(code_dtype(attrs[j].size)))
-                    built.add(columns, weights)
+                    try:
+                        built.add(columns, weights)
+                    except OSError as exc:  # the spill's files: the disk, not the data
+                        raise DataError(_no_room(self.where, exc)) from None
             self._release()  # the engine's buffers go before the columns are assembled
             if n == 0:
                 raise DataError(f"{self.where} has no data rows.")
@@ -290,7 +304,10 @@ class SQLSource(abc.ABC):
             if problems:
                 more = f" (and {len(problems) - 1} more bad columns)" if len(problems) > 1 else ""
                 raise DataError(f"{self.where} does not fit the schema: {problems[0]}{more}.")
-            return built.records()
+            try:
+                return built.records()
+            except OSError as exc:
+                raise DataError(_no_room(self.where, exc)) from None
         finally:
             built.discard()  # files removed whatever happened (a snapshot made is mapped)
 
