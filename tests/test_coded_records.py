@@ -267,3 +267,54 @@ def test_a_snapshot_built_in_files_counts_like_one_in_memory(
         np.testing.assert_array_equal(mine.mass, theirs.mass)
         if mine.codes is not None:
             np.testing.assert_array_equal(mine.codes, theirs.codes)
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"a": 3, "b": 5, "c": 200},  # buckets on a and b (15), then on c too (3,000)
+        {"wide": 70_000, "b": 2},  # one leading attribute past the bucket limit
+    ],
+)
+def test_a_fingerprint_taken_in_batches_is_the_whole_sorts(
+    sizes: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few hundred rows (one skewed bucket larger than a batch), counts
+    and repeated records: the digest of one sort of every row, byte for byte."""
+    from pmwcm.kernels import records_fingerprint
+
+    domain = Domain.from_sizes(sizes)
+    rng = np.random.default_rng(9)
+    rows = 5000
+    columns = [rng.integers(0, min(size, 40), rows) for size in domain.sizes]
+    columns[0][:1500] = 1  # one bucket of 1,500 rows at least
+    counts = rng.integers(1, 5, rows)
+    records = CodedRecords(domain, columns, counts)
+    plain = CodedRecords(domain, columns)
+    whole = records.fingerprint(), plain.fingerprint()
+    monkeypatch.setattr(records_fingerprint, "FINGERPRINT_BATCH_ROWS", 300)
+    monkeypatch.setattr(records_fingerprint, "_SCAN_ROWS", 700)
+    assert (records.fingerprint(), plain.fingerprint()) == whole
+    expanded = CodedRecords(domain, [c[::-1] for c in plain.columns])  # row order moved
+    assert expanded.fingerprint() == whole[1]
+
+
+def test_a_fingerprint_of_many_rows_sorts_a_batch_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """2^22 rows in batches of 2^19: the peak is a batch's temporaries (about 64 bytes a
+    row of it), where sorting every row at once held about 47 bytes a row of all."""
+    from pmwcm.kernels import records_fingerprint
+
+    rows, batch = 2**22, 2**19
+    monkeypatch.setattr(records_fingerprint, "FINGERPRINT_BATCH_ROWS", batch)
+    domain = Domain.from_sizes({f"c{j}": 100 for j in range(5)})
+    rng = np.random.default_rng(6)
+    records = CodedRecords(domain, [rng.integers(0, 100, rows) for _ in range(5)])
+    tracemalloc.start()
+    try:
+        records.fingerprint()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * batch < 47 * rows / 3

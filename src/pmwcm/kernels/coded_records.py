@@ -32,7 +32,6 @@ code order (:func:`merge_counts`).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import mmap
 from collections.abc import Sequence
@@ -51,6 +50,7 @@ from pmwcm.kernels.clique_table import (
     occupied_cells,
 )
 from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.records_fingerprint import records_fingerprint
 from pmwcm.kernels.spilled_columns import ColumnFiles, release_pages
 
 __all__ = [
@@ -425,28 +425,10 @@ class CodedRecords:
     def fingerprint(self) -> str:
         """A SHA-256 of the multiset of records (the same for any row order or split of
         equal rows): stored by a service to tell, when it opens the data again, that the
-        data is still the data its session answered from. Never released."""
-        if self.rows == 0:
-            return hashlib.sha256(b"empty").hexdigest()
-        order = np.lexsort(self._columns[::-1])
-        sorted_columns = [c[order] for c in self._columns]
-        # Equal records are adjacent once sorted; each run merges into one row (counts summed).
-        starts = np.zeros(self.rows, dtype=bool)
-        starts[0] = True
-        for column in sorted_columns:
-            starts[1:] |= column[1:] != column[:-1]
-        weights = (
-            self._counts[order].astype(np.int64)
-            if self._counts is not None
-            else np.ones(self.rows, dtype=np.int64)
-        )
-        merged = np.add.reduceat(weights, np.flatnonzero(starts))
-        sha = hashlib.sha256()
-        sha.update(np.asarray(self.domain.sizes, dtype=np.int64).tobytes())
-        for column in sorted_columns:
-            sha.update(column[starts].astype(np.int64).tobytes())
-        sha.update(merged.astype(np.int64).tobytes())
-        return sha.hexdigest()
+        data is still the data its session answered from. Never released. Taken a
+        batch of the sorted records at a time (:mod:`pmwcm.kernels.records_fingerprint`).
+        """
+        return records_fingerprint(self.domain.sizes, self._columns, self._counts)
 
 
 def _joined(
