@@ -2,9 +2,12 @@
 
 A dataset on a universe ``X = s_1 x ... x s_m`` is, for every query the engine
 can ask, its multiset of coded records: the count of each distinct record. This
-module holds that multiset in memory, one contiguous column per attribute in the
+module holds that multiset as one contiguous column per attribute in the
 narrowest unsigned dtype, plus one count per row (also in the narrowest unsigned
-dtype that holds the largest: a table of mostly distinct records has counts of 1):
+dtype that holds the largest: a table of mostly distinct records has counts of 1).
+The columns are in memory or, for a snapshot whose codes pass
+:data:`~pmwcm.kernels.spilled_columns.SPILL_BYTES`, in private files mapped
+read-only (:class:`SnapshotBuilder`); the counts are always in memory:
 
 * records read into memory are rows of count 1;
 * a table read where it lives (DuckDB, PostgreSQL, Spark) is reduced, in the one
