@@ -177,6 +177,12 @@ def assert_same(memory: PrivateData | str, engine: PrivateData | str, columns: d
 )
 @given(table=tables())
 def test_duckdb_codes_equal_the_in_memory_codes(tmp_path: Path, table: Any) -> None:
+    check_codes(tmp_path, table)
+
+
+def check_codes(tmp_path: Path, table: Any) -> None:
+    """The table read in memory and by DuckDB (from CSV and from typed Parquet): the
+    same outcome, the same counts."""
     schema, columns = table
     csv_path, parquet_path = tmp_path / "t.csv", tmp_path / "t.parquet"
     write_csv(csv_path, columns)
@@ -187,6 +193,20 @@ def test_duckdb_codes_equal_the_in_memory_codes(tmp_path: Path, table: Any) -> N
     memory_frame = outcome(lambda: Dataset.from_dataframe(frame, schema))
     engine = outcome(lambda: DuckDBSource.from_file(parquet_path, schema))
     assert_same(memory_frame, engine, columns)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(table=tables())
+def test_bins_coded_by_binary_search_equal_the_in_memory_codes(tmp_path: Path, table: Any) -> None:
+    """Every ``bins`` rule of three edges or more through the nested ``CASE``s (the form
+    a rule of many edges takes): the same codes, faults and refusals as memory."""
+    from pmwcm.data.sources import sql
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sql, "LINEAR_BINS_MAX_EDGES", 2)
+        check_codes(tmp_path, table)
 
 
 def test_the_generators_reach_both_outcomes() -> None:

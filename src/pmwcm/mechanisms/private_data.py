@@ -74,6 +74,10 @@ SPARSE_TABLE_CELLS_PER_RECORD = 2
 #: ... so that a stream over many moderately wide cliques stays cached at small ``n``
 #: (full-resolution Adult, ``n = 39,073``: about a hundred tables).
 MIN_SPARSE_TABLE_CELLS = 2**22
+#: ... and at most this many (about 420 MB): at ``n = 10^8`` two cells a record let the
+#: cache hold 5 GB of tables where the records are mostly distinct (a table's public
+#: bound is then its real size), ten times the snapshot's memory.
+MAX_SPARSE_TABLE_CELLS = 2**24
 
 
 def sparse_table_bound(shape: Sequence[int], n: int) -> int:
@@ -87,6 +91,16 @@ def sparse_table_bound(shape: Sequence[int], n: int) -> int:
     39073
     """
     return min(n, math.prod(shape))
+
+
+def sparse_cache_cells(n: int) -> int:
+    """The cells the data's sparse clique tables may hold together (public: from ``n``).
+
+    >>> sparse_cache_cells(39_073), sparse_cache_cells(5_000_000), sparse_cache_cells(10**8)
+    (4194304, 10000000, 16777216)
+    """
+    per_record = SPARSE_TABLE_CELLS_PER_RECORD * n
+    return max(MIN_SPARSE_TABLE_CELLS, min(per_record, MAX_SPARSE_TABLE_CELLS))
 
 
 @runtime_checkable
@@ -203,7 +217,7 @@ class PrivateData:
         )
         # Sparse tables of large cliques, by the cells they may hold (sparse_table_bound).
         self._tables: CellBudgetCache[tuple[str, ...], CliqueTable] = CellBudgetCache(
-            max(MIN_SPARSE_TABLE_CELLS, SPARSE_TABLE_CELLS_PER_RECORD * self.n)
+            sparse_cache_cells(self.n)
         )
 
     @classmethod

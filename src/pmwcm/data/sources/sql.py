@@ -55,6 +55,7 @@ from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, for
 __all__ = [
     "CODE_TABLE_MIN_VALUES",
     "DIALECTS",
+    "LINEAR_BINS_MAX_EDGES",
     "MISSING",
     "NOT_A_NUMBER",
     "OUTSIDE",
@@ -411,15 +412,44 @@ def _spells_a_float(text: str) -> bool:
     return x == x and abs(x) != float("inf") and canonical_value(x) == text
 
 
+#: A ``bins`` rule of more edges than this is coded by a binary search of nested
+#: ``CASE``s, a smaller one by one ``WHEN`` an edge (DuckDB, 10^7 rows, one thread:
+#: 4 bins 0.08 s either way against 0.10, 16 bins 0.20 against 0.21, 100 bins 1.06
+#: against 0.77, 1,000 bins 9.1 against 4.9: each ``CASE`` costs about half a
+#: microsecond a 2,048-row vector it sees, so neither form is cheap at 1,000).
+LINEAR_BINS_MAX_EDGES = 17
+
+
 def bins_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
-    """The ``bins`` rule: ``i`` for ``e_i <= v < e_{i+1}``; outside, clipped or a fault."""
+    """The ``bins`` rule: ``i`` for ``e_i <= v < e_{i+1}``; outside, clipped or a fault.
+
+    The code is the first ``k`` with ``v < e_k``, less one (``k = 0``: below the bins;
+    none: above). Up to :data:`LINEAR_BINS_MAX_EDGES` edges, one ``WHEN`` an edge in
+    order; beyond, since the edges increase strictly (so ``v < e_k`` is false then
+    true along ``k``), a binary search for the first true ``k`` written as nested
+    ``CASE``s. The same comparisons decide either way, so the same codes: a NaN fails
+    every one, as it fails every ``WHEN``.
+    """
     v, edges = cell.number, attr.bins
     below, above = (0, len(edges) - 2) if attr.clip else (OUTSIDE, OUTSIDE)
-    arms = [f"WHEN {v} < {d.as_double(format_number(edges[0]))} THEN {below}"]
-    arms += [
-        f"WHEN {v} < {d.as_double(format_number(e))} THEN {i}" for i, e in enumerate(edges[1:])
-    ]
-    return _numeric(cell, d, f"{' '.join(arms)} ELSE {above}")
+    bounds = [d.as_double(format_number(e)) for e in edges]
+    if len(edges) <= LINEAR_BINS_MAX_EDGES:
+        arms = [f"WHEN {v} < {bounds[0]} THEN {below}"]
+        arms += [f"WHEN {v} < {b} THEN {i}" for i, b in enumerate(bounds[1:])]
+        return _numeric(cell, d, f"{' '.join(arms)} ELSE {above}")
+
+    def first_below(lo: int, hi: int) -> str:
+        # The code when the first k with v < e_k lies in [lo, hi] (hi = len(edges): none).
+        if lo == hi:
+            return str(hi - 1) if hi < len(edges) else str(above)
+        mid = (lo + hi) // 2
+        return (
+            f"CASE WHEN {v} < {bounds[mid]} THEN {first_below(lo, mid)} "
+            f"ELSE {first_below(mid + 1, hi)} END"
+        )
+
+    rule = f"WHEN {v} < {bounds[0]} THEN {below} ELSE {first_below(1, len(edges))}"
+    return _numeric(cell, d, rule)
 
 
 def threshold_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
