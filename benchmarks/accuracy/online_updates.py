@@ -585,12 +585,32 @@ replace are in `results/online_updates_before_long_fit.jsonl`):
     ... --tables adult-full --eps 4 --seeds 1 --k 2000 --updates workload oracle
     ... --tables adult-full --eps 4 --first-seed 1 --seeds 2 --k 2000 --updates workload
     ... --tables tv16 --eps 4 --seeds 3 --k 2000 --updates workload
+
+**Session 15: AIM's second release on TV16 at eps = 4** (120 min, 5.4 GB, one core beside
+other work; the session's code changes are memory and speed of the data side, the same
+tables float for float, so no pmwcm row was re-run):
+
+    ... --tables tv16 --eps 4 --first-seed 1 --seeds 1 --workload stepwise --updates aim-ar
+    ... --tables tv16 --eps 4 --first-seed 1 --seeds 1 --updates aim-ar    (the same release)
 """
 
 
 SECTION_READING = """
 **Reading, full resolution** (k = 2,000; seeds as the `seeds` column says; the
 `workload` rows on session 7's code: paced over the announced measured queries).
+
+* **Session 15: a second AIM release on TV16 at eps = 4** (seed 1). AIM's releases differ
+  more than pmwcm's streams: the stepwise analyst scores 3.87e-5 / 2.6e-4 on the first and
+  **1.37e-5 / 2.0e-4** on the second (mean / max), pmwcm 1.29-1.38e-5 / 1.8-3.1e-4 on its
+  three streams. Over both releases pmwcm is at **0.50x / 1.20x** of AIM (0.34x / 1.20x on
+  the first alone; 1.11x on the streams' maxima on average, 1.00x before): AIM's best
+  release is level with pmwcm on the mean, and the largest error, the first query's
+  (`female` on `state`, a pair the prior measures), is still above AIM's.
+  On the random stream (k = 2,000) the second release scores 1.77e-5 / 9.0e-5 (the first
+  4.76e-5 / 3.0e-4), and `workload` is at 0.31x / 0.34x over both (0.21x / 0.34x before);
+  against the second release alone, 0.58x on the mean and **1.16x** on the max (1.04e-4,
+  one of three streams; its other two 6.8e-5 and 4.3e-5). One release a cell reads AIM
+  as weaker than it can be: 2.8x apart on the stepwise mean, 3.4x on the random max.
 
 * **Session 14: a longer support fit where the prior is precise** (`support_iterations`
   reads the release's `sigma = m sqrt(2K) / n`; below 1.5e-3 the fit takes `300 (1.5e-3 /
