@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import mmap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ from pmwcm.kernels.clique_table import (
 )
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.records_fingerprint import records_fingerprint
-from pmwcm.kernels.spilled_columns import ColumnFiles, release_pages
+from pmwcm.kernels.spilled_columns import ColumnFiles, file_map, release_pages
 
 __all__ = [
     "BITMAP_CELLS_PER_ROW",
@@ -122,17 +122,11 @@ def own_pages(array: NDArray[Any]) -> NDArray[Any]:
 
 
 @njit(cache=True, nogil=True)
-def _add_rows(table: FloatArray, codes: NDArray[np.integer]) -> None:
-    """``table[c] += 1`` for every code ``c`` (rows of one record each)."""
-    for code in codes:
-        table[code] += 1.0
-
-
-@njit(cache=True, nogil=True)
 def _add_counts(table: FloatArray, codes: NDArray[np.integer], counts: NDArray[np.integer]) -> None:
-    """``table[codes[i]] += counts[i]``."""
+    """``table[codes[i]] += counts[i]`` (an empty ``counts``: one each)."""
+    ones = counts.size == 0
     for i in range(codes.size):
-        table[codes[i]] += counts[i]
+        table[codes[i]] += 1.0 if ones else counts[i]
 
 
 @njit(cache=True, nogil=True)
@@ -235,9 +229,7 @@ class CodedRecords:
             raise ValueError(
                 f"{len(column_blocks)} columns for a domain of {len(domain)} attributes."
             )
-        lengths = [len(block) for block in count_blocks]
-        largest = max((int(block.max()) for block in count_blocks if len(block)), default=0)
-        counts = _joined(count_blocks, count_dtype(largest), lengths)
+        counts, lengths = _joined_counts(count_blocks)
         columns = []
         for blocks, size in zip(column_blocks, domain.sizes, strict=True):
             if [len(block) for block in blocks] != lengths:
@@ -258,11 +250,9 @@ class CodedRecords:
         columns = files.mapped()
         if len(columns) != len(domain):
             raise ValueError(f"{len(columns)} columns for a domain of {len(domain)} attributes.")
-        lengths = [len(block) for block in count_blocks]
-        if any(column.size != sum(lengths) for column in columns):
+        counts, _ = _joined_counts(count_blocks)
+        if any(column.size != counts.size for column in columns):
             raise ValueError("every column must have a count a row.")
-        largest = max((int(block.max()) for block in count_blocks if len(block)), default=0)
-        counts = _joined(count_blocks, count_dtype(largest), lengths)
         records = cls.__new__(cls)
         records._own(domain, columns, counts)
         return records
@@ -309,7 +299,7 @@ class CodedRecords:
     @property
     def spilled(self) -> bool:
         """Whether the columns are mapped from private files (:meth:`from_files`)."""
-        return any(isinstance(c.base, memoryview) and c.base.readonly for c in self._columns)
+        return any(file_map(column) is not None for column in self._columns)
 
     def cell_codes(
         self, axes: Sequence[int], start: int = 0, stop: int | None = None
@@ -325,57 +315,49 @@ class CodedRecords:
             codes += self._columns[axis][start:stop]
         return codes
 
-    def _blocks(self) -> range:
-        return range(0, self.rows, COUNT_BLOCK_ROWS)
+    def _block_codes(
+        self, axes: Sequence[int]
+    ) -> Iterator[tuple[NDArray[np.unsignedinteger], NDArray[np.unsignedinteger]]]:
+        """Each block of :data:`COUNT_BLOCK_ROWS` rows: its cell codes on the clique of
+        ``axes`` and its counts (empty when each row is one record). A spilled
+        snapshot's pages of the block are let go once the caller has used it."""
+        ones = np.empty(0, dtype=np.uint8)
+        for start in range(0, self.rows, COUNT_BLOCK_ROWS):
+            stop = start + COUNT_BLOCK_ROWS
+            counts = ones if self._counts is None else self._counts[start:stop]
+            yield self.cell_codes(axes, start, stop), counts
+            for axis in axes:
+                release_pages(self._columns[axis], start, stop)
 
     def _summed(self, axes: Sequence[int], cell_count: int) -> FloatArray:
         """The counts on every one of the clique's ``cell_count`` cells, block by block."""
         table = np.zeros(cell_count, dtype=np.float64)
-        for start in self._blocks():
-            stop = start + COUNT_BLOCK_ROWS
-            codes = self.cell_codes(axes, start, stop)
-            if self._counts is None:
-                _add_rows(table, codes)
-            else:
-                _add_counts(table, codes, self._counts[start:stop])
-            self._let_go(axes, start, stop)
+        for codes, counts in self._block_codes(axes):
+            _add_counts(table, codes, counts)
         return table
-
-    def _let_go(self, axes: Sequence[int], start: int, stop: int) -> None:
-        """Lets a spilled snapshot's pages of rows ``start..stop`` go once counted."""
-        for axis in axes:
-            release_pages(self._columns[axis], start, stop)
 
     def _ranked(self, axes: Sequence[int], cell_count: int) -> tuple[NDArray[np.int64], FloatArray]:
         """The clique's occupied cells (sorted) and their counts through a bitmap of its
         cells (:mod:`pmwcm.kernels.cell_bitmap`): one pass marks the rows' cells, one
         adds each row's count at its cell's rank; a quarter of a byte a cell."""
         words = np.zeros(-(-cell_count // 64), dtype=np.uint64)
-        for start in self._blocks():
-            stop = start + COUNT_BLOCK_ROWS
-            mark_codes(words, self.cell_codes(axes, start, stop))
-            self._let_go(axes, start, stop)
+        for codes, _ in self._block_codes(axes):
+            mark_codes(words, codes)
         cells, before = rank_words(words)
         mass = np.zeros(cells.size, dtype=np.float64)
-        none = np.empty(0, dtype=np.uint8)
-        for start in self._blocks():
-            stop = start + COUNT_BLOCK_ROWS
-            counts = none if self._counts is None else self._counts[start:stop]
-            add_ranked(mass, words, before, self.cell_codes(axes, start, stop), counts)
-            self._let_go(axes, start, stop)
+        for codes, counts in self._block_codes(axes):
+            add_ranked(mass, words, before, codes, counts)
         return cells, mass
 
     def _merged(self, axes: Sequence[int], cell_count: int) -> tuple[NDArray[np.int64], FloatArray]:
         """The clique's occupied cells (sorted) and their counts: each block's, merged
         pairwise in code order (``O(R log(R / B))`` for ``R`` rows in blocks of ``B``)."""
         parts = []
-        for start in self._blocks():
-            stop = start + COUNT_BLOCK_ROWS
-            cells, inverse = occupied_cells(self.cell_codes(axes, start, stop), cell_count)
-            self._let_go(axes, start, stop)
-            weights = None if self._counts is None else self._counts[start:stop]
-            mass = np.bincount(inverse, weights=weights, minlength=cells.size)
-            parts.append((cells, mass.astype(np.float64, copy=False)))
+        for codes, counts in self._block_codes(axes):
+            cells, inverse = occupied_cells(codes, cell_count)
+            mass = np.zeros(cells.size, dtype=np.float64)
+            _add_counts(mass, inverse, counts)
+            parts.append((cells, mass))
         while len(parts) > 1:  # each pair's inputs dropped as soon as they are merged
             merged = []
             while len(parts) > 1:
@@ -434,6 +416,14 @@ class CodedRecords:
         return records_fingerprint(self.domain.sizes, self._columns, self._counts)
 
 
+def _joined_counts(count_blocks: list[NDArray[Any]]) -> tuple[NDArray[Any], list[int]]:
+    """The blocks' counts joined in the narrowest dtype that holds the largest, and the
+    blocks' lengths (the list ends empty)."""
+    lengths = [len(block) for block in count_blocks]
+    largest = max((int(block.max()) for block in count_blocks if len(block)), default=0)
+    return _joined(count_blocks, count_dtype(largest), lengths), lengths
+
+
 def _joined(
     blocks: list[NDArray[Any]], dtype: np.dtype, lengths: list[int]
 ) -> NDArray[np.unsignedinteger]:
@@ -451,16 +441,16 @@ def _joined(
 class SnapshotBuilder:
     """Collects a snapshot read in blocks of rows, then makes it :class:`CodedRecords`.
 
-        Blocks are held in memory (each in its own map, :func:`own_pages`) until their
-        codes pass :data:`~pmwcm.kernels.spilled_columns.SPILL_BYTES`; from then on the
-        columns go to private files (:class:`~pmwcm.kernels.spilled_columns.ColumnFiles`)
-        and the snapshot is mapped from them, so a table of mostly distinct records far
-        larger than memory can be opened. The counts stay in memory, narrowed a block at a
-        time. Which way is taken depends on the snapshot's size (its distinct records, as
+    Blocks are held in memory (each in its own map, :func:`own_pages`) until their
+    codes pass :data:`~pmwcm.kernels.spilled_columns.SPILL_BYTES`; from then on the
+    columns go to private files (:class:`~pmwcm.kernels.spilled_columns.ColumnFiles`)
+    and the snapshot is mapped from them, so a table of mostly distinct records far
+    larger than memory can be opened. The counts stay in memory, narrowed a block at a
+    time. Which way is taken depends on the snapshot's size (its distinct records, as
     its memory did before): seen by the process that opens the data, never released.
 
-        Args:
-            domain: the universe (public).
+    Args:
+        domain: the universe (public).
     """
 
     def __init__(self, domain: Domain) -> None:

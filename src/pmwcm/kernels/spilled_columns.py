@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SPILL_BYTES", "ColumnFiles", "release_pages"]
+__all__ = ["SPILL_BYTES", "ColumnFiles", "file_map", "release_pages"]
 
 #: A snapshot whose codes pass this many bytes is moved to private files (64 MiB: at
 #: 10^8 distinct records the open peaked at 974 MiB with 256 MiB held before the move,
@@ -90,6 +90,15 @@ class ColumnFiles:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
+def file_map(array: NDArray[Any]) -> mmap.mmap | None:
+    """The read-only map of a file that ``array`` views (:meth:`ColumnFiles.mapped`),
+    else ``None``: an anonymous map is writable, so it is never one."""
+    base = array.base
+    if isinstance(base, memoryview) and base.readonly and isinstance(base.obj, mmap.mmap):
+        return base.obj
+    return None
+
+
 def release_pages(array: NDArray[Any], start: int, stop: int) -> None:
     """Lets the pages of ``array[start:stop]`` go from this process, where ``array`` is
     a read-only map of a file (:meth:`ColumnFiles.mapped`); else does nothing.
@@ -98,12 +107,11 @@ def release_pages(array: NDArray[Any], start: int, stop: int) -> None:
     when next touched), but no longer count in this process's resident memory, so a
     pass over a mapped snapshot holds one block of it, not all of it.
     """
-    base = array.base
     # Only a read-only map of a file: on a private anonymous map (such as
     # ``coded_records.own_pages``'s) the same advice would zero the pages.
-    if not (isinstance(base, memoryview) and base.readonly and isinstance(base.obj, mmap.mmap)):
+    pages = file_map(array)
+    if pages is None:
         return
-    pages = base.obj
     size = array.itemsize
     first = start * size // mmap.PAGESIZE * mmap.PAGESIZE  # whole pages only
     last = min(stop * size, len(pages))
