@@ -4,6 +4,7 @@ measurement, reads the data only through it, and its accounting is exact composi
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import dp_accounting
 import numpy as np
@@ -368,6 +369,33 @@ def test_the_pool_joins_the_schedule_so_a_stream_without_fallbacks_spends_every_
     # Spread over the stream in step with it, not bunched at its end: by answer 600 the
     # pool has added its share (12 x 601 / 950) to the schedule's.
     assert sum(j < 600 for j in with_pool) >= sum(j < 600 for j in without) + 4
+
+
+def test_the_first_paced_update_falls_on_the_first_query_and_the_rest_stay() -> None:
+    """Until the first update every answer rests on the prior alone, so the first paced
+    update falls on the stream's first fresh query (over the announced measured queries,
+    on the first of them); the later ones fall where ``ceil(i k' / (T - reserve))``
+    puts them, and the budget is still spent by the end."""
+    pace = MeasuredUpdate(kind="measure", noise_multiplier=1.0, pace_queries=1000)
+
+    def schedule(update: MeasuredUpdate, measured: list[bool] | None = None) -> list[int]:
+        made: list[int] = []
+        for j in range(1000):
+            here = True if measured is None else measured[j]
+            if update.due(answered=j, updates=len(made), cutoff=20, measured=here):
+                made.append(j)
+        return made
+
+    plain = schedule(pace)
+    horizon, paced = 950, 20 - 6  # ceil(0.95 k) and T - max(2, ceil(0.3 T))
+    assert plain[0] == 0 and len(plain) == 20
+    assert plain[1:paced] == [math.ceil(i * horizon / paced) - 1 for i in range(2, paced + 1)]
+    measured = [j >= 7 and j % 5 == 2 for j in range(1000)]
+    positions = tuple(j for j in range(1000) if measured[j])
+    announced = dataclasses.replace(pace, measured_positions=positions)
+    over_positions = schedule(announced, measured)
+    assert over_positions[0] == positions[0] and len(over_positions) == 20
+    assert all(measured[j] for j in over_positions)
 
 
 def test_an_announced_stream_is_paced_over_its_measured_queries() -> None:

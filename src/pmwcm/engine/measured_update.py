@@ -366,8 +366,9 @@ class MeasuredUpdate:
         run`` announces its file's distinct queries as ``k``):
 
         * the ``T - reserve`` paced updates fall due evenly over the first
-          ``k' = ceil(0.95 k)`` answers, the ``i``-th at the first fresh query from
-          answer ``ceil(i k' / (T - reserve))`` on whose clique is ``measured``
+          ``k' = ceil(0.95 k)`` answers, the first at the stream's first fresh query
+          and the ``i``-th (``i >= 2``) at the first fresh query from answer
+          ``ceil(i k' / (T - reserve))`` on, each on a query whose clique is ``measured``
           (:meth:`measures`), whenever the updates made so far (paced or flagged) lag
           behind it: a paced update teaches the hypothesis a measured marginal, where
           an unmeasured clique's would be an oracle call at the measurement's noise
@@ -394,6 +395,20 @@ class MeasuredUpdate:
         answers found no measured query when its last updates fell due and left 4-7%
         of the budget unspent.
 
+        **The first at the first query** (round 3, session 16). Until the first update
+        every answer rests on the prior alone, and the stream's first queries are as
+        likely as any to be ones the prior describes worst: on TV16's stepwise analyst
+        the first query (``female`` on ``state``, a 102-cell pair) was the stream's
+        largest error in every stream at ``epsilon = 4``. The first paced update,
+        which fell due after ``k' / (T - reserve)`` answers, now falls on the first
+        (measured) query; the others stay where they were. On tuning streams (noise
+        seeds 7-9; ``benchmarks/accuracy/online_updates.py``'s cells, which use 0-2):
+        TV16's stepwise analyst at ``epsilon = 4`` mean / largest max 1.27e-5 /
+        3.7e-4 before, 1.17e-5 / 3.1e-4 after, at ``epsilon = 1`` 7.7e-5 / 1.36e-3
+        before, 7.9e-5 / 1.00e-3 after; at low signal no change beyond the streams'
+        spread (TV16's 8,000 rows, stepwise, ``epsilon = 1``, 12 streams: 1.87e-3
+        before, 1.83e-3 after; binary Adult's 8,000 rows, 30 streams: 1.54e-4 both).
+
         So a stream that runs to ``k`` spends its budget, and the engine halts
         before its end only if the sparse vector flags more than ``reserve``
         queries beyond the schedule. Reads only released counts (answers given,
@@ -406,7 +421,7 @@ class MeasuredUpdate:
         ...     if pace.due(answered=j, updates=len(made), cutoff=5):
         ...         made.append(j)
         >>> made
-        [31, 63, 94, 98, 99]
+        [0, 63, 94, 98, 99]
         """
         if self.pace_queries is None or self.kind == "oracle" or updates >= cutoff:
             return False
@@ -424,8 +439,9 @@ class MeasuredUpdate:
         paced += (pool - pooled) * min(place, horizon) // horizon
         if paced < 1 or made >= paced:
             return False
-        # Due at place j (1-based) once floor(j paced / k') exceeds the count.
-        return place * paced // horizon > made
+        # Due at place j (1-based) once floor(j paced / k') exceeds the count, and at the
+        # first place of all (the first paced update, moved from place k' / paced).
+        return max(min(place, 1), place * paced // horizon) > made
 
     def measures(self, domain: Domain, clique: tuple[str, ...]) -> bool:
         """Whether a flagged query on ``clique`` is measured (public: kind and schema)."""
