@@ -592,12 +592,55 @@ tables float for float, so no pmwcm row was re-run):
 
     ... --tables tv16 --eps 4 --first-seed 1 --seeds 1 --workload stepwise --updates aim-ar
     ... --tables tv16 --eps 4 --first-seed 1 --seeds 1 --updates aim-ar    (the same release)
+
+**Session 16: the first paced update at the stream's first query** (`MeasuredUpdate.due`,
+docs/design.md section 11). Every measured cell whose streams finish within minutes here
+was re-run (the rows they replace are in `results/online_updates_before_first_paced.jsonl`);
+the full-resolution `workload` random cells (full Adult, TV16, loans) and loans' `measure`
+cells (20-50 min each) keep session 14's and earlier rows, on the schedule before:
+
+    ... --tables tv16 --eps 4 1 0.5 --workload stepwise --updates measure
+    ... --tables adult-full tv16-8000 adult-full-8000 adult adult-8000 --eps 0.5 1 4 \
+        --workload stepwise --updates measure
+    ... --tables adult adult-8000 --eps 0.5 1 4 --k 2000 --updates measure workload
+    ... --tables adult --eps 0.5 1 4 --k 10000 --updates measure workload
+    ... --tables adult-8000 --eps 0.5 1 4 --k 10000 --updates measure
+    ... --tables adult-8000 --eps 0.5 --k 10000 --updates workload
+    ... --tables tv16-8000 adult-full-8000 --eps 0.5 1 4 --k 2000 --updates measure
+    ... --tables tv16-8000 adult-full-8000 --eps 1 --k 10000 --updates measure
+    ... --tables adult-full --eps 0.5 --k 2000 --updates measure
 """
 
 
 SECTION_READING = """
 **Reading, full resolution** (k = 2,000; seeds as the `seeds` column says; the
 `workload` rows on session 7's code: paced over the announced measured queries).
+
+* **Session 16: the first paced update at the stream's first query.** Until the first
+  update every answer rests on the prior alone; on TV16's stepwise analyst at eps = 4 the
+  first query (`female` on `state`, a 102-cell pair) had been the largest error of all
+  three streams. It now gets the first paced update (the others stay where they were).
+  Re-run cells against their rows before (`results/online_updates_before_first_paced.jsonl`):
+  * TV16 stepwise, eps = 4: 1.32e-5 / 3.1e-4 became **1.24e-5 / 2.45e-4**: **0.47x /
+    0.96x** of AIM over its two releases (0.50x / 1.20x before), the first time below
+    AIM's largest error there; against the better release alone 0.91x / 1.20x (1.29x /
+    1.51x before). At eps = 1 and 0.5 the largest error fell 0.68x and 0.83x (1.26e-3 to
+    8.6e-4, 2.27e-3 to 1.89e-3), the means 1.00x and 0.96x; same-query gain 1.27-1.74x
+    became 1.58-1.93x;
+  * binary Adult at 8,000 rows, stepwise: at eps = 1, 0.55x / **0.92x** of AIM (0.58x /
+    1.24x before: the cell where AIM's max was lower); at eps = 4 its three streams
+    scored 1.73e-5 / 5.5e-4 against 1.41e-5 / 3.4e-4 (0.67x / 0.86x of AIM, 0.55x /
+    0.52x before), which 30 tuning streams (noise seeds 10-39) put down to the streams'
+    spread: 1.742e-5 before and 1.736e-5 after on the mean, 3.19e-4 and 3.07e-4 on the
+    maxima on average;
+  * all of binary Adult, random, k = 10,000, eps = 0.5: 0.50x / **0.88x** of AIM (0.51x /
+    1.02x before, the one random cell where pmwcm's largest error was above AIM's);
+  * every other re-run cell moved within its streams' spread (means 0.93-1.07x, largest
+    errors 0.74-1.30x; 11 tuning streams of the 8,000-row random cell at eps = 4, k =
+    10,000, where the three benchmark streams moved 1.20x on the mean: 2.50e-5 before,
+    2.46e-5 after). No stream left an answer unchecked; every one spent 99.3-100% of
+    epsilon. The 8,000-row full Adult at eps = 0.5 (stepwise) is still the one cell of
+    the default engine where AIM's mean is lower (1.04x, 1.01x before).
 
 * **Session 15: a second AIM release on TV16 at eps = 4** (seed 1). AIM's releases differ
   more than pmwcm's streams: the stepwise analyst scores 3.87e-5 / 2.6e-4 on the first and
