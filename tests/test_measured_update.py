@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 from pmwcm.engine.measured_update import (
+    MEASURED_REFIT_ITERATIONS,
+    PRECISE_REFIT_SIGMA,
+    PRECISE_SUPPORT_REFIT_ITERATIONS,
     MeasuredUpdate,
     measured_positions,
+    measured_refit_iterations,
     measured_updates,
     part_to_measure,
 )
@@ -84,6 +88,55 @@ def test_on_a_support_the_update_moves_a_wide_clique_as_the_dense_one_does(seed:
     dense = update.absorb(DenseHistogram.uniform(DOMAIN), [pair, noisy])
     on_support = update.absorb(_every_cell(DOMAIN), [pair, noisy])
     np.testing.assert_allclose(on_support.to_array(), dense.to_array(), rtol=1e-8, atol=1e-12)
+
+
+def test_a_precise_support_refits_longer_and_absorbs_more_of_its_measurement(seed: int) -> None:
+    """The refit's rule (where the config keeps its default): 100 steps on a support after
+    a measurement more precise than ``PRECISE_REFIT_SIGMA``, else 30, and 30 on the dense
+    hypothesis. The longer refit leaves the clique of a rare-celled measurement closer to
+    it than 30 steps do, and the precise pair within its noise of where it was."""
+    rng = np.random.default_rng(seed)
+    weights = rng.dirichlet(np.full(64, 0.2)).reshape(DOMAIN.shape)  # rare cells among them
+    population = DenseHistogram(DOMAIN, weights)
+
+    def measured(clique: tuple[str, ...], sigma: float) -> Measurement:
+        table = population.clique_table(clique).table()
+        return Measurement(
+            clique=clique, values=table + rng.normal(0, sigma, table.shape), sigma=sigma
+        )
+
+    pair, triple = measured(("x0", "x1"), 2e-4), measured(("x2", "x3", "x4"), 4e-4)
+    noisy = Measurement(clique=triple.clique, values=triple.values, sigma=2 * PRECISE_REFIT_SIGMA)
+    start = MeasuredUpdate(kind="measure", noise_multiplier=1.0, refit_iterations=300).absorb(
+        _every_cell(DOMAIN), [pair]
+    )
+    assert measured_refit_iterations(start, [pair, triple]) == PRECISE_SUPPORT_REFIT_ITERATIONS
+    assert measured_refit_iterations(start, [pair, noisy]) == MEASURED_REFIT_ITERATIONS
+    dense = DenseHistogram.uniform(DOMAIN)
+    assert measured_refit_iterations(dense, [pair, triple]) == MEASURED_REFIT_ITERATIONS
+
+    by_rule = MeasuredUpdate(kind="measure", noise_multiplier=1.0)
+    thirty = dataclasses.replace(by_rule, refit_iterations=MEASURED_REFIT_ITERATIONS)
+
+    def gap(hypothesis: Histogram, measurement: Measurement) -> float:
+        return float(
+            np.square(
+                hypothesis.clique_table(measurement.clique).table() - measurement.values
+            ).sum()
+        )
+
+    longer, shorter = by_rule.absorb(start, [pair, triple]), thirty.absorb(start, [pair, triple])
+    assert gap(longer, triple) < gap(shorter, triple) < gap(start, triple)
+    assert gap(longer, pair) <= gap(start, pair) + pair.values.size * pair.sigma**2
+
+
+def test_the_plan_leaves_the_refit_to_the_rule_unless_the_config_sets_it() -> None:
+    default = PMWConfig(epsilon=1.0, delta=1e-6, update="measure", announced_queries=100)
+    pace = plan_budget(default, n=5_000, domain=DOMAIN).measured_update()
+    assert pace is not None and pace.refit_iterations is None
+    chosen = dataclasses.replace(default, refit_iterations=7)
+    pace = plan_budget(chosen, n=5_000, domain=DOMAIN).measured_update()
+    assert pace is not None and pace.refit_iterations == 7
 
 
 def test_a_noisy_measurement_moves_its_clique_towards_it_and_the_precise_pair_holds(

@@ -116,9 +116,9 @@ class PMWConfig:
             prior's released marginals (default :data:`REFIT_ITERATIONS`; free
             post-processing, :mod:`pmwcm.mechanisms.priors.refit`). Only the
             paid marginal prior has measurements; with any other prior it does
-            nothing. The measured update refits
-            :data:`~pmwcm.engine.measured_update.MEASURED_REFIT_ITERATIONS` steps
-            where this keeps its default.
+            nothing. The measured update refits by its own rule where this keeps its
+            default (:func:`~pmwcm.engine.measured_update.measured_refit_iterations`:
+            30 steps, 100 on a weighted support with precise measurements).
         oracle: the single-query oracle; by default noisy gradient descent
             configured by its per-call budget
             (:class:`~pmwcm.mechanisms.oracles.BudgetTunedGradientDescent`).

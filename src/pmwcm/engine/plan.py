@@ -50,7 +50,6 @@ from pmwcm.engine.config import (
     PMWConfig,
 )
 from pmwcm.engine.measured_update import (
-    MEASURED_REFIT_ITERATIONS,
     MeasuredUpdate,
     UpdateKind,
     calibrate_update_noise,
@@ -145,9 +144,10 @@ class BudgetPlan:
         return MeasuredUpdate(
             kind=self.update,
             noise_multiplier=self.oracle_noise_level,
-            # the config's default is the oracle update's; a measured one refits longer
+            # the config's default is the oracle update's; a measured one refits longer,
+            # by its own rule (``None``: measured_update.measured_refit_iterations)
             refit_iterations=(
-                MEASURED_REFIT_ITERATIONS
+                None
                 if self.config.refit_iterations == REFIT_ITERATIONS
                 else self.config.refit_iterations
             ),
