@@ -641,8 +641,9 @@ SECTION_READING = """
     mean; 11 streams: 2.50e-5 before, 2.46e-5 after) and all of binary Adult's stepwise
     analyst at eps = 1 (1.14x / 1.45x, still 0.48x / 0.30x of AIM; 20 streams, paired:
     1.015x +- 0.020 on the mean, 1.017x +- 0.055 on the max). No stream left an answer
-    unchecked; every one spent 99.3-100% of epsilon. The 8,000-row full Adult at eps = 0.5 (stepwise) is still the one cell of
-    the default engine where AIM's mean is lower (1.04x, 1.01x before).
+    unchecked; every one spent 99.3-100% of epsilon. The 8,000-row full Adult at eps =
+    0.5 (stepwise) is still the one cell of the default engine where AIM's mean is lower
+    (1.04x, 1.01x before).
 
 * **Session 15: a second AIM release on TV16 at eps = 4** (seed 1). AIM's releases differ
   more than pmwcm's streams: the stepwise analyst scores 3.87e-5 / 2.6e-4 on the first and
