@@ -223,9 +223,9 @@ def measured_refit_iterations(hypothesis: Histogram, every: Sequence[Measurement
     measurements' precision-weighted mean: 3.8e-6). On the stream (noise seeds 7-9,
     never the benchmark's) 100 steps took the mean excess risk from 1.17e-5 to 1.01e-5
     and the largest error from 3.1e-4 to 2.4e-4, at 2.1 times the stream's CPU (85 s
-    to 180 s). Elsewhere the support's measurements are noisier and its fit stops sooner
-    on its own; the dense hypothesis makes up to 200 measurements, each refit visiting
-    every one, so its 30 stay.
+    to 180 s). Above the cut the 30 steps stay, as the longer refit was measured only at
+    ``epsilon = 4``; the dense hypothesis makes up to 200 measurements, each refit
+    visiting every one (``pmwcm run``'s cost), so its 30 stay too.
     """
     precise = bool(every) and every[-1].sigma < PRECISE_REFIT_SIGMA
     if isinstance(hypothesis, SupportHistogram) and precise:
