@@ -16,7 +16,10 @@ hypothesis to every measurement made so far, as MWEM (Hardt, Ligett, McSherry
    earlier update's and ``y``) with the prior's entropic fit
    (:func:`~pmwcm.mechanisms.priors.refit.refit_to_measurements`): the fit
    weighs each by its precision, so ``y`` moves the hypothesis on ``C`` as far as
-   its noise allows, and the more precise measurements hold the rest.
+   its noise allows, and the more precise measurements hold the rest. Its first
+   step is along ``C`` alone, each cell's residual over its mass
+   (:func:`~pmwcm.mechanisms.priors.marginals.lead_direction`), so that ``C``'s
+   rare cells move as far as its common ones.
 
 **No projection first.** Step 2 used to begin with a projection: ``y`` shrunk
 towards the hypothesis's marginal (positive-part James-Stein), projected onto the
@@ -564,11 +567,12 @@ class MeasuredUpdate:
 
     def absorb(self, hypothesis: Histogram, every: Sequence[Measurement]) -> Histogram:
         """The hypothesis refitted onto ``every`` released measurement, the flagged
-        clique's last (module docstring, step 2). Post-processing."""
+        clique's last, which the refit steps toward alone first (module docstring, step
+        2; :func:`~pmwcm.mechanisms.priors.marginals.lead_direction`). Post-processing."""
         iterations = self.refit_iterations
         if iterations is None:
             iterations = measured_refit_iterations(hypothesis, every)
-        return refit_to_measurements(hypothesis, every, iterations=iterations)
+        return refit_to_measurements(hypothesis, every, iterations=iterations, lead=-1)
 
     @staticmethod
     def certificate(

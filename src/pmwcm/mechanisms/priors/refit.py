@@ -52,9 +52,11 @@ def refit_to_measurements(
     *,
     iterations: int,
     continuation: int | None = None,
+    lead: int | None = None,
 ) -> Histogram:
     """``iterations`` entropic mirror-descent steps from ``hypothesis`` onto ``measurements``
-    (``continuation``: as :func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`'s).
+    (``continuation`` and ``lead``: as
+    :func:`~pmwcm.mechanisms.priors.marginals.entropic_descent`'s).
 
     A new histogram of the same backend; ``hypothesis`` is not changed. With no
     measurements or no iterations it is returned as it is.
@@ -69,12 +71,13 @@ def refit_to_measurements(
     if isinstance(hypothesis, DenseHistogram):
         return fit_histogram(
             hypothesis.domain, measurements, iterations=iterations, start=hypothesis,
-            continuation=continuation,
+            continuation=continuation, lead=lead,
         )  # fmt: skip
     if isinstance(hypothesis, SupportHistogram):
         return fit_support(
-            hypothesis, measurements, iterations=iterations, continuation=continuation
-        )
+            hypothesis, measurements, iterations=iterations, continuation=continuation,
+            lead=lead,
+        )  # fmt: skip
     raise ValueError(
         f"No fit onto measurements for a {type(hypothesis).__name__} hypothesis "
         "(dense and support histograms have one)."

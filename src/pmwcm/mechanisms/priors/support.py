@@ -142,9 +142,11 @@ def fit_support(
     step: float = 1.0,
     rtol: float = 1e-5,
     continuation: int | None = None,
+    lead: int | None = None,
 ) -> SupportHistogram:
     """:func:`~pmwcm.mechanisms.priors.marginals.entropic_descent` on a support's log-weights
-    (``continuation`` as there: at most ``continuation * iterations`` iterations in all).
+    (``continuation`` and ``lead`` as there: at most ``continuation * iterations``
+    iterations in all).
 
     The records stay; only their weights move. Each iteration is one streaming
     pass over the column-major codes (:mod:`pmwcm.kernels.support_passes`): per
@@ -163,6 +165,7 @@ def fit_support(
         return _fit_on_device(
             start, measurements, start.device,
             iterations=iterations, step=step, rtol=rtol, continuation=continuation,
+            lead=lead,
         )  # fmt: skip
     domain = start.domain
     columns = columns_of(start.records)
@@ -196,6 +199,7 @@ def fit_support(
         step=step,
         rtol=rtol,
         continuation=continuation,
+        lead=lead,
     )
     return SupportHistogram(domain, start.records, fitted.log_w)
 
@@ -221,6 +225,7 @@ def _fit_on_device(
     step: float,
     rtol: float,
     continuation: int | None,
+    lead: int | None = None,
 ) -> SupportHistogram:
     """:func:`fit_support`'s descent with the records and weights on ``device``: each step is
     :func:`pmwcm.kernels.support_array.descend` (one gather per clique for the gradient,
@@ -251,6 +256,7 @@ def _fit_on_device(
         step=step,
         rtol=rtol,
         continuation=continuation,
+        lead=lead,
     )
     return SupportHistogram(domain, start.records, fitted.log_w, device=device)
 
