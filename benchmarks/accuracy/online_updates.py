@@ -512,7 +512,7 @@ and k = 10,000 where it was missing:
         --updates measure
     ... --tables adult adult-8000 --eps 0.5 1 4 --seeds 3 --workload stepwise --updates measure
     ... --tables loans --eps 0.5 1 4 --seeds 3 --workload stepwise --updates measure
-    ... --tables adult-full tv16 adult-full-8000 tv16-8000 --eps E --seeds S --workload stepwise \
+    ... --tables adult-full tv16 adult-full-8000 tv16-8000 --eps E --seeds S --workload stepwise \\
         --updates aim-ar     (on every saved release: E, S as the release table lists them)
     ... --tables adult-8000 adult --eps 0.5 --seeds 3 --workload stepwise --updates aim-ar
     ... --tables adult-full-8000 --eps 0.5 --first-seed 1 --seeds 2 --workload stepwise \\
@@ -600,7 +600,7 @@ the full-resolution `workload` random cells (full Adult, TV16, loans) and loans'
 cells (20-50 min each) keep session 14's and earlier rows, on the schedule before:
 
     ... --tables tv16 --eps 4 1 0.5 --workload stepwise --updates measure
-    ... --tables adult-full tv16-8000 adult-full-8000 adult adult-8000 --eps 0.5 1 4 \
+    ... --tables adult-full tv16-8000 adult-full-8000 adult adult-8000 --eps 0.5 1 4 \\
         --workload stepwise --updates measure
     ... --tables adult adult-8000 --eps 0.5 1 4 --k 2000 --updates measure workload
     ... --tables adult --eps 0.5 1 4 --k 10000 --updates measure workload
@@ -617,12 +617,62 @@ Only those cells run it; their rows before are in
 
     ... --tables tv16 adult-full --eps 4 --workload stepwise --updates measure
     ... --tables tv16 adult-full --eps 4 --k 2000 --updates workload
+
+**Session 17.** First, on session 16's code (a61f6ad), the full-resolution random cells
+it had left on the older schedule (rows before in
+`results/online_updates_before_first_paced.jsonl`):
+
+    ... --tables tv16 --eps 0.5 --k 2000 --updates measure workload
+    ... --tables tv16 adult-full --eps 1 --k 2000 --updates workload
+    ... --tables adult-full --eps 1 --k 10000 --updates workload
+
+and AIM at OpenDP's replace-one unit at eps = 4 (TV16's 8,000 rows, one release):
+
+    ... --tables tv16-8000 --eps 4 --seeds 1 --k 2000 --updates aim-replace
+    ... --tables tv16-8000 --eps 4 --seeds 1 --workload stepwise --updates aim-replace
+
+Then **the refit's lead step along the new clique** (`lead_direction`, docs/design.md
+section 11). The stepwise cells on every table but loans, and TV16's random `workload`
+cell at eps = 4, were re-run on it (rows before in
+`results/online_updates_before_lead.jsonl`); the other cells keep the rows above, on the
+refit without it (on tuning streams it moved them 0.98-1.00x):
+
+    ... --tables tv16 --eps 4 --workload stepwise --updates measure
+    ... --tables adult-8000 adult adult-full-8000 tv16-8000 --eps 0.5 1 4 \\
+        --workload stepwise --updates measure
+    ... --tables adult-full --eps 4 1 0.5 --workload stepwise --updates measure
+    ... --tables tv16 --eps 1 0.5 --workload stepwise --updates measure
+    ... --tables tv16 --eps 4 --k 2000 --updates workload
 """
 
 
 SECTION_READING = """
 **Reading, full resolution** (k = 2,000; seeds as the `seeds` column says; the
 `workload` rows on session 7's code: paced over the announced measured queries).
+
+* **Session 17: the refit leads with the new clique.** Each measured refit first steps
+  along the flagged clique alone, each cell's residual over its mass (docs/design.md
+  section 11; at TV16's first update its table's squared distance to the data's is 3.4e-6
+  after 30 steps, where the plain steps left 6.2e-6). Stepwise cells re-run (rows before:
+  `results/online_updates_before_lead.jsonl`), mean / max:
+  * TV16 eps = 4: 1.07e-5 / 1.8e-4 became **9.9e-6 / 1.6e-4**: **0.38x / 0.62x** of AIM over
+    its two releases, **0.72x / 0.77x** of its better release alone; eps = 1 and 0.5: 0.93x
+    and 0.97x on the mean (0.24x / 0.30x and 0.30x / 0.26x of AIM);
+  * full Adult: 0.94x, 0.95x and 0.93x on the mean at eps = 4, 1 and 0.5 (0.08x / 0.14x,
+    0.10x / 0.12x and 0.19x / 0.12x of AIM);
+  * the 8,000-row tables and binary Adult: 0.96-1.03x on the mean, 0.94-1.02x on the
+    max; 8,000-row full Adult at eps = 0.5 stays **1.04x / 0.74x** of AIM.
+  * TV16 random, `workload`, eps = 4: 9.6e-6 / 1.2e-4 both before and after (each stream
+    within 1% on the mean; the third stream's largest error, 1.19e-4, is untouched by the
+    refit), so against AIM's better release alone its max stays **1.31x**.
+  Every re-run stream spends 99.3-100% of epsilon and leaves no answer unchecked. The
+  cells not re-run keep session 16's rows (on tuning streams the lead moved such cells
+  0.98-1.00x). Also this session, on session 16's code: TV16 at eps = 0.5 (`measure`,
+  `workload`) and 1 (`workload`), full Adult at eps = 1 (`workload`, k = 2,000 and 10,000),
+  moved 0.93-1.02x on the mean from their session 7-14 rows (full Adult's largest error at
+  k = 2,000 3.1e-4 from 2.5e-4, one stream; its other two 1.6e-4 and 2.4e-4); and AIM at
+  OpenDP's replace-one unit at eps = 4 (TV16's 8,000 rows: release 23 min, 3.0 GB): pmwcm
+  at 0.25x / 0.34x of it on random streams, 0.32x / 0.45x on the stepwise analyst.
 
 * **Session 16, then: a longer refit on a precise support.** At TV16's first measured update
   the 30-step refit left the new measurement mostly unabsorbed (the fit's table on its
