@@ -311,7 +311,7 @@ def _descend(
     continuation: int | None,
     step: float,
     rtol: float,
-    lead: Callable[[Residuals], Residuals] | None = None,
+    lead: Callable[[Residuals], Residuals] | None,
 ) -> State:
     """:func:`entropic_descent`'s loop: its step rule and stopping rules, for any form of
     the residuals (per clique, or concatenated: :func:`fit_histogram`'s fused form);
@@ -497,7 +497,7 @@ def _fused_fit(
     step: float,
     rtol: float,
     continuation: int | None,
-    lead: int | None = None,
+    lead: int | None,
 ) -> FloatArray:
     """:func:`entropic_descent` with every clique's table in one vector: a step's marginals
     are one :meth:`~pmwcm.kernels.fused_marginals.FusedMarginals.marginals` call, its

@@ -225,7 +225,7 @@ def _fit_on_device(
     step: float,
     rtol: float,
     continuation: int | None,
-    lead: int | None = None,
+    lead: int | None,
 ) -> SupportHistogram:
     """:func:`fit_support`'s descent with the records and weights on ``device``: each step is
     :func:`pmwcm.kernels.support_array.descend` (one gather per clique for the gradient,
