@@ -65,6 +65,18 @@ def integer_bins(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[Any],
 
 
 @st.composite
+def even_bins(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[Any], str]:
+    """Evenly spaced edges (coded by arithmetic in SQL) on a float column: cells on the
+    edges, the doubles beside them, between them and outside."""
+    start, width = draw(st.integers(-6, 6)) / 2, draw(st.integers(1, 4)) / 2
+    edges = [start + k * width for k in range(draw(st.integers(3, 6)))]
+    rule = {"name": name, "bins": edges, "clip": draw(st.booleans())}
+    pool = [*edges, edges[0] - 1, edges[-1] + 1, edges[1] - width / 2, math.nan]
+    pool += [math.nextafter(e, d) for e in edges[:2] for d in (-math.inf, math.inf)]
+    return rule, [draw(st.sampled_from(pool)) for _ in range(ROWS)], "DOUBLE"
+
+
+@st.composite
 def integer_threshold(draw: st.DrawFn, name: str) -> tuple[dict[str, Any], list[Any], str]:
     t = draw(st.floats(-4, 24, allow_nan=False).map(lambda x: round(x, 1)))
     return (
@@ -112,7 +124,7 @@ def with_missing_rule(
 
 
 ROWS = 12
-KINDS = [text_categorical, integer_bins, integer_threshold, float_categorical, text_bins]
+KINDS = [text_categorical, integer_bins, even_bins, integer_threshold, float_categorical, text_bins]
 
 
 @st.composite

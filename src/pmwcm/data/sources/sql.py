@@ -55,6 +55,7 @@ from pmwcm.data.attribute import NUMBER_PATTERN, Attribute, canonical_value, for
 __all__ = [
     "CODE_TABLE_MIN_VALUES",
     "DIALECTS",
+    "EVEN_BINS_MAX_SPAN",
     "LINEAR_BINS_MAX_EDGES",
     "MISSING",
     "NOT_A_NUMBER",
@@ -69,6 +70,7 @@ __all__ = [
     "categorical_code",
     "code_tables",
     "coding_query",
+    "evenly_spaced",
     "is_marker",
     "threshold_code",
 ]
@@ -428,11 +430,16 @@ def bins_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
     order; beyond, since the edges increase strictly (so ``v < e_k`` is false then
     true along ``k``), a binary search for the first true ``k`` written as nested
     ``CASE``s. The same comparisons decide either way, so the same codes: a NaN fails
-    every one, as it fails every ``WHEN``.
+    every one, as it fails every ``WHEN``. Edges evenly spaced (:func:`evenly_spaced`,
+    such as one bin per year of age) take the code by arithmetic instead
+    (:func:`_arithmetic_bins`), checked against the same edges.
     """
     v, edges = cell.number, attr.bins
     below, above = (0, len(edges) - 2) if attr.clip else (OUTSIDE, OUTSIDE)
     bounds = [d.as_double(format_number(e)) for e in edges]
+    width = evenly_spaced(edges)
+    if width is not None:
+        return _numeric(cell, d, _arithmetic_bins(v, edges, width, below, above, d))
     if len(edges) <= LINEAR_BINS_MAX_EDGES:
         arms = [f"WHEN {v} < {bounds[0]} THEN {below}"]
         arms += [f"WHEN {v} < {b} THEN {i}" for i, b in enumerate(bounds[1:])]
@@ -450,6 +457,58 @@ def bins_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
 
     rule = f"WHEN {v} < {bounds[0]} THEN {below} ELSE {first_below(1, len(edges))}"
     return _numeric(cell, d, rule)
+
+
+#: :func:`evenly_spaced` takes edges whose span is at most this many times their spacing,
+#: so that the quotient ``(v - e_0) / w`` of :func:`_arithmetic_bins` is off by far less
+#: than a bin (its rounding error is about ``2^-52`` of the span over ``w``).
+EVEN_BINS_MAX_SPAN = 2.0**40
+
+
+def evenly_spaced(edges: Sequence[float]) -> float | None:
+    """The spacing ``w`` of three or more edges with ``e_k = e_0 + k w`` *as computed in
+    float64* (so an engine's ``e_0 + k * w`` is the edge itself) and a span of at most
+    :data:`EVEN_BINS_MAX_SPAN` spacings; ``None`` otherwise (public: the schema alone).
+
+    >>> evenly_spaced([17, 18, 19, 20]), evenly_spaced([0, 2.5, 5]), evenly_spaced([0, 1, 3])
+    (1.0, 2.5, None)
+    """
+    if len(edges) < 3:
+        return None
+    first, width = float(edges[0]), float(edges[1]) - float(edges[0])
+    if not width > 0 or max(abs(first), abs(float(edges[-1]))) > EVEN_BINS_MAX_SPAN * width:
+        return None
+    if any(first + k * width != float(e) for k, e in enumerate(edges)):
+        return None
+    return width
+
+
+def _arithmetic_bins(
+    v: str, edges: Sequence[float], width: float, below: int | str, above: int | str, d: Dialect
+) -> str:
+    """:func:`bins_code`'s rule for evenly spaced edges: ``c = floor((v - e_0) / w)``,
+    moved by one where the edges say so.
+
+    Within ``e_0 <= v < e_last`` the code is the ``c`` with ``e_c <= v < e_{c+1}``. The
+    rounded quotient puts ``floor`` within one of it (the span is bounded by
+    :data:`EVEN_BINS_MAX_SPAN`), and the two comparisons with ``e_0 + c w`` and
+    ``e_0 + (c + 1) w``, which are the schema's edges exactly (:func:`evenly_spaced`),
+    move it onto the code. Below and above are decided by the same comparisons as the
+    binary search's, ``v < e_0`` and ``v < e_last``, so a NaN (which fails both) is
+    above, as there. One ``floor`` and a few comparisons a row, where the binary search
+    evaluates a nested ``CASE`` a level: 5-10x faster on DuckDB at 100 edges.
+    """
+    first, last = d.as_double(format_number(edges[0])), d.as_double(format_number(edges[-1]))
+    w = d.as_double(format_number(width))
+    c = f"floor(({v} - {first}) / {w})"
+    step = (
+        f"CASE WHEN {v} < {first} + {c} * {w} THEN -1 "
+        f"WHEN {v} >= {first} + ({c} + 1) * {w} THEN 1 ELSE 0 END"
+    )
+    return (
+        f"WHEN {v} < {first} THEN {below} WHEN NOT ({v} < {last}) THEN {above} "
+        f"ELSE CAST({c} AS BIGINT) + {step}"
+    )
 
 
 def threshold_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
