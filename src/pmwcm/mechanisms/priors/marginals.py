@@ -470,9 +470,7 @@ def fit_histogram(
         g = np.zeros(domain.shape)
         for ax, r in zip(axes, res, strict=True):
             g += broadcast_factor(domain.shape, ax, r)
-        z = -s * g
-        out = q * np.exp(z - z.max())
-        return out / out.sum()
+        return tilted(q, -s * g)
 
     fitted = entropic_descent(
         p,
@@ -486,6 +484,25 @@ def fit_histogram(
         lead=lead,
     )
     return DenseHistogram(domain, fitted)
+
+
+def tilted(q: FloatArray, z: FloatArray) -> FloatArray:
+    """``q exp(z)``, normalised: a dense fit's entropic step.
+
+    Shifted by ``max z`` before the exponential, as usual. A fit can drive ``q`` onto a
+    few cells (very noisy measurements, where the mass underflows elsewhere), and a step
+    that pushes away from those cells then makes every product ``q exp(z - max z)`` zero;
+    there the shift is ``z``'s largest value on ``q``'s support instead, whose cell keeps
+    its own mass, so the step is a distribution (never ``0 / 0``). Where the first sum is
+    a normal float, as in every fit but those, the step is that one, bit for bit.
+    """
+    out = q * np.exp(z - z.max())
+    total = out.sum()
+    if not total >= np.finfo(np.float64).tiny:
+        # on q's support z - top <= 0; elsewhere q is 0 and the cap keeps exp finite
+        out = q * np.exp(np.minimum(z - z[q > 0].max(), 0.0))
+        total = out.sum()
+    return out / total
 
 
 def _fused_fit(
@@ -522,9 +539,7 @@ def _fused_fit(
         return 0.5 * float(np.dot(weighted, r)), weighted
 
     def moved(q: FloatArray, weighted: FloatArray, s: float) -> FloatArray:
-        z = -s * plan.spread(weighted)
-        out = q * np.exp(z - z.max())
-        return out / out.sum()
+        return tilted(q, -s * plan.spread(weighted))
 
     towards: Callable[[FloatArray], FloatArray] | None = None
     if lead is not None:
