@@ -49,6 +49,10 @@ def cases() -> dict[str, AuditCase]:
         "triples add/remove": prior_case(
             label="prior, all triples, add/remove sigma", measure=add_remove_measure, order=3
         ),
+        "mixed": prior_case(label="prior, pairs and 1-ways", one_way=2),
+        "mixed add/remove": prior_case(
+            label="prior, pairs and 1-ways, add/remove sigma", measure=add_remove_measure, one_way=2
+        ),
     }
 
 
@@ -73,7 +77,9 @@ def test_the_pair_is_worst_case_and_the_claim_is_the_measurement_event(
     assert broken.probe(case.dataset0)[1] == pytest.approx(math.sqrt(k) / n)
 
 
-@pytest.mark.parametrize("which", ["correct", "add/remove", "triples", "triples add/remove"])
+@pytest.mark.parametrize(
+    "which", ["correct", "add/remove", "triples", "triples add/remove", "mixed", "mixed add/remove"]
+)
 def test_prior_model_matches_the_real_measurement(
     cases: dict[str, AuditCase], which: str, seed: int
 ) -> None:
@@ -117,4 +123,25 @@ def test_the_triples_prior_is_not_flagged_and_its_planted_bug_is_caught(
     r = cases["triples"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
     assert r.verdict == "consistent", r
     r = cases["triples add/remove"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.violated, r
+
+
+def test_the_pairs_and_1_ways_pair_is_worst_case_too(cases: dict[str, AuditCase]) -> None:
+    """The noise-limited prior's cliques (``noise_limited_pairs``): the pair of the first
+    two attributes and the 1-ways of the last two (K = 3); each clique moves 1/n between
+    two different cells, so the gap is sqrt(2K) / n."""
+    case = cases["mixed"]
+    model: Any = case.mechanism
+    assert model.cliques == (("x0", "x1"), ("x2",), ("x3",))
+    c0, c1 = model.probe(case.dataset0)[0], model.probe(case.dataset1)[0]
+    assert np.linalg.norm(c1 - c0) == pytest.approx(math.sqrt(2 * 3) / case.dataset0.n)
+    assert np.allclose(np.sort((c1 - c0)[4:] * case.dataset0.n), [-1.0, -1.0, 1.0, 1.0])
+
+
+def test_the_pairs_and_1_ways_prior_is_not_flagged_and_its_planted_bug_is_caught(
+    cases: dict[str, AuditCase], seed: int
+) -> None:
+    r = cases["mixed"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.verdict == "consistent", r
+    r = cases["mixed add/remove"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
     assert r.violated, r

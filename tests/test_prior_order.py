@@ -1,8 +1,11 @@
-"""The paid dense prior's cliques: all pairs, or all triples where their noise is small
-(:func:`pmwcm.mechanisms.priors.marginals.prior_order`, ``PMWConfig.prior_cliques``).
+"""The paid prior's cliques: all triples where their noise is small
+(:func:`pmwcm.mechanisms.priors.marginals.prior_order`), else the pairs that their noise
+does not swamp and the 1-ways of the attributes those leave out
+(:func:`~pmwcm.mechanisms.priors.marginals.noise_limited_pairs`); ``PMWConfig.prior_cliques``
+overrides either.
 
-The rule reads public inputs only (the schema, ``n``, the plan's multiplier); the
-triples are the same Gaussian event as the pairs, so the ledger does not move.
+The rules read public inputs only (the schema, ``n``, the plan's multiplier); every clique
+set is the same Gaussian event, so the ledger does not move.
 """
 
 from __future__ import annotations
@@ -18,10 +21,17 @@ from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.noise import NumpyNoise
-from pmwcm.mechanisms.priors.marginals import TRIPLE_NOISE_CUT, prior_order
+from pmwcm.mechanisms.priors.marginals import (
+    PAIR_NOISE_CUT,
+    TRIPLE_NOISE_CUT,
+    noise_limited_pairs,
+    pairwise_cliques,
+    prior_order,
+)
 from pmwcm.mechanisms.private_data import PrivateData
 
 ADULT = load_adult()
+FULL = load_adult("full")
 BINARY14 = Domain.from_sizes({f"a{i}": 2 for i in range(14)})
 
 
@@ -106,3 +116,76 @@ def test_the_triples_prior_is_the_same_event_and_fits_every_triple() -> None:
                          for m in measured))  # fmt: skip
 
     assert distance(triples) < 0.5 * distance(pairs)
+
+
+def relative_noise(domain: Domain, cliques: list[tuple[str, ...]], n: int, m: float) -> float:
+    """The largest clique's noise on a mean cell over that cell's mass, ``sigma(K) |C|``."""
+    sigma = m * math.sqrt(2 * len(cliques)) / n
+    return sigma * max(math.prod(domain.sizes_of(c)) for c in cliques)
+
+
+@pytest.mark.parametrize("n", [48_842, 8_000, 2_000, 300, 50])
+def test_the_pairs_kept_are_the_smallest_within_the_cut_and_cover_every_attribute(n: int) -> None:
+    domain = FULL.domain
+    m = 6.0
+    chosen = noise_limited_pairs(domain, n=n, noise_multiplier=m)
+    pairs = [c for c in chosen if len(c) == 2]
+    singles = [c for c in chosen if len(c) == 1]
+    every = pairwise_cliques(domain)
+    assert pairs == [p for p in every if p in set(pairs)]  # in the order of all pairs
+    assert {a for c in chosen for a in c} == set(domain.names)  # every attribute described
+    assert not {a for (a,) in singles} & {a for p in pairs for a in p}  # a 1-way only if needed
+    if pairs:
+        assert relative_noise(domain, chosen, n, m) <= PAIR_NOISE_CUT
+        cells = sorted(math.prod(domain.sizes_of(p)) for p in every)
+        largest = max(math.prod(domain.sizes_of(p)) for p in pairs)
+        assert largest in cells[: len(pairs)]  # smallest first (ties may go either way)
+    if len(pairs) < len(every):  # the next pair would break the cut, at the K it makes
+        following = sorted(set(every) - set(pairs), key=lambda p: math.prod(domain.sizes_of(p)))
+        bigger = [*pairs, following[0]]
+        held = {a for p in bigger for a in p}
+        grown = bigger + [(a,) for a in domain.names if a not in held]
+        assert relative_noise(domain, grown, n, m) > PAIR_NOISE_CUT
+    else:
+        assert relative_noise(domain, chosen, n, m) <= PAIR_NOISE_CUT
+
+
+def test_a_binary_schema_keeps_every_pair_at_any_budget() -> None:
+    for n, eps in ((8_000, 0.5), (48_842, 0.5), (48_842, 4.0)):
+        plan = plan_budget(config(eps, update="measure"), n=n, domain=ADULT.domain)
+        every = pairwise_cliques(ADULT.domain, order=plan.prior_order)  # triples at eps 4
+        assert plan.prior_cliques == tuple(every)
+
+
+def test_the_plan_drops_the_swamped_pairs_of_a_full_resolution_schema() -> None:
+    def plan(epsilon: float, n: int, **kw: object):  # type: ignore[no-untyped-def]
+        return plan_budget(config(epsilon, update="measure", **kw), n=n, domain=FULL.domain)
+
+    low = plan(0.5, 8_000)
+    assert low.backend.kind == "support" and low.prior_multiplier is not None
+    assert low.prior_cliques == tuple(
+        noise_limited_pairs(FULL.domain, n=8_000, noise_multiplier=low.prior_multiplier)
+    )
+    dropped = math.comb(14, 2) - low.to_dict()["prior_cliques"]["pairs"]
+    assert dropped > 0
+    everything = plan(0.5, 8_000, prior_cliques="pairs")  # the setting keeps every pair
+    assert everything.prior_cliques == tuple(pairwise_cliques(FULL.domain))
+    assert everything.prior_events == low.prior_events  # the same event either way
+    assert len(plan(4.0, 48_842).prior_cliques) == math.comb(14, 2)  # high signal: all
+
+
+def test_a_support_prior_of_pairs_and_1_ways_is_built_and_answers() -> None:
+    """Where even an attribute's smallest pair is swamped, it is measured by its 1-way: the
+    support's proposal draws it as a root of the Chow-Liu forest."""
+    rng = np.random.default_rng(3)
+    domain = Domain.from_sizes({"a": 2, "b": 2, "c": 60, "d": 60})
+    records = np.stack([rng.integers(0, s, 400) for s in domain.sizes], axis=1)
+    data = PrivateData.from_records(domain, records)
+    settings = config(0.3, backend="support", support_size=4096, update="measure")
+    plan = plan_budget(settings, n=400, domain=domain)
+    assert ("c",) in plan.prior_cliques and ("d",) in plan.prior_cliques
+    engine = build_engine(data, settings, noise=NumpyNoise(seed=2))
+    cliques = [m.clique for m in engine.prior_measurements]
+    assert cliques == list(plan.prior_cliques)
+    marginal = engine.hypothesis.marginal(("c",))
+    assert marginal.shape == (60,) and math.isclose(float(marginal.sum()), 1.0)

@@ -155,18 +155,27 @@ def prior_case(
     n: int = 12,
     measure: MeasureFn = measure_marginals,
     order: int = 2,
+    one_way: int = 0,
 ) -> AuditCase:
     """All ``order``-way marginals (pairs, or the triples the dense prior measures at
     high signal: :func:`~pmwcm.mechanisms.priors.marginals.prior_order`) of
-    :func:`complement_pair` released by ``measure`` with ``m``.
+    :func:`complement_pair` released by ``measure`` with ``m``; with ``one_way``, the
+    last ``one_way`` attributes by their 1-ways and the pairs among the others (what
+    :func:`~pmwcm.mechanisms.priors.marginals.noise_limited_pairs` measures where the
+    noise swamps an attribute's pairs).
 
     The complement flips every attribute, so every clique of any order moves
     ``1/n`` between two different cells: the pair attains ``sqrt(2K) / n`` for the
-    triples as for the pairs. The claim is the PLD epsilon of
+    triples, the pairs and the 1-ways alike. The claim is the PLD epsilon of
     :func:`~pmwcm.mechanisms.priors.marginals.measurement_event` at ``delta``.
     """
     d0, d1 = complement_pair(attributes, n)
-    cliques = tuple(pairwise_cliques(d0.domain, order=order))
+    if one_way:
+        names = d0.domain.names
+        kept = [p for p in pairwise_cliques(d0.domain) if not set(p) & set(names[-one_way:])]
+        cliques = (*kept, *((a,) for a in names[-one_way:]))
+    else:
+        cliques = tuple(pairwise_cliques(d0.domain, order=order))
     model = MarginalsModel(cliques=cliques, noise_multiplier=multiplier, measure=measure)
     c0, c1 = model.probe(d0)[0], model.probe(d1)[0]
     gap = float(np.linalg.norm(c1 - c0))

@@ -106,6 +106,7 @@ def standard_cases(*, opendp: bool = True) -> list[AuditCase]:
     cases.append(engine_case())
     cases.append(prior_case())
     cases.append(prior_case(label="prior marginals, all triples", order=3))
+    cases.append(prior_case(label="prior marginals, pairs and 1-ways", one_way=2))
     return cases
 
 

@@ -65,7 +65,7 @@ from pmwcm.kernels.backend import BackendChoice
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.accounting import Accountant
 from pmwcm.mechanisms.accounting.budget_rules import BudgetRefused, check_total_budget
-from pmwcm.mechanisms.priors.marginals import prior_order
+from pmwcm.mechanisms.priors.marginals import noise_limited_pairs, pairwise_cliques, prior_order
 from pmwcm.mechanisms.priors.workload import WorkloadPlan, uses_workload, workload_candidates
 
 Kind = Literal["cm", "linear"]
@@ -102,6 +102,11 @@ class BudgetPlan:
         prior_order: the paid marginal prior measures every clique of this many
             attributes: 3 on a dense hypothesis without workload rounds where the triples'
             noise is small (:func:`~pmwcm.mechanisms.priors.marginals.prior_order`), else 2.
+        prior_cliques: the cliques the paid marginal prior measures (public): every
+            triple at order 3; at order 2 every pair with ``prior_cliques="pairs"``, else
+            the pairs its noise does not swamp and the 1-ways of the attributes they
+            leave out (:func:`~pmwcm.mechanisms.priors.marginals.noise_limited_pairs`);
+            empty without a paid marginal prior.
     """
 
     requested: PMWConfig
@@ -125,6 +130,7 @@ class BudgetPlan:
     announced_cliques: tuple[tuple[str, ...], ...] = ()
     measured_positions: tuple[int, ...] = ()
     prior_order: int = 2
+    prior_cliques: tuple[tuple[str, ...], ...] = ()
 
     @property
     def epsilon(self) -> float:
@@ -184,6 +190,11 @@ class BudgetPlan:
             "max_updates": self.config.max_updates,
             "prior_multiplier": self.prior_multiplier,
             "prior_order": self.prior_order,
+            "prior_cliques": {
+                "pairs": sum(len(c) == 2 for c in self.prior_cliques),
+                "one_way": sum(len(c) == 1 for c in self.prior_cliques),
+                "triples": sum(len(c) == 3 for c in self.prior_cliques),
+            },
             "sparse_vector": None if sv is None else sv.to_dict(),
             "oracle_noise_level": self.oracle_noise_level,
             "threshold": self.threshold,
@@ -288,6 +299,7 @@ def plan_budget(
     threshold = resolved.threshold
     if threshold is None:
         threshold = default_threshold(0.0 if sv is None else sv.noise_scale, resolved)
+    order = _prior_order(config, domain, n, prior, backend.kind)
     return BudgetPlan(
         requested=config, config=resolved, n=n, attributes=len(domain),
         kind="cm" if kind == "cm" else "linear",
@@ -299,8 +311,22 @@ def plan_budget(
         update=config.update_kind if measuring else "oracle", workload=prior.workload,
         measured_positions=measured_positions(domain, workload),
         announced_cliques=candidates,
-        prior_order=_prior_order(config, domain, n, prior, backend.kind),
+        prior_order=order,
+        prior_cliques=_prior_cliques(config, domain, n, prior, order),
     )  # fmt: skip
+
+
+def _prior_cliques(
+    config: PMWConfig, domain: Domain, n: int, prior: PriorLevels, order: int
+) -> tuple[tuple[str, ...], ...]:
+    """What the paid marginal prior measures (public; ``BudgetPlan.prior_cliques``)."""
+    if prior.multiplier is None:
+        return ()
+    if order == 3:
+        return tuple(pairwise_cliques(domain, order=3))
+    if config.prior_cliques == "pairs" or len(domain) < 2:
+        return tuple(pairwise_cliques(domain))
+    return tuple(noise_limited_pairs(domain, n=n, noise_multiplier=prior.multiplier))
 
 
 def _prior_order(

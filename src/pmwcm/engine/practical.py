@@ -119,7 +119,6 @@ from pmwcm.mechanisms.priors.marginals import (
     PriorRelease,
     marginal_prior,
     measurement_event,
-    pairwise_cliques,
 )
 from pmwcm.mechanisms.priors.support import post_processing_rng, support_marginal_prior
 from pmwcm.mechanisms.priors.workload import workload_prior
@@ -164,10 +163,11 @@ def _paid_marginal_prior(
     ledger: PrivacyLedger,
     noise: NoiseSource,
 ) -> PriorRelease[Histogram]:
-    """Charges, then measures, all 2-way marginals (all 3-way ones where the plan says:
-    ``plan.prior_order``) at the plan's multiplier, and fits them on the plan's backend
-    (dense, or a support of ``M`` records: :mod:`pmwcm.mechanisms.priors.support`; the
-    same release and charge either way)."""
+    """Charges, then measures the plan's cliques (``plan.prior_cliques``: the pairs whose
+    noise does not swamp them and the 1-ways of the attributes they leave out, or every
+    triple where ``plan.prior_order`` says) at the plan's multiplier, and fits them on the
+    plan's backend (dense, or a support of ``M`` records:
+    :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way)."""
     multiplier, order = plan.prior_multiplier, plan.prior_order
     assert multiplier is not None  # planned for the marginal prior (public)
     ledger.spend(measurement_event(multiplier), label=f"prior: noisy {order}-way marginals")
@@ -175,18 +175,17 @@ def _paid_marginal_prior(
     if workload is not None:  # charged whole before any selection reads the data
         ledger.spend(workload.event(), label="prior: workload clique rounds")
     release: PriorRelease[Histogram]
+    cliques = list(plan.prior_cliques)  # the same event whatever they are: sigma scales
     if plan.backend.kind == "support":
         release = support_marginal_prior(
             data, noise_multiplier=multiplier, noise=noise, size=plan.backend.support_size,
-            device=resolve_device(plan.config.device),
-        )  # fmt: skip
-    elif order == 3:  # the same event: sigma scales with the number of cliques
-        release = marginal_prior(
-            data, noise_multiplier=multiplier, noise=noise,
-            cliques=pairwise_cliques(data.domain, order=3), iterations=TRIPLE_ITERATIONS,
+            cliques=cliques, device=resolve_device(plan.config.device),
         )  # fmt: skip
     else:
-        release = marginal_prior(data, noise_multiplier=multiplier, noise=noise)
+        release = marginal_prior(
+            data, noise_multiplier=multiplier, noise=noise, cliques=cliques,
+            iterations=TRIPLE_ITERATIONS if order == 3 else None,
+        )  # fmt: skip
     if workload is None:
         return release
     return workload_prior(data, release, workload, noise=noise)
