@@ -156,12 +156,15 @@ class PMWConfig:
             leaves 2.9% unchecked on average where ``oracle`` leaves up to 81%
             at small n, and is ahead on the mean in 3 of 4 cells and on the max
             in all; an unannounced stream has no length to pace over.
-        prior_cliques: what the paid marginal prior measures on a dense hypothesis
-            without workload rounds: ``"auto"`` (default: every 3-way marginal where
-            their noise per mean cell is small, every 2-way one otherwise;
-            :func:`~pmwcm.mechanisms.priors.marginals.prior_order`), ``"pairs"`` or
-            ``"triples"``. The same privacy event either way. The support backend and
-            the workload-aware start measure pairs (``"triples"`` is refused there).
+        prior_cliques: what the paid marginal prior measures: ``"auto"`` (default:
+            every 3-way marginal where their noise per mean cell is small, on a dense
+            hypothesis without workload rounds,
+            :func:`~pmwcm.mechanisms.priors.marginals.prior_order`; otherwise the 2-way
+            ones less those the noise swamps, with the 1-ways of attributes they leave
+            out, :func:`~pmwcm.mechanisms.priors.marginals.noise_limited_pairs`),
+            ``"pairs"`` (every 2-way marginal) or ``"triples"``. The same privacy event
+            either way. The support backend and the workload-aware start measure pairs
+            (``"triples"`` is refused there).
 
     The string choices are the ``Literal`` types :data:`SparseVectorName`,
     :data:`PriorName`, :data:`AccountantName`, :data:`UpdateChoice`, :data:`PriorCliques` and

@@ -203,10 +203,12 @@ class SessionParameters(_Request):
     )
     prior_cliques: Literal["auto", "pairs", "triples"] = Field(
         default=_DEFAULTS["prior_cliques"],
-        description="What the paid marginal prior measures on a dense hypothesis: 'auto' (the "
-        "default: every 3-way marginal where the data is large enough that their noise is "
-        "small, every 2-way one otherwise; pmwcm.mechanisms.priors.marginals.prior_order), "
-        "'pairs' or 'triples' (refused on the support backend). The same privacy cost.",
+        description="What the paid marginal prior measures: 'auto' (the default: on a dense "
+        "hypothesis every 3-way marginal where the data is large enough that their noise is "
+        "small, pmwcm.mechanisms.priors.marginals.prior_order; otherwise every 2-way one "
+        "but those its noise would swamp, with the 1-ways of the attributes they leave out, "
+        "noise_limited_pairs), 'pairs' (every 2-way marginal) or 'triples' (refused on the "
+        "support backend). The same privacy cost.",
     )
 
     @field_validator("support_size")
