@@ -61,7 +61,8 @@ def test_audit_prints_the_table_and_succeeds(light: Any, tmp_path: Any) -> None:
         "pmwcm audit --trials 2000 --alpha 0.01 --seed 0 --no-opendp --pipeline-trials 2000"
         in result.stdout
     )
-    assert result.stdout.count("| consistent |") == 14  # 4 oracles, jain_thakurta included
+    assert result.stdout.count("| consistent |") == 15  # 4 oracles, 3 priors
+    assert "prior marginals, pairs and 1-ways (K=3, n=12)" in result.stdout
     assert "Laplace mechanism (reach row)" in result.stdout
     assert "| jain_thakurta oracle |" in result.stdout
     assert "Negative controls" not in result.stdout
