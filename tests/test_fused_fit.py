@@ -284,3 +284,23 @@ def test_a_step_from_a_hypothesis_on_few_cells_stays_a_distribution() -> None:
     g = rng.normal(size=64)
     plain = p * np.exp(g - g.max())
     np.testing.assert_array_equal(tilted(p, g), plain / plain.sum())
+
+
+@pytest.mark.parametrize("attributes", [10, 17])  # the fused form; PairwiseFit's (> 2^16)
+def test_a_fit_from_a_point_mass_pushed_away_stays_a_distribution(attributes: int) -> None:
+    """Both dense forms from a hypothesis on one cell, towards measurements that put every
+    mass elsewhere with a large step: every product underflows on the first try; the fit
+    still returns a distribution, without a warning (errors in this suite)."""
+    from pmwcm.mechanisms.priors.marginals import Measurement, fit_histogram
+
+    domain = Domain.from_sizes({f"a{i}": 2 for i in range(attributes)})
+    start = np.zeros(domain.size)
+    start[0] = 1.0
+    h = DenseHistogram.from_normalized(domain, start.reshape(domain.shape))
+    far = [
+        Measurement(clique=(f"a{i}", f"a{i + 1}"), values=np.array([[0.0, 0.0], [0.0, 1.0]]),
+                    sigma=1e-3)
+        for i in range(attributes - 1)
+    ]  # fmt: skip
+    fitted = fit_histogram(domain, far, iterations=5, step=2000.0, start=h).to_array()
+    assert np.all(np.isfinite(fitted)) and np.isclose(fitted.sum(), 1.0)

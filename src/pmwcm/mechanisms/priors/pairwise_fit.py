@@ -35,12 +35,15 @@ class PairwiseIterate:
     ``F_rows F_cols' = -s g`` is the gradient step, ``m_b`` the block's maximum
     (so ``exp`` cannot overflow) and ``c_b = exp(m_b - max_b m_b) / Z`` the block's
     share of the normalisation. ``shifts`` and ``scales`` (``m_b``, ``c_b``) are
-    set by the pass that evaluates the step's marginals.
+    set by the pass that evaluates the step's marginals. ``on_mass``: ``m_b`` is the
+    maximum over the cells with mass only, and the exponent is capped at 0 (set where
+    the plain shifts left no mass at all: :meth:`PairwiseFit._step_sums`).
     """
 
     factors: tuple[FloatArray, FloatArray] | None = None
     shifts: FloatArray | None = None
     scales: FloatArray | None = None
+    on_mass: bool = False
 
 
 class PairwiseFit:
@@ -165,23 +168,37 @@ class PairwiseFit:
                 running = float(shifts[b])
             column_sums += math.exp(shifts[b] - running) * stepped.sum(axis=0)
         relative = np.exp(shifts - shifts.max())
-        scales = relative / float(relative @ totals)
+        total = float(relative @ totals)
+        if not total >= np.finfo(np.float64).tiny and not iterate.on_mass:
+            # Q sits on a few cells (a fit on very noisy measurements) and the step pushes
+            # away from them: every product underflowed. Shifted by the exponent's largest
+            # value on the cells with mass instead, the step keeps a distribution (as the
+            # fused form's :func:`~pmwcm.mechanisms.priors.marginals.tilted` does).
+            iterate.on_mass = True
+            return self._step_sums(iterate)
+        scales = relative / total
         iterate.shifts, iterate.scales = shifts, scales
         by_right *= np.repeat(scales, [r.stop - r.start for r in self.blocks])[:, None]
         return by_right, column_sums * float(scales.max())
 
-    @staticmethod
     def _block_tilt(
-        iterate: PairwiseIterate, rows: slice, shift: float | None = None
+        self, iterate: PairwiseIterate, rows: slice, shift: float | None = None
     ) -> tuple[FloatArray, float]:
         """``exp(F_rows,b F_cols' - m)`` of one row block and ``m``: the block's
         maximum, or ``shift`` when the step's ``m_b`` is already known."""
         assert iterate.factors is not None
         factor_rows, factor_columns = iterate.factors
         exponent = factor_rows[rows] @ factor_columns.T
-        if shift is None:
+        if shift is None and iterate.on_mass:
+            carried = self.matrix[rows] > 0
+            # a block without mass steps to zeros whatever its shift: one far below every
+            # other keeps it out of the normalisation's running maximum
+            shift = float(exponent[carried].max()) if carried.any() else -1e300
+        elif shift is None:
             shift = float(exponent.max())
         exponent -= shift
+        if iterate.on_mass:  # 0 on the cells with mass; the others hold none to scale
+            np.minimum(exponent, 0.0, out=exponent)
         np.exp(exponent, out=exponent)
         return exponent, shift
 
