@@ -187,5 +187,7 @@ def test_a_support_prior_of_pairs_and_1_ways_is_built_and_answers() -> None:
     engine = build_engine(data, settings, noise=NumpyNoise(seed=2))
     cliques = [m.clique for m in engine.prior_measurements]
     assert cliques == list(plan.prior_cliques)
+    labels = [e.label for e in engine.ledger.entries]
+    assert labels[0] == "prior: noisy 2-way marginals and 2 1-way ones"
     marginal = engine.hypothesis.marginal(("c",))
     assert marginal.shape == (60,) and math.isclose(float(marginal.sum()), 1.0)

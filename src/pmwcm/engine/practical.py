@@ -170,7 +170,9 @@ def _paid_marginal_prior(
     :mod:`pmwcm.mechanisms.priors.support`; the same release and charge either way)."""
     multiplier, order = plan.prior_multiplier, plan.prior_order
     assert multiplier is not None  # planned for the marginal prior (public)
-    ledger.spend(measurement_event(multiplier), label=f"prior: noisy {order}-way marginals")
+    singles = sum(len(c) == 1 for c in plan.prior_cliques)
+    measured = f"noisy {order}-way marginals" + (f" and {singles} 1-way ones" if singles else "")
+    ledger.spend(measurement_event(multiplier), label=f"prior: {measured}")
     workload = plan.workload
     if workload is not None:  # charged whole before any selection reads the data
         ledger.spend(workload.event(), label="prior: workload clique rounds")
