@@ -318,3 +318,19 @@ def test_a_fingerprint_of_many_rows_sorts_a_batch_at_a_time(
     finally:
         tracemalloc.stop()
     assert peak < 100 * batch < 47 * rows / 3
+
+
+def test_a_clique_whose_one_size_alone_does_not_fit_its_code_type_is_counted() -> None:
+    """A 1-way clique of 256 values has codes up to 255 (uint8), but 256 itself does not
+    fit uint8; so with a size-1 attribute before it. Counted exactly, as from the records
+    (the paid prior measures such 1-ways where the noise swamps an attribute's pairs)."""
+    domain = Domain.from_sizes({"one": 1, "id": 256, "flag": 2})
+    rng = np.random.default_rng(0)
+    columns = [np.zeros(600, dtype=np.uint8), rng.integers(0, 256, 600).astype(np.uint8),
+               rng.integers(0, 2, 600).astype(np.uint8)]  # fmt: skip
+    records = CodedRecords(domain, columns)
+    expected = np.bincount(columns[1], minlength=256).astype(float)
+    np.testing.assert_array_equal(records.count_table(("id",)).table(), expected)
+    np.testing.assert_array_equal(records.count_table(("one", "id")).table().ravel(), expected)
+    both = records.count_table(("id", "flag")).table()
+    np.testing.assert_array_equal(both.sum(axis=1), expected)

@@ -310,8 +310,15 @@ class CodedRecords:
         sizes = [self.domain.sizes[a] for a in axes]
         dtype = code_dtype(math.prod(sizes))
         codes = np.zeros(max(stop - start, 0), dtype=dtype)
+        top = np.iinfo(dtype).max
         for axis, size in zip(axes, sizes, strict=True):
-            codes *= dtype.type(size)
+            if size <= top:
+                codes *= dtype.type(size)
+            else:
+                # The clique's cells fit the type but this size alone does not (a 1-way
+                # clique of 256 values has codes up to 255 in uint8): every other size is
+                # 1, so the codes so far are 0 and the wrapped product is the exact 0.
+                np.multiply(codes, np.uint64(size), out=codes, casting="unsafe")
             codes += self._columns[axis][start:stop]
         return codes
 
