@@ -181,7 +181,7 @@ def test_a_support_prior_of_pairs_and_1_ways_is_built_and_answers() -> None:
     domain = Domain.from_sizes({"a": 2, "b": 2, "c": 60, "d": 60})
     records = np.stack([rng.integers(0, s, 400) for s in domain.sizes], axis=1)
     data = PrivateData.from_records(domain, records)
-    settings = config(0.3, backend="support", support_size=4096, update="measure")
+    settings = config(0.1, backend="support", support_size=4096, update="measure")
     plan = plan_budget(settings, n=400, domain=domain)
     assert ("c",) in plan.prior_cliques and ("d",) in plan.prior_cliques
     engine = build_engine(data, settings, noise=NumpyNoise(seed=2))
