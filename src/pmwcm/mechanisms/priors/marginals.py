@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -200,19 +200,28 @@ def noise_limited_pairs(
     [('a',), ('b',), ('c',), ('d',)]
     """
     every = pairwise_cliques(domain)
-    cells = {pair: math.prod(domain.sizes_of(pair)) for pair in every}
-    cells |= {(a,): size for a, size in zip(domain.names, domain.sizes, strict=True)}
+    sizes = dict(zip(domain.names, domain.sizes, strict=True))
+    cells = {pair: math.prod(sizes[a] for a in pair) for pair in every}
     by_size = sorted(every, key=cells.__getitem__)  # stable: ties keep their order
-    kept = len(by_size)
-    while True:
-        chosen = set(by_size[:kept])
-        held = {a for pair in chosen for a in pair}
-        singles = [(a,) for a in domain.names if a not in held]
-        sigma = noise_multiplier * math.sqrt(2 * (len(chosen) + len(singles))) / n
-        largest = max(cells[c] for c in (*chosen, *singles))
-        if sigma * largest <= PAIR_NOISE_CUT or kept == 0:
-            return [pair for pair in every if pair in chosen] + singles
-        kept -= 1
+    # Leaving the pairs out largest first, one at a time: how many kept pairs hold each
+    # attribute, and the attributes none holds (measured by their 1-ways), kept as they go,
+    # so that the search is linear in the pairs (a schema of 150 attributes has 11,175).
+    holders = Counter(a for pair in every for a in pair)
+    singles, largest_single = 0, 0
+    for kept in range(len(by_size), -1, -1):
+        if kept < len(by_size):
+            for a in by_size[kept]:
+                holders[a] -= 1
+                if holders[a] == 0:
+                    singles, largest_single = singles + 1, max(largest_single, sizes[a])
+        sigma = noise_multiplier * math.sqrt(2 * (kept + singles)) / n
+        largest = max(cells[by_size[kept - 1]] if kept else 0, largest_single)
+        if sigma * largest <= PAIR_NOISE_CUT:
+            break
+    chosen = set(by_size[:kept])
+    return [pair for pair in every if pair in chosen] + [
+        (a,) for a in domain.names if holders[a] == 0
+    ]
 
 
 def measurement_event(noise_multiplier: float) -> dp_accounting.DpEvent:
