@@ -324,7 +324,7 @@ def _prior_cliques(
         return ()
     if order == 3:
         return tuple(pairwise_cliques(domain, order=3))
-    if config.prior_cliques == "pairs" or len(domain) < 2:
+    if config.prior_cliques == "pairs":
         return tuple(pairwise_cliques(domain))
     return tuple(noise_limited_pairs(domain, n=n, noise_multiplier=prior.multiplier))
 

@@ -436,10 +436,10 @@ def bins_code(attr: Attribute, cell: Cell, d: Dialect) -> str:
     """
     v, edges = cell.number, attr.bins
     below, above = (0, len(edges) - 2) if attr.clip else (OUTSIDE, OUTSIDE)
-    bounds = [d.as_double(format_number(e)) for e in edges]
     width = evenly_spaced(edges)
     if width is not None:
         return _numeric(cell, d, _arithmetic_bins(v, edges, width, below, above, d))
+    bounds = [d.as_double(format_number(e)) for e in edges]
     if len(edges) <= LINEAR_BINS_MAX_EDGES:
         arms = [f"WHEN {v} < {bounds[0]} THEN {below}"]
         arms += [f"WHEN {v} < {b} THEN {i}" for i, b in enumerate(bounds[1:])]
