@@ -516,6 +516,44 @@ def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: 
     assert support.threshold_factor(measured=False) == UNMEASURED_THRESHOLD > 1.0
 
 
+def test_the_certificate_states_the_threshold_the_test_used(seed: int) -> None:
+    """A hypothesis answer on a clique too large to measure passed a test at three times
+    the rule's threshold, so its stated bound is read there too (it was read at the rule's,
+    understating it); a measurable clique's stays at the rule's. Public: nothing spent."""
+    rng = np.random.default_rng(seed)
+    records = np.stack([rng.integers(0, s, 4_000) for s in WIDE_DOMAIN.sizes], axis=1)
+    data = PrivateData.from_records(WIDE_DOMAIN, records)
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=50, mode="hybrid", update="measure",
+        backend="support", support_size=1000,
+    )  # fmt: skip
+    engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
+    wide = CMQuery(loss="logistic", target="y", features=("wide",), encodings={"wide": "ordinal"})
+    narrow = CMQuery(loss="logistic", target="y", features=("x",))
+    alpha = engine.sparse_vector.accuracy_margin(queries=50, beta=0.05)
+    charged = engine.ledger.entries  # the prior's
+    for query, factor in ((narrow, 1.0), (wide, UNMEASURED_THRESHOLD)):
+        round_ = engine.cm_round(query)
+        delta = round_.sensitivity(data.n)
+        expected = (factor * engine.settings.threshold + alpha) * delta + round_.tau
+        bound = engine.certified_error(query, beta=0.05, queries=50)
+        assert bound == pytest.approx(expected, rel=1e-12)
+    assert engine.ledger.entries == charged and not engine.answers
+    # The threshold the wide query's test is given is the one its bound states.
+    tested: list[float] = []
+    above = engine.sparse_vector.above
+
+    def spy(value: float, *, threshold: float) -> bool:
+        tested.append(threshold)
+        return above(value, threshold=threshold)
+
+    engine.sparse_vector.above = spy  # type: ignore[method-assign]
+    engine.answer(narrow)  # the first paced update falls here, with no test
+    tested.clear()
+    engine.answer(wide)
+    assert tested == [pytest.approx(UNMEASURED_THRESHOLD * engine.settings.threshold)]
+
+
 #: A query on all four cannot be measured (24,000 cells), its part on ``y, x, z`` can.
 PART_DOMAIN = Domain.from_sizes({"y": 2, "x": 2, "z": 2, "wide": 3000})
 WIDE_QUERY = CMQuery(

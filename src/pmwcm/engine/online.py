@@ -380,16 +380,19 @@ class OnlinePMW(PartsView, StateView):
         ``queries`` queries, ``|nu| + |rho| <= alpha``
         (:meth:`~pmwcm.mechanisms.sparse_vector.LyuSuLiSparse.accuracy_margin`), so::
 
-            L_D(theta_hat) - min L_D  <=  (threshold + alpha) Delta + tau.
+            L_D(theta_hat) - min L_D  <=  (threshold + alpha) Delta + tau,
 
-        This holds whatever the starting hypothesis was (uniform, a private prior
-        or public data): a prior can make answers better, never worse than this.
-        Depends only on public quantities (``n``, the query, the settings).
+        ``threshold`` the one the query's test used: the rule's, or three times it on a
+        clique a support plan's measured update cannot measure
+        (:meth:`~pmwcm.engine.steps.EngineSteps.round_threshold_units`). This holds
+        whatever the starting hypothesis was (uniform, a private prior or public data): a
+        prior can make answers better, never worse than this. Depends only on public
+        quantities (``n``, the query, the settings, the plan).
         """
         round_ = self.cm_round(query.canonical(self.domain))  # the door's round
         sensitivity = round_.sensitivity(self.data.n)
         alpha = self.sparse_vector.accuracy_margin(queries=queries, beta=beta)
-        return (self._steps.threshold_units(sensitivity) + alpha) * sensitivity + round_.tau
+        return (self._steps.round_threshold_units(round_) + alpha) * sensitivity + round_.tau
 
     def _plan_ahead(self, key: str, query: CMQuery) -> CMRound | None:
         """An announced query's round, if its data side should start ahead (public inputs)."""

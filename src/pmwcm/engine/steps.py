@@ -164,7 +164,7 @@ class EngineSteps:
         # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
         sensitivity = round_.sensitivity(parts.data.n)
-        threshold = self.threshold_units(sensitivity)
+        measured = True
         if update is not None:
             measured = update.measures(parts.data.domain, round_.clique)
             used = self.running.slots_used(parts)
@@ -176,16 +176,32 @@ class EngineSteps:
                 measured=measured,
             ):
                 return True
-            # higher where a flag would buy an oracle call (public)
-            threshold *= update.fallback.threshold_factor(measured=measured)
+        threshold = self._threshold_on(sensitivity, measured=measured)
         return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
 
     def threshold_units(self, sensitivity: float) -> float:
-        """The sparse vector's threshold in units of the query's sensitivity."""
+        """The rule's sparse-vector threshold in units of a query's sensitivity."""
         settings = self.parts.settings
         if settings.absolute_threshold is not None:
             return settings.absolute_threshold / sensitivity
         return settings.threshold
+
+    def round_threshold_units(self, round_: QueryRound) -> float:
+        """The threshold ``round_``'s test uses, in units of its sensitivity: the rule's,
+        times the fallback's factor where a flag on its clique would buy an oracle call
+        instead of a measurement (:class:`~pmwcm.engine.update_slots.FallbackRule`; public:
+        the plan and the schema). A hypothesis answer is certified to this threshold."""
+        parts = self.parts
+        update = parts.measured_update
+        measured = update is None or update.measures(parts.data.domain, round_.clique)
+        return self._threshold_on(round_.sensitivity(parts.data.n), measured=measured)
+
+    def _threshold_on(self, sensitivity: float, *, measured: bool) -> float:
+        threshold = self.threshold_units(sensitivity)
+        update = self.parts.measured_update
+        if update is not None:  # higher where a flag would buy an oracle call (public)
+            threshold *= update.fallback.threshold_factor(measured=measured)
+        return threshold
 
     def count_oracle_call(self) -> None:
         """Counts an unconditional oracle call (composition mode's 0-DP counter)."""
