@@ -673,6 +673,12 @@ docs/design.md section 11), re-run where it changes the prior (rows before in
     ... --tables loans --eps 0.5 1 --workload stepwise --updates measure
     ... --tables adult-full --eps 0.5 --workload stepwise --updates measure
     ... --tables adult-full --eps 0.5 --k 2000 --updates measure
+
+**Session 19.** The last cell left on the refit before the lead step, TV16's random
+`workload` cell at eps = 1 (rows before in `results/online_updates_before_lead.jsonl`):
+0.99x on the mean, 1.00x on the mean of the maxima, as the other random cells moved:
+
+    ... --tables tv16 --eps 1 --k 2000 --updates workload
 """
 
 
