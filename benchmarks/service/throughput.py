@@ -9,7 +9,8 @@ solve, the sparse-vector test and the commit. The queries cycle through ``--pool
 logistic feature sets on the table (``--table``: ``tiny``, four attributes; ``adult``,
 the dense Adult schema, 14 binary attributes; ``adult-full``, Adult at full resolution,
 a support hypothesis), 1 to 4 features each, each request with its own radius
-(``1 + i/10^6``: the same clique, a new problem), so the answers are distinct while
+(``1 + i/10^12``: the same clique, a new problem, every measurement at the same
+radius), so the answers are distinct while
 their cliques recur as an analyst's would (a large pool: mostly new cliques within a
 short measurement; a small one: cliques already seen). After each distinct measurement
 the same clients **repeat** requests already answered (the engine's log answers them
@@ -175,12 +176,20 @@ class ServeProcess:
 
 
 def _distinct(pool: list[list[str]], target: str, client: int, n: int, offset: int) -> dict:
-    """Client ``client``'s ``n``-th distinct query: a feature set of the pool, its own radius."""
+    """Client ``client``'s ``n``-th distinct query: a feature set of the pool, its own radius.
+
+    The radii differ in their twelfth decimal (every one a new problem), all within
+    ``10^-4`` of 1 over a run, so every measurement asks the same problems' cost: the
+    fixed-budget data solve's iterations grow with the radius
+    (:func:`~pmwcm.kernels.fixed_budget.plan_solve`), and the radius ``1 + i/10^6``
+    with ``offset`` 10^7 a measurement asked radius 1, 11, 21, ... in turn, each
+    measurement's solves slower than the last's.
+    """
     return {
         "loss": "logistic",
         "target": target,
         "features": pool[(client * 7 + n) % len(pool)],
-        "radius": 1.0 + (offset + client * 100_000 + n) * 1e-6,
+        "radius": 1.0 + (offset + client * 100_000 + n) * 1e-12,
     }
 
 
