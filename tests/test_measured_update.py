@@ -554,6 +554,53 @@ def test_the_certificate_states_the_threshold_the_test_used(seed: int) -> None:
     assert tested == [pytest.approx(UNMEASURED_THRESHOLD * engine.settings.threshold)]
 
 
+def _flagging_stream(seed: int) -> tuple[list[str], list[float], float]:
+    """A 200-query stream under a threshold the sparse vector's noise clears at will (one
+    unit of a query's sensitivity): the answers' sources, the thresholds the tests were
+    given, and the rule's threshold."""
+    data = PrivateData.from_records(DOMAIN, _records(seed))
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=200, mode="hybrid", after_halt="synthetic",
+        update="measure", prior="uniform", threshold=1.0,
+    )  # fmt: skip
+    engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
+    given: list[float] = []
+    above = engine.sparse_vector.above
+
+    def spy(value: float, *, threshold: float) -> bool:
+        given.append(threshold)
+        return above(value, threshold=threshold)
+
+    engine.sparse_vector.above = spy  # type: ignore[method-assign]
+    queries = random_queries(DOMAIN, 200, rng=np.random.default_rng(seed))
+    sources = [engine.answer(query).source for query in queries]
+    return sources, given, engine.settings.threshold
+
+
+def test_the_threshold_doubles_once_the_flags_outrun_the_reserve(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flags beyond the pacing's reserve take the slots its schedule needs later, and the
+    engine halts once they are gone; from there each flag must clear twice the last
+    threshold. Every test gets the rule's threshold times a power of two, and three streams
+    keep more of their answers checked than with the factor held at 1 (a stream whose
+    flags never outrun the reserve is the same either way)."""
+    seeds = (seed, seed + 1000, seed + 2000)
+    unchecked, powers = 0, []
+    for stream_seed in seeds:
+        sources, given, rule = _flagging_stream(stream_seed)
+        unchecked += sources.count("synthetic")
+        powers += [math.log2(threshold / rule) for threshold in given]
+    assert all(p == int(p) and p >= 0 for p in powers) and max(powers) >= 1
+    monkeypatch.setattr(MeasuredUpdate, "threshold_factor", lambda self, **counts: 1.0)
+    flat = 0
+    for stream_seed in seeds:
+        sources, given, rule = _flagging_stream(stream_seed)
+        flat += sources.count("synthetic")
+        assert set(given) == {rule}
+    assert unchecked < flat
+
+
 #: A query on all four cannot be measured (24,000 cells), its part on ``y, x, z`` can.
 PART_DOMAIN = Domain.from_sizes({"y": 2, "x": 2, "z": 2, "wide": 3000})
 WIDE_QUERY = CMQuery(

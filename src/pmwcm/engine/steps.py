@@ -187,20 +187,31 @@ class EngineSteps:
         return settings.threshold
 
     def round_threshold_units(self, round_: QueryRound) -> float:
-        """The threshold ``round_``'s test uses, in units of its sensitivity: the rule's,
-        times the fallback's factor where a flag on its clique would buy an oracle call
-        instead of a measurement (:class:`~pmwcm.engine.update_slots.FallbackRule`; public:
-        the plan and the schema). A hypothesis answer is certified to this threshold."""
+        """The threshold ``round_``'s test would use as the next fresh query, in units of
+        its sensitivity: the rule's, times the fallback's factor where a flag on its clique
+        would buy an oracle call instead of a measurement
+        (:class:`~pmwcm.engine.update_slots.FallbackRule`), times the pacing's once the
+        flags have run ahead of its schedule beyond the reserve
+        (:meth:`~pmwcm.engine.measured_update.MeasuredUpdate.threshold_factor`). Public:
+        the plan, the schema and the counts. A hypothesis answer is certified to it."""
         parts = self.parts
         update = parts.measured_update
         measured = update is None or update.measures(parts.data.domain, round_.clique)
         return self._threshold_on(round_.sensitivity(parts.data.n), measured=measured)
 
     def _threshold_on(self, sensitivity: float, *, measured: bool) -> float:
+        parts = self.parts
         threshold = self.threshold_units(sensitivity)
-        update = self.parts.measured_update
+        update = parts.measured_update
         if update is not None:  # higher where a flag would buy an oracle call (public)
             threshold *= update.fallback.threshold_factor(measured=measured)
+            used = self.running.slots_used(parts)
+            threshold *= update.threshold_factor(
+                answered=len(self.running.log.released),
+                updates=used.total,
+                pooled=used.pooled,
+                cutoff=parts.settings.max_updates,
+            )
         return threshold
 
     def count_oracle_call(self) -> None:
