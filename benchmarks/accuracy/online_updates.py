@@ -679,6 +679,27 @@ docs/design.md section 11), re-run where it changes the prior (rows before in
 0.99x on the mean, 1.00x on the mean of the maxima, as the other random cells moved:
 
     ... --tables tv16 --eps 1 --k 2000 --updates workload
+
+Then **the sparse vector's threshold doubles once its flags outrun the pacing's
+reserve** (`MeasuredUpdate.threshold_factor`, docs/design.md section 11): a stream
+whose flags never do is answered exactly as before. Re-run to find the streams it
+changes: every binary Adult `measure` and `workload` row (84 streams: all the same,
+float for float), full Adult's and TV16's 8,000-row stepwise rows (the same), and
+loans' stepwise cell at eps = 0.5, the one whose stream had halted (rows before in
+`results/online_updates_before_threshold_doubling.jsonl`): its halted stream went from
+7.6% unchecked to 0.07% (mean 0.97x), another stream whose flags had run ahead without
+halting 0.71x on the mean, the third the same; the cell 0.87x on the mean, 0.96x on
+the mean of the maxima. The other full-resolution cells were not re-run; those with an
+unchecked answer (full Adult's random `workload` cells, 0.4-0.5%) are the likeliest to
+move:
+
+    ... --tables adult adult-8000 --eps 0.5 1 4 --workload stepwise --updates measure
+    ... --tables adult adult-8000 --eps 0.5 1 4 --k 2000 --updates measure workload
+    ... --tables adult-8000 --eps 0.5 1 4 --k 10000 --updates measure
+    ... --tables adult --eps 0.5 1 4 --k 10000 --updates measure workload
+    ... --tables adult-8000 --eps 0.5 --k 10000 --updates workload
+    ... --tables adult-full-8000 tv16-8000 --eps 0.5 1 4 --workload stepwise --updates measure
+    ... --tables loans --eps 0.5 --workload stepwise --updates measure
 """
 
 
