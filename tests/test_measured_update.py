@@ -20,7 +20,7 @@ from pmwcm.engine.measured_update import (
     measured_updates,
     part_to_measure,
 )
-from pmwcm.engine.online import query_key
+from pmwcm.engine.online import OnlinePMW, query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
@@ -516,6 +516,19 @@ def test_a_support_plan_raises_the_threshold_on_unmeasurable_cliques_only(seed: 
     assert support.threshold_factor(measured=False) == UNMEASURED_THRESHOLD > 1.0
 
 
+def _thresholds_given(engine: OnlinePMW) -> list[float]:
+    """The list the engine's sparse vector appends each test's threshold to, from now on."""
+    given: list[float] = []
+    above = engine.sparse_vector.above
+
+    def spy(value: float, *, threshold: float) -> bool:
+        given.append(threshold)
+        return above(value, threshold=threshold)
+
+    engine.sparse_vector.above = spy  # type: ignore[method-assign]
+    return given
+
+
 def test_the_certificate_states_the_threshold_the_test_used(seed: int) -> None:
     """A hypothesis answer on a clique too large to measure passed a test at three times
     the rule's threshold, so its stated bound is read there too (it was read at the rule's,
@@ -540,14 +553,7 @@ def test_the_certificate_states_the_threshold_the_test_used(seed: int) -> None:
         assert bound == pytest.approx(expected, rel=1e-12)
     assert engine.ledger.entries == charged and not engine.answers
     # The threshold the wide query's test is given is the one its bound states.
-    tested: list[float] = []
-    above = engine.sparse_vector.above
-
-    def spy(value: float, *, threshold: float) -> bool:
-        tested.append(threshold)
-        return above(value, threshold=threshold)
-
-    engine.sparse_vector.above = spy  # type: ignore[method-assign]
+    tested = _thresholds_given(engine)
     engine.answer(narrow)  # the first paced update falls here, with no test
     tested.clear()
     engine.answer(wide)
@@ -564,14 +570,7 @@ def _flagging_stream(seed: int) -> tuple[list[str], list[float], float]:
         update="measure", prior="uniform", threshold=1.0,
     )  # fmt: skip
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
-    given: list[float] = []
-    above = engine.sparse_vector.above
-
-    def spy(value: float, *, threshold: float) -> bool:
-        given.append(threshold)
-        return above(value, threshold=threshold)
-
-    engine.sparse_vector.above = spy  # type: ignore[method-assign]
+    given = _thresholds_given(engine)
     queries = random_queries(DOMAIN, 200, rng=np.random.default_rng(seed))
     sources = [engine.answer(query).source for query in queries]
     return sources, given, engine.settings.threshold
