@@ -572,7 +572,7 @@ def _flagging_stream(seed: int) -> tuple[list[str], list[float], float]:
     engine = build_engine(data, config, noise=NumpyNoise(seed=seed))
     given = _thresholds_given(engine)
     queries = random_queries(DOMAIN, 200, rng=np.random.default_rng(seed))
-    sources = [engine.answer(query).source for query in queries]
+    sources: list[str] = [engine.answer(query).source for query in queries]
     return sources, given, engine.settings.threshold
 
 
