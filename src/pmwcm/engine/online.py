@@ -382,8 +382,9 @@ class OnlinePMW(PartsView, StateView):
 
             L_D(theta_hat) - min L_D  <=  (threshold + alpha) Delta + tau,
 
-        ``threshold`` the one the query's test used: the rule's, or three times it on a
-        clique a support plan's measured update cannot measure
+        ``threshold`` the one the query's test would use now: the rule's, three times it on
+        a clique a support plan's measured update cannot measure, doubled for each update
+        the flags have run ahead of the pacing's reserve
         (:meth:`~pmwcm.engine.steps.EngineSteps.round_threshold_units`). This holds
         whatever the starting hypothesis was (uniform, a private prior or public data): a
         prior can make answers better, never worse than this. Depends only on public

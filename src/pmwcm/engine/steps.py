@@ -203,7 +203,9 @@ class EngineSteps:
         parts = self.parts
         threshold = self.threshold_units(sensitivity)
         update = parts.measured_update
-        if update is not None:  # higher where a flag would buy an oracle call (public)
+        if update is not None:
+            # Higher where a flag would buy an oracle call, and once the flags outrun the
+            # pacing's reserve (both public); times 1.0 otherwise, so the same float.
             threshold *= update.fallback.threshold_factor(measured=measured)
             used = self.running.slots_used(parts)
             threshold *= update.threshold_factor(
