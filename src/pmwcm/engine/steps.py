@@ -23,13 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from pmwcm.engine.data_side import DataSide
-from pmwcm.engine.measured_update import part_to_measure
+from pmwcm.engine.measured_update import MeasuredUpdate, part_to_measure
 from pmwcm.engine.parts import EngineParts
 from pmwcm.engine.rounds import CMRound, QueryRound, as_table
 from pmwcm.engine.running_state import RunningState
 from pmwcm.engine.state import Answer, Source, UpdateRecord
 from pmwcm.engine.step_size import PublicContext
-from pmwcm.engine.update_slots import FallbackRule
+from pmwcm.engine.update_slots import FallbackRule, SlotsUsed
 from pmwcm.engine.update_step import updated_hypothesis
 from pmwcm.errors import Refused
 from pmwcm.kernels.clique_table import is_dense
@@ -164,7 +164,7 @@ class EngineSteps:
         # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
         sensitivity = round_.sensitivity(parts.data.n)
-        measured = True
+        threshold = self.threshold_units(sensitivity)
         if update is not None:
             measured = update.measures(parts.data.domain, round_.clique)
             used = self.running.slots_used(parts)
@@ -176,7 +176,7 @@ class EngineSteps:
                 measured=measured,
             ):
                 return True
-        threshold = self._threshold_on(sensitivity, measured=measured)
+            threshold *= self._update_factor(update, measured=measured, used=used)
         return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
 
     def threshold_units(self, sensitivity: float) -> float:
@@ -196,25 +196,23 @@ class EngineSteps:
         the plan, the schema and the counts. A hypothesis answer is certified to it."""
         parts = self.parts
         update = parts.measured_update
-        measured = update is None or update.measures(parts.data.domain, round_.clique)
-        return self._threshold_on(round_.sensitivity(parts.data.n), measured=measured)
-
-    def _threshold_on(self, sensitivity: float, *, measured: bool) -> float:
-        parts = self.parts
-        threshold = self.threshold_units(sensitivity)
-        update = parts.measured_update
+        threshold = self.threshold_units(round_.sensitivity(parts.data.n))
         if update is not None:
-            # Higher where a flag would buy an oracle call, and once the flags outrun the
-            # pacing's reserve (both public); times 1.0 otherwise, so the same float.
-            threshold *= update.fallback.threshold_factor(measured=measured)
+            measured = update.measures(parts.data.domain, round_.clique)
             used = self.running.slots_used(parts)
-            threshold *= update.threshold_factor(
-                answered=len(self.running.log.released),
-                updates=used.total,
-                pooled=used.pooled,
-                cutoff=parts.settings.max_updates,
-            )
+            threshold *= self._update_factor(update, measured=measured, used=used)
         return threshold
+
+    def _update_factor(self, update: MeasuredUpdate, *, measured: bool, used: SlotsUsed) -> float:
+        """The measured update's factor on the rule's threshold: higher where a flag would
+        buy an oracle call, and once the flags outrun the pacing's reserve (both public);
+        1.0 otherwise, so the threshold is the same float."""
+        return update.fallback.threshold_factor(measured=measured) * update.threshold_factor(
+            answered=len(self.running.log.released),
+            updates=used.total,
+            pooled=used.pooled,
+            cutoff=self.parts.settings.max_updates,
+        )
 
     def count_oracle_call(self) -> None:
         """Counts an unconditional oracle call (composition mode's 0-DP counter)."""
