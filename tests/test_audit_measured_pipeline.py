@@ -24,11 +24,14 @@ from pmwcm.audit import suite
 from pmwcm.audit.cases import AuditCase
 from pmwcm.audit.measured_pipeline import (
     BROKEN_MEASURED,
+    BROKEN_PAST_THE_SLOTS,
     OnSupport,
+    PastTheSlots,
     Unflagged,
     measured,
     measured_parts_case,
     measured_pipeline_case,
+    past_the_slots_case,
 )
 from pmwcm.audit.pipeline import PipelineMechanism, crosscheck_pipeline
 from pmwcm.engine.online import OnlinePMW
@@ -40,6 +43,7 @@ from pmwcm.mechanisms.noise import NumpyNoise
 ALPHA = 1e-6
 TRIALS = 100
 NOISELESS = "noiseless measurement"
+DATA_ANSWER = "data answer past the slots"
 
 
 def backend_kind(engine: OnlinePMW) -> str:
@@ -59,6 +63,9 @@ def cases() -> dict[str, AuditCase]:
         ),
         "parts": measured_parts_case(),
         "parts noiseless": measured_parts_case(build=BROKEN_MEASURED[NOISELESS]),
+        "past": past_the_slots_case(),
+        "past flagging": past_the_slots_case(flagging=True),
+        "past data answer": past_the_slots_case(broken=DATA_ANSWER, flagging=True),
     }
 
 
@@ -145,6 +152,9 @@ def test_the_suite_audits_both_backends_and_the_parts_and_must_catch_every_contr
     controls = {c.name: must for c, must in suite.negative_controls()}
     broken = {name: must for name, must in controls.items() if "broken measured" in name}
     assert len(broken) == 3 and all(broken.values())
+    assert sum(name.startswith("past the last update:") for name in names) == 1
+    past = {name: must for name, must in controls.items() if "broken past the last" in name}
+    assert len(past) == len(BROKEN_PAST_THE_SLOTS) == 1 and all(past.values())
     assert sum("on the support" in name for name in broken) == 1
     assert sum(name.startswith("broken measured parts:") for name in broken) == 1
 
@@ -196,3 +206,44 @@ def test_a_measurement_released_without_noise_is_caught_on_the_support(
     # trials on the broken side, 0 on the other (seeds 0-5), lower bounds 1.65-1.83.
     r = cases["support noiseless"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
     assert r.violated and r.epsilon_lower_bound > 1.3, r
+
+
+def test_a_trial_past_the_slots_starts_with_every_slot_spent_and_tests_on(
+    cases: dict[str, AuditCase],
+) -> None:
+    """Every query of the audited stream comes after the last update: nothing is spent (the
+    sparse vector was charged whole at the first round), the first flag halts the engine,
+    and over a few noise seeds some answers are checked hypothesis answers and some
+    halts happen."""
+    case = cases["past"]
+    m = case.mechanism
+    assert isinstance(m, PipelineMechanism) and m.build == PastTheSlots()
+    sources: set[str] = set()
+    for seed in range(8):
+        engine = m.build(case.dataset0, m.config, NumpyNoise(seed=seed))
+        assert len(engine.updates) == engine.settings.max_updates and not engine.halted
+        before = list(engine.ledger.entries)
+        answers = [engine.answer(query).source for query in m.queries]
+        assert list(engine.ledger.entries) == before  # the sparse vector was charged whole
+        assert [entry.label for entry in before].count("sparse vector") == 1
+        assert "oracle" not in answers and len(engine.updates) == engine.settings.max_updates
+        if "synthetic" in answers:  # the first flag halted it, for good
+            first = answers.index("synthetic")
+            assert set(answers[first:]) == {"synthetic"} and engine.halted
+        sources |= set(answers)
+    assert sources == {"hypothesis", "synthetic"}
+
+
+def test_the_pipeline_past_the_slots_is_not_flagged(cases: dict[str, AuditCase], seed: int) -> None:
+    for name in ("past", "past flagging"):
+        r = cases[name].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+        assert r.verdict == "consistent", r
+
+
+def test_a_flag_past_the_slots_answered_from_the_data_is_caught(
+    cases: dict[str, AuditCase], seed: int
+) -> None:
+    # Every test flags, so every trial releases the data's answer to the first query: 100
+    # vs 0 hits on its projection, the lower bound 1.86 (the most 100 trials can show).
+    r = cases["past data answer"].run(trials=TRIALS, rng=np.random.default_rng(seed), alpha=ALPHA)
+    assert r.violated and r.epsilon_lower_bound > 1.5, r

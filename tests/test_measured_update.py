@@ -20,7 +20,7 @@ from pmwcm.engine.measured_update import (
     measured_updates,
     part_to_measure,
 )
-from pmwcm.engine.online import OnlinePMW, query_key
+from pmwcm.engine.online import EngineHalted, OnlinePMW, query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.engine.snapshot import restore, snapshot
@@ -762,3 +762,72 @@ def test_a_snapshot_keeps_the_part_as_an_update_and_its_slot(seed: int) -> None:
         restored.answer(query)
     assert len(engine.updates) > 2
     assert [u.query for u in restored.updates] == [u.query for u in engine.updates]
+
+
+def _past_the_slots(seed: int, threshold: float, after_halt: str = "synthetic"):  # type: ignore[no-untyped-def]
+    """A measured engine announced 5 queries: the pacing's end-of-stream rule spends
+    its ``T`` slots on the first ``T`` (measurable) queries, with no test; the stream
+    then goes on past them."""
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, announced_queries=5, mode="hybrid", after_halt=after_halt,
+        update="measure", prior="uniform", threshold=threshold,
+    )  # fmt: skip
+    data = PrivateData.from_records(DOMAIN, _records(seed))
+    return build_engine(data, config, noise=NumpyNoise(seed=seed))  # type: ignore[arg-type]
+
+
+#: Distinct queries on one measurable clique (each a round of its own).
+PAST_STREAM = _ridge(CMQuery(loss="logistic", target="x5", features=("x0", "x1", "x2")), 30)
+
+
+def test_a_measured_engine_tests_past_its_last_update_and_halts_at_the_first_flag(
+    seed: int,
+) -> None:
+    """The paced updates take the ``T`` slots with no positive, so the sparse vector
+    (cutoff ``T``, charged whole) has its positives left: past the last update every
+    query is still tested, and one below the threshold is a checked hypothesis answer
+    (it had been synthetic). The first flag with no slot to act on halts the engine
+    there, closing the sparse vector; nothing is spent after the last update."""
+    quiet = _past_the_slots(seed, threshold=1e9)  # no error reaches it
+    cutoff = quiet.settings.max_updates
+    assert cutoff < len(PAST_STREAM)
+    sources = [quiet.answer(query).source for query in PAST_STREAM]
+    assert sources == ["oracle"] * cutoff + ["hypothesis"] * (len(PAST_STREAM) - cutoff)
+    assert not quiet.halted and quiet.sparse_vector.positives == 0
+    assert len(quiet.updates) == cutoff
+
+    flagging = _past_the_slots(seed, threshold=-1e12)  # every test flags
+    charged = None
+    answers = []
+    for j, query in enumerate(PAST_STREAM):
+        if j == cutoff:
+            charged = list(flagging.ledger.entries)
+        answers.append(flagging.answer(query))
+    assert [a.source for a in answers[:cutoff]] == ["oracle"] * cutoff
+    assert [a.source for a in answers[cutoff:]] == ["synthetic"] * (len(PAST_STREAM) - cutoff)
+    assert flagging.halted and flagging.sparse_vector.halted
+    assert list(flagging.ledger.entries) == charged  # the test's cost was charged whole
+    labels = [entry.label for entry in flagging.ledger.entries]
+    assert labels.count("sparse vector") == 1 and len(flagging.updates) == cutoff
+    # The halt is in the sparse vector's state, so a restored engine stays halted, and one
+    # restored past its slots, not halted, goes on testing.
+    halted = restore(_past_the_slots(seed, threshold=-1e12), snapshot(flagging))
+    assert halted.halted and halted.answer(_ridge(PAST_STREAM[0], 31)[-1]).source == "synthetic"
+    going_on = restore(_past_the_slots(seed, threshold=1e9), snapshot(quiet))
+    assert not going_on.halted
+    assert going_on.answer(_ridge(PAST_STREAM[0], 31)[-1]).source == "hypothesis"
+
+
+def test_a_flag_past_the_last_update_is_refused_where_the_engine_refuses_after_its_halt(
+    seed: int,
+) -> None:
+    engine = _past_the_slots(seed, threshold=-1e12, after_halt="refuse")
+    cutoff = engine.settings.max_updates
+    for query in PAST_STREAM[:cutoff]:
+        assert engine.answer(query).source == "oracle"
+    charged = list(engine.ledger.entries)
+    for query in PAST_STREAM[cutoff : cutoff + 2]:
+        with pytest.raises(EngineHalted, match="after_halt='synthetic'"):
+            engine.answer(query)
+    assert engine.halted and list(engine.ledger.entries) == charged
+    assert len(engine.answers) == cutoff

@@ -96,6 +96,32 @@ def test_halts_after_cutoff_and_refuses(make: Factory, seed: int) -> None:
     assert sv.positives == 3
 
 
+class _CountingNoise(NumpyNoise):
+    """NumpyNoise that counts its Laplace draws."""
+
+    draws = 0
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        self.draws += 1
+        return super().laplace(scale, size)
+
+
+def test_closing_halts_now_without_a_draw_and_survives_its_state(make: Factory, seed: int) -> None:
+    """``close`` (the engine's halt on a flag with no update left) halts with positives
+    to spare and draws nothing; the halt is in the exported state."""
+    noise = _CountingNoise(seed=seed)
+    sv = make(1e9, 3, noise)
+    assert sv.above(1.0, threshold=0.0) and not sv.halted
+    drawn = noise.draws
+    sv.close()
+    assert sv.halted and sv.positives == 3 and noise.draws == drawn
+    with pytest.raises(SparseVectorHalted, match="cutoff=3"):
+        sv.above(-1.0, threshold=0.0)
+    fresh = make(1e9, 3, NumpyNoise(seed=seed))
+    fresh.import_state(sv.export_state())
+    assert fresh.halted
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     cutoff=st.integers(1, 5),

@@ -82,10 +82,15 @@ class _Recorder:
     def __init__(self, real: Any) -> None:
         self.real = real
         self.calls: list[tuple[float, float]] = []
+        self.closed = False
 
     cutoff = property(lambda self: self.real.cutoff)
     positives = property(lambda self: 0)
-    halted = property(lambda self: False)
+    halted = property(lambda self: self.closed)
+
+    def close(self) -> None:
+        """Halts (never asked by the engine: a recorder never flags)."""
+        self.closed = True
 
     def above(self, value: float, *, threshold: float) -> bool:
         self.calls.append((value, threshold))

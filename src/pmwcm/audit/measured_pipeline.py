@@ -50,40 +50,66 @@ sparse-vector test. The sparse vector's threshold is one no error reaches
 (:class:`Unflagged`, a public setting), so no oracle call adds its noise, and the
 same negative control is caught as sharply: 100 vs 0 hits, lower bound 1.857. A
 trial costs ~170 ms (the refits on the 9,600-cell hypothesis).
+
+**Past the last update** (:func:`past_the_slots_case`). A measured engine's paced
+updates take its ``T`` slots with no positive, so it tests on past them and halts
+at the first flag with no slot left
+(:meth:`~pmwcm.engine.steps.EngineSteps.halt_on_flag`). :class:`PastTheSlots`
+builds the measured engine (``T = 20``, after the halt ``"synthetic"``) and
+resumes it from a state whose ``T`` slots a run on public records spent
+(:func:`spent_state`: measurements of one pair, never of the parity), so a trial
+is the part past the slots alone: the sparse vector's tests on the data, a
+hypothesis answer below the threshold, the halt on a parity query's flag. The
+transcript's values are then public functions of that state; only the tests'
+outcomes depend on the data, and they are the sparse vector's. **Negative
+control** (:data:`BROKEN_PAST_THE_SLOTS`): the flag past the last slot answered
+from the data's table instead of the hypothesis's (unpaid, noiseless), the slip
+the halt's one argument invites; the audit must flag it. A trial costs ~20 ms.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from pmwcm.audit.cases import AuditCase
-from pmwcm.audit.pipeline import Build, parity_records, pipeline_case
+from pmwcm.audit.pipeline import Build, default_stream, parity_records, pipeline_case, shipped
 from pmwcm.engine.measured_update import MeasuredUpdate
+from pmwcm.engine.modes import RoundSteps, SparseVectorMode
 from pmwcm.engine.online import OnlinePMW
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.rounds import QueryRound
+from pmwcm.engine.snapshot import EngineSnapshot, restore, snapshot
 from pmwcm.kernels.backend import MIN_SUPPORT_SIZE
+from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.histogram import FloatArray
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.mechanisms.marginal_measurement import clique_sigma
-from pmwcm.mechanisms.noise import NoiseSource
+from pmwcm.mechanisms.noise import NoiseSource, NumpyNoise
 from pmwcm.mechanisms.priors.marginals import Measurement
 from pmwcm.mechanisms.private_data import PrivateData
 
 __all__ = [
     "BROKEN_MEASURED",
+    "BROKEN_PAST_THE_SLOTS",
     "AuditedBackend",
     "OnSupport",
+    "PastTheSlots",
     "Unflagged",
+    "data_answer_past_the_slots",
     "measured",
     "measured_parts_case",
     "measured_pipeline_case",
     "parts_pair",
     "parts_stream",
+    "past_the_slots_case",
+    "spent_state",
 ]
 
 AuditedBackend = Literal["dense", "support"]
@@ -222,3 +248,121 @@ def measured_pipeline_case(
         build = OnSupport(build)
         label += f" on the support (M={build.size})"
     return pipeline_case(epsilon=epsilon, delta=delta, n=n, build=build, label=label)
+
+
+def spending_stream(count: int) -> tuple[CMQuery, ...]:
+    """``count`` distinct queries on the pair ``x0, x3`` (ridge variants), which the
+    parity never shows: their paced updates spend a :class:`PastTheSlots` engine's slots."""
+    return tuple(
+        CMQuery(loss="logistic", target="x3", features=("x0",), l2=0.01 * (j + 1))
+        for j in range(count)
+    )
+
+
+def past_the_slots_config(config: PMWConfig) -> PMWConfig:
+    """``config`` measured from the uniform start, expecting one query (so the pacing's
+    end-of-stream rule spends every slot on the first fresh queries), synthetic after
+    the halt; ``max_updates=2``, which the measured rule raises to its least ``T``, 20."""
+    return dataclasses.replace(
+        config, expected_queries=1, prior="uniform", update="measure", max_updates=2,
+        after_halt="synthetic",
+    )  # fmt: skip
+
+
+@functools.cache
+def spent_state(config: PMWConfig, sizes: tuple[tuple[str, int], ...], n: int) -> EngineSnapshot:
+    """The state of a :func:`past_the_slots_config` engine on ``n`` public records (uniform
+    over the schema ``sizes``, seed 0: no record of either neighbour) after
+    :func:`spending_stream` of ``T`` queries, which its paced updates answer, one slot each."""
+    domain = Domain.from_sizes(dict(sizes))
+    rng = np.random.default_rng(0)
+    records = np.stack([rng.integers(0, size, n) for _, size in sizes], axis=1)
+    public = PrivateData.from_records(domain, records)
+    engine = build_engine(public, config, noise=NumpyNoise(seed=0))
+    for query in spending_stream(engine.settings.max_updates):
+        engine.answer(query)
+    if len(engine.updates) != engine.settings.max_updates or engine.halted:
+        raise AssertionError("the spending stream must spend every slot and leave it testing")
+    return snapshot(engine)
+
+
+@dataclass(frozen=True)
+class PastTheSlots:
+    """``build`` at :func:`past_the_slots_config`, resumed from :func:`spent_state` (public):
+    every query it is asked comes after its last update."""
+
+    build: Build = shipped
+    #: the sparse vector's threshold (in sensitivities; public), where not the rule's.
+    threshold: float | None = None
+
+    def __call__(self, data: PrivateData, config: PMWConfig, noise: NoiseSource) -> OnlinePMW:
+        """The engine past its ``T`` slots, on ``data``."""
+        paced = past_the_slots_config(config)
+        if self.threshold is not None:
+            paced = dataclasses.replace(paced, threshold=self.threshold)
+        sizes = tuple(zip(data.domain.names, data.domain.sizes, strict=True))
+        state = spent_state(paced, sizes, data.n)
+        return restore(self.build(data, paced, noise), state)
+
+
+@dataclass(frozen=True)
+class _DataAnswerPastTheSlots(SparseVectorMode):
+    """Broken (a negative control): a flag past the last slot answered from the data's
+    table, the hypothesis's answer's place in :meth:`RoundSteps.halt_on_flag`."""
+
+    def run(
+        self, steps: RoundSteps, query: CMQuery | LinearQuery, round_: QueryRound, key: str
+    ) -> Any:
+        if steps.updates_left():
+            return super().run(steps, query, round_, key)
+        finish = steps.begin_data_side(key, round_)
+        hypothesis = steps.hypothesis_side(round_)
+        data_table, error = finish(hypothesis[1])
+        if not steps.sparse_vector_test(round_, error):
+            return steps.release(key, hypothesis[1], "hypothesis")
+        return steps.halt_on_flag(key, round_, round_.hypothesis_answer(data_table))
+
+
+def data_answer_past_the_slots(
+    data: PrivateData, config: PMWConfig, noise: NoiseSource, threshold: float | None = None
+) -> OnlinePMW:
+    """Broken (a negative control): :class:`PastTheSlots` with
+    :class:`_DataAnswerPastTheSlots` as its mode."""
+    engine = PastTheSlots(threshold=threshold)(data, config, noise)
+    parts = dataclasses.replace(engine.parts, mode=_DataAnswerPastTheSlots())
+    return type(engine).from_parts(parts, state=engine.state())
+
+
+#: Deliberately broken engines past their last update the audit must flag.
+BROKEN_PAST_THE_SLOTS: dict[str, Callable[..., OnlinePMW]] = {
+    "data answer past the slots": data_answer_past_the_slots,
+}
+
+#: A public threshold every test clears (in sensitivities, against the sparse vector's
+#: query noise of scale 389 at the audit's ``n`` and ``epsilon``): past its slots the
+#: engine then halts on the first query in every trial, so the control's data answer
+#: is released in every trial.
+EVERY_TEST_FLAGS = -1e6
+
+
+def past_the_slots_case(
+    *, epsilon: float = 1.0, delta: float = 1e-6, n: int = 4000, broken: str | None = None,
+    flagging: bool = False,
+) -> AuditCase:  # fmt: skip
+    """The measured engine past its last update (:class:`PastTheSlots`; ``broken``: the
+    control of that name in :data:`BROKEN_PAST_THE_SLOTS`) on
+    :func:`~pmwcm.audit.pipeline.parity_pair`, asked the default stream. At the rule's
+    threshold the tests go either way (a query below it is a checked hypothesis answer,
+    the first flag halts the engine); ``flagging``: at :data:`EVERY_TEST_FLAGS`, the
+    engine halts on the first query."""
+    threshold = EVERY_TEST_FLAGS if flagging else None
+    build: Build = PastTheSlots(threshold=threshold)
+    label = "past the last update"
+    if broken is not None:
+        build = functools.partial(BROKEN_PAST_THE_SLOTS[broken], threshold=threshold)
+        label = f"broken past the last update ({broken})"
+    if flagging:
+        label += ", every test flagging"
+    return pipeline_case(
+        epsilon=epsilon, delta=delta, n=n, build=build, label=label, stream=default_stream
+    )

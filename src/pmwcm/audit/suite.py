@@ -32,9 +32,11 @@ from pmwcm.audit.cases import AuditCase, gaussian_case, laplace_case, numpy_sour
 from pmwcm.audit.engine import EngineModel, crosscheck_engine, engine_case
 from pmwcm.audit.measured_pipeline import (
     BROKEN_MEASURED,
+    BROKEN_PAST_THE_SLOTS,
     AuditedBackend,
     measured_parts_case,
     measured_pipeline_case,
+    past_the_slots_case,
 )
 from pmwcm.audit.objective import crosscheck_objective, objective_case
 from pmwcm.audit.oracles import BROKEN_ORACLES, crosscheck_oracle, oracle_case
@@ -194,7 +196,9 @@ def pipeline_cases() -> list[AuditCase]:
     (:func:`~pmwcm.audit.measured_pipeline.measured_pipeline_case`), real code; the last
     two on the dense and on the weighted-support backend (``M = 1,000``); and the
     measured update's parts of cliques too large to measure
-    (:func:`~pmwcm.audit.measured_pipeline.measured_parts_case`, ~170 ms a trial)."""
+    (:func:`~pmwcm.audit.measured_pipeline.measured_parts_case`, ~170 ms a trial), and its
+    tests past the last update (:func:`~pmwcm.audit.measured_pipeline.past_the_slots_case`,
+    ~20 ms a trial)."""
     return [
         pipeline_case(),
         pipeline_case(build=triples_prior, label="triples prior"),
@@ -204,6 +208,7 @@ def pipeline_cases() -> list[AuditCase]:
         measured_pipeline_case(),
         measured_pipeline_case(backend="support"),
         measured_parts_case(),
+        past_the_slots_case(),
     ]
 
 
@@ -218,7 +223,8 @@ def pipeline_cases() -> list[AuditCase]:
 #: update's clique released without noise: 100 vs 0 hits from 100 trials per input
 #: (lower bound 1.86 against the claimed 1, ``tests/test_audit_measured_pipeline.py``); on
 #: the support backend 91-99 vs 0 (the support's draw moves the refit): 1.65-1.83; its
-#: parts of wide cliques released so: 100 vs 0 (1.86).
+#: parts of wide cliques released so: 100 vs 0 (1.86). A flag past the measured engine's
+#: last update answered from the data's table, where every test flags: 100 vs 0 (1.86).
 MUST_CATCH = frozenset(
     {
         "refusing real-data solve",
@@ -227,6 +233,7 @@ MUST_CATCH = frozenset(
         "noiseless workload measurement",
         "noiseless measurement",
         "noiseless triples prior",
+        "data answer past the slots",
     }
 )
 
@@ -236,7 +243,8 @@ def negative_controls() -> list[tuple[AuditCase, bool]]:
     support prior of :data:`pmwcm.audit.support_prior.BROKEN`, oracle of
     :data:`pmwcm.audit.oracles.BROKEN_ORACLES`, workload-aware start of
     :data:`pmwcm.audit.workload_pipeline.BROKEN_WORKLOAD` and measured update of
-    :data:`pmwcm.audit.measured_pipeline.BROKEN_MEASURED`."""
+    :data:`pmwcm.audit.measured_pipeline.BROKEN_MEASURED` (and past its last update,
+    :data:`~pmwcm.audit.measured_pipeline.BROKEN_PAST_THE_SLOTS`)."""
     pipelines = [
         (pipeline_case(build=build, label=f"BROKEN {label}"), label in MUST_CATCH)
         for label, build in BROKEN.items()
@@ -263,7 +271,11 @@ def negative_controls() -> list[tuple[AuditCase, bool]]:
         (measured_parts_case(build=build), label in MUST_CATCH)
         for label, build in BROKEN_MEASURED.items()
     ]
-    return pipelines + supports + oracles + workloads + measured + parts
+    past = [
+        (past_the_slots_case(broken=label, flagging=True), label in MUST_CATCH)
+        for label in BROKEN_PAST_THE_SLOTS
+    ]
+    return pipelines + supports + oracles + workloads + measured + parts + past
 
 
 def reach_cases(sources: Sequence[Source] = ()) -> list[AuditCase]:

@@ -79,6 +79,10 @@ class EveryQueryToOracle:
         self._positives += 1
         return True
 
+    def close(self) -> None:
+        """Halts now: the calls left are counted as made (nothing is read)."""
+        self._positives = self._cutoff
+
     def privacy_event(self) -> dp_event.DpEvent:
         """``NoOpDpEvent``: a constant output reveals nothing."""
         return dp_event.NoOpDpEvent()

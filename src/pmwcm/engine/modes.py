@@ -59,6 +59,15 @@ class RoundSteps(Protocol):
         """Charges the sparse vector (once), then tests ``error``; ``True`` above."""
         ...
 
+    def updates_left(self) -> bool:
+        """Whether an update slot is left for a flagged query (public)."""
+        ...
+
+    def halt_on_flag(self, key: str, round_: QueryRound, answer: Any) -> Answer:
+        """A flag with no update slot left: the engine halts on it (closing the sparse
+        vector); the query is refused or answered with the hypothesis's ``answer``."""
+        ...
+
     def count_oracle_call(self) -> None:
         """Counts an unconditional oracle call towards the cutoff (composition mode)."""
         ...
@@ -110,13 +119,16 @@ class SparseVectorMode:
         self, steps: RoundSteps, query: CMQuery | LinearQuery, round_: QueryRound, key: str
     ) -> Answer:
         """Steps 1-4 of the engine's loop (:mod:`pmwcm.engine.online`), after a measured
-        part where one is due (:meth:`RoundSteps.measure_part`)."""
+        part where one is due (:meth:`RoundSteps.measure_part`); a flag with no update
+        slot left (a measured engine testing past its last update) halts the engine."""
         steps.measure_part(query, round_)
         finish = steps.begin_data_side(key, round_)  # runs while the hypothesis answers
         hypothesis = steps.hypothesis_side(round_)
         data_table, error = finish(hypothesis[1])
         if not steps.sparse_vector_test(round_, error):
             return steps.release(key, hypothesis[1], "hypothesis")
+        if not steps.updates_left():
+            return steps.halt_on_flag(key, round_, hypothesis[1])
         return steps.oracle_release(query, round_, key, hypothesis, data_table)
 
 

@@ -13,7 +13,10 @@ For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers)
 5. after ``T`` updates the sparse vector halts: further queries are refused
    (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
    final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
-   no accuracy check behind it).
+   no accuracy check behind it). A measured engine (issue 35), whose paced updates
+   take slots without a positive, tests on past its ``T``-th update and halts at the
+   first flag with no slot left
+   (:attr:`~pmwcm.engine.running_state.StateView.halted`).
 
 **Privacy** (Ullman 2015, Theorem "dp"): the data is read only by the sparse
 vector (an ``eps_sv``-DP mechanism for ``Delta``-sensitive queries; we feed it
@@ -53,8 +56,9 @@ from pmwcm.engine.state import PastUpdate as PastUpdate
 from pmwcm.engine.state import Source as Source
 from pmwcm.engine.state import UpdateRecord as UpdateRecord
 from pmwcm.engine.state import query_key as query_key
+from pmwcm.engine.steps import EngineHalted as EngineHalted
 from pmwcm.engine.steps import EngineSteps, worth_a_second_core
-from pmwcm.errors import Halted, PmwcmError, Refused
+from pmwcm.errors import PmwcmError, Refused
 from pmwcm.kernels.backend import BackendChoice, choose_backend
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.histogram import DenseHistogram, Histogram
@@ -66,10 +70,6 @@ from pmwcm.mechanisms.oracles.base import Oracle
 from pmwcm.mechanisms.priors.marginals import Measurement
 from pmwcm.mechanisms.private_data import PrivateData
 from pmwcm.mechanisms.sparse_vector import SparseVector
-
-
-class EngineHalted(Halted, RuntimeError):
-    """The sparse vector has made its ``T`` updates; the engine refuses new queries."""
 
 
 class OnlinePMW(PartsView, StateView):
@@ -360,14 +360,7 @@ class OnlinePMW(PartsView, StateView):
         """The round of a new, servable query: after the halt, refused or synthetic;
         before, its mode decides (:mod:`pmwcm.engine.modes`)."""
         if self.halted:
-            if self.settings.after_halt == "refuse":
-                raise EngineHalted(
-                    f"The privacy budget is spent: all {self.settings.max_updates} updates "
-                    "were used, so no further query can be answered with an accuracy check. "
-                    "Use after_halt='synthetic' to answer from the final hypothesis."
-                )
-            _, answer = self._steps.hypothesis_side(round_)
-            return self._steps.release(key, answer, "synthetic")
+            return self._steps.after_halt(key, round_)
         return self.mode.run(self._steps, query, round_, key)
 
     def certified_error(self, query: CMQuery, *, beta: float, queries: int) -> float:

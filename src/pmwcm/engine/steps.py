@@ -31,18 +31,23 @@ from pmwcm.engine.state import Answer, Source, UpdateRecord
 from pmwcm.engine.step_size import PublicContext
 from pmwcm.engine.update_slots import FallbackRule, SlotsUsed
 from pmwcm.engine.update_step import updated_hypothesis
-from pmwcm.errors import Refused
+from pmwcm.errors import Halted, Refused
 from pmwcm.kernels.clique_table import is_dense
 from pmwcm.kernels.counting import LinearQuery
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.queries import CMQuery, QueryError
 from pmwcm.mechanisms.priors.marginals import Measurement
 
-__all__ = ["SECOND_CORE_MIN_WORK", "EngineSteps", "worth_a_second_core"]
+__all__ = ["SECOND_CORE_MIN_WORK", "EngineHalted", "EngineSteps", "worth_a_second_core"]
 
 #: The least planned real-data work (rows times iterations) handed to the worker
 #: thread: below it (small dense cliques) the hand-off costs more than it saves.
 SECOND_CORE_MIN_WORK = 2**15
+
+
+class EngineHalted(Halted, RuntimeError):
+    """The engine has halted (its sparse vector's cutoff reached, or a flag with no update
+    slot left to act on); it refuses new queries."""
 
 
 def worth_a_second_core(domain: Domain, round_: CMRound) -> bool:
@@ -213,6 +218,38 @@ class EngineSteps:
             pooled=used.pooled,
             cutoff=self.parts.settings.max_updates,
         )
+
+    def updates_left(self) -> bool:
+        """Whether an update slot is left for a flagged query (public: the counts)."""
+        return self.running.slots_used(self.parts).total < self.parts.settings.max_updates
+
+    def halt_on_flag(self, key: str, round_: QueryRound, answer: Any) -> Answer:
+        """A flag past the last update slot (a measured engine tests on after it:
+        :attr:`~pmwcm.engine.running_state.StateView.halted`): nothing is left to
+        answer it with, so the engine halts here. The sparse vector is closed (its
+        positive is released by the halt; closing is post-processing), and the
+        query is answered as every query after the halt is (:meth:`after_halt`)."""
+        self.parts.sparse_vector.close()
+        return self.after_halt(key, round_, answer)
+
+    def after_halt(self, key: str, round_: QueryRound, answer: Any = None) -> Answer:
+        """A query past the halt: refused (``after_halt="refuse"``, the paper), or the
+        hypothesis's ``answer`` released as ``"synthetic"`` (post-processing, no accuracy
+        check behind it; computed here when not given).
+
+        Raises:
+            EngineHalted: with ``after_halt="refuse"``.
+        """
+        settings = self.parts.settings
+        if settings.after_halt == "refuse":
+            raise EngineHalted(
+                f"The privacy budget is spent: all {settings.max_updates} updates were "
+                "used, so no further query can be answered with an accuracy check. "
+                "Use after_halt='synthetic' to answer from the final hypothesis."
+            )
+        if answer is None:
+            _, answer = self.hypothesis_side(round_)
+        return self.release(key, answer, "synthetic")
 
     def count_oracle_call(self) -> None:
         """Counts an unconditional oracle call (composition mode's 0-DP counter)."""

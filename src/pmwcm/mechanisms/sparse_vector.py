@@ -91,6 +91,12 @@ class SparseVector(Protocol):
         """One noisy comparison of a ``Delta``-sensitive query's true value with ``threshold``."""
         ...
 
+    def close(self) -> None:
+        """Halts now, as though the positives left had been given: every later query is
+        refused. Post-processing (fewer tests cost nothing more); ``positives`` reads
+        ``cutoff`` from then on, so the halt survives :meth:`export_state`."""
+        ...
+
     def privacy_event(self) -> dp_event.DpEvent:
         """The whole mechanism's worst-case cost, to be charged before the first query."""
         ...
@@ -204,6 +210,11 @@ class _Sparse:
 
     def _after_positive(self) -> None:
         """Hook: what a positive answer does to the threshold noise."""
+
+    def close(self) -> None:
+        """Halts now (:meth:`SparseVector.close`): the positives left are counted as given,
+        with no test and no draw."""
+        self._positives = self._cutoff
 
     def export_state(self) -> dict[str, float | int | None]:
         """The mutable state (positives and the current threshold noise), for durable storage.
