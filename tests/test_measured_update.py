@@ -23,6 +23,7 @@ from pmwcm.engine.measured_update import (
 from pmwcm.engine.online import EngineHalted, OnlinePMW, query_key
 from pmwcm.engine.plan import plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.engine.settings import AfterHalt
 from pmwcm.engine.snapshot import restore, snapshot
 from pmwcm.engine.update_slots import UNMEASURED_THRESHOLD, FallbackRule
 from pmwcm.kernels.domain import Domain
@@ -764,7 +765,7 @@ def test_a_snapshot_keeps_the_part_as_an_update_and_its_slot(seed: int) -> None:
     assert [u.query for u in restored.updates] == [u.query for u in engine.updates]
 
 
-def _past_the_slots(seed: int, threshold: float, after_halt: str = "synthetic"):  # type: ignore[no-untyped-def]
+def _past_the_slots(seed: int, threshold: float, after_halt: AfterHalt = "synthetic") -> OnlinePMW:
     """A measured engine announced 5 queries: the pacing's end-of-stream rule spends
     its ``T`` slots on the first ``T`` (measurable) queries, with no test; the stream
     then goes on past them."""
@@ -773,7 +774,7 @@ def _past_the_slots(seed: int, threshold: float, after_halt: str = "synthetic"):
         update="measure", prior="uniform", threshold=threshold,
     )  # fmt: skip
     data = PrivateData.from_records(DOMAIN, _records(seed))
-    return build_engine(data, config, noise=NumpyNoise(seed=seed))  # type: ignore[arg-type]
+    return build_engine(data, config, noise=NumpyNoise(seed=seed))
 
 
 #: Distinct queries on one measurable clique (each a round of its own).
