@@ -706,6 +706,37 @@ full-resolution cells were not re-run (full Adult's random `workload` cell at ep
     ... --tables loans --eps 0.5 --workload stepwise --updates measure
     ... --tables adult-full --eps 1 --k 2000 --updates workload
     ... --tables adult-full --eps 1 --k 10000 --updates workload
+
+**Session 20.** What left full Adult's random `workload` streams unchecked, traced: the
+same answers at eps = 1 and 4 (22, 1 and 9 of 2,000 on seeds 0-2), so not the sparse
+vector's noise. The pacing runs over the announced measurable queries and spends its last
+slots at the last of them; the engine then halted with its `T` slots spent, and every
+answer after that query was synthetic, though the sparse vector (cutoff `T`, charged
+whole) had positives to spare: the paced updates take slots without one. **A measured
+engine now tests on past its last update** and halts at the first flag that finds no
+slot (docs/design.md section 11). A synthetic answer is the final hypothesis's answer,
+so the released values cannot change; what changes is that they are checked. Re-run,
+every stream that had left an answer unchecked (rows before in
+`results/online_updates_before_past_the_slots.jsonl`): **none is left unchecked**, every
+value the same float, except full Adult's random cell at eps = 4 and loans' random cell
+at eps = 4, which had not been re-run on session 19's threshold doubling and move with
+it (full Adult: 0.99x on the mean, 1.00x on the mean of the maxima, still 0.16x / 0.10x
+of AIM's; loans' two re-run streams 1.002x and 1.005x on the mean, 1.00x and 1.02x on the
+max, its third, which had left nothing unchecked, not re-run):
+
+    ... --tables adult-full --eps 1 --k 2000 --updates workload
+    ... --tables adult-full --eps 1 --k 10000 --updates workload
+    ... --tables adult-full --eps 4 --k 2000 --updates workload
+    ... --tables loans --eps 0.5 --seeds 1 --first-seed 2 --workload stepwise --updates measure
+    ... --tables tv16 --eps 0.5 1 4 --seeds 1 --first-seed 1 --k 2000 --updates workload
+    ... --tables loans --eps 4 --seeds 2 --k 2000 --updates workload
+
+And AIM at OpenDP's replace-one unit on full Adult's 8,000-row random streams (the
+releases were cached; answering a stream on the model's marginals took 52 min): at eps =
+0.5 2.6e-3 / 1.1e-2, so pmwcm's 1.5e-3 / 5.1e-3 is 0.58x / 0.47x of it (0.74x / 0.47x of
+AIM at its own add/remove unit):
+
+    ... --tables adult-full-8000 --eps 0.5 --seeds 1 --k 2000 --updates aim-replace
 """
 
 
