@@ -819,16 +819,22 @@ def test_a_measured_engine_tests_past_its_last_update_and_halts_at_the_first_fla
     assert going_on.answer(_ridge(PAST_STREAM[0], 31)[-1]).source == "hypothesis"
 
 
-def test_a_flag_past_the_last_update_is_refused_where_the_engine_refuses_after_its_halt(
+def test_an_engine_that_refuses_after_its_halt_halts_when_its_slots_are_spent(
     seed: int,
 ) -> None:
+    """With ``after_halt="refuse"`` a flag past the slots could only be refused, and a
+    refusal is no answer a durable store commits: the test's outcome would be seen before
+    the closed sparse vector is saved. So such an engine halts when its slots are spent,
+    as the paper's does, and refuses before any test."""
     engine = _past_the_slots(seed, threshold=-1e12, after_halt="refuse")
     cutoff = engine.settings.max_updates
     for query in PAST_STREAM[:cutoff]:
         assert engine.answer(query).source == "oracle"
-    charged = list(engine.ledger.entries)
+    assert engine.halted and not engine.sparse_vector.halted
+    charged, state = list(engine.ledger.entries), engine.sparse_vector.export_state()
+    tested = _thresholds_given(engine)
     for query in PAST_STREAM[cutoff : cutoff + 2]:
         with pytest.raises(EngineHalted, match="after_halt='synthetic'"):
             engine.answer(query)
-    assert engine.halted and list(engine.ledger.entries) == charged
-    assert len(engine.answers) == cutoff
+    assert not tested and engine.sparse_vector.export_state() == state
+    assert list(engine.ledger.entries) == charged and len(engine.answers) == cutoff

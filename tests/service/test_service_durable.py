@@ -371,3 +371,43 @@ def test_an_unusable_state_directory_is_released(tmp_path: Path) -> None:
     for _ in range(2):  # the lock is released after the refusal
         with pytest.raises(StoreError, match="version"):
             SQLiteStore(tmp_path / "state")
+
+
+@pytest.mark.parametrize("after_halt", ["synthetic", "refuse"])
+def test_a_measured_session_halted_past_its_slots_stays_halted_after_a_restart(
+    make_node: Any, after_halt: str
+) -> None:
+    """A measured session expecting one query spends its ``T`` slots on its first ``T``
+    distinct queries (paced, no test). Answering after its halt, it tests on; at a
+    threshold every test clears, the next query halts it, answered synthetic, and the
+    closed sparse vector is committed with that answer, so a restart does not reopen it.
+    Refusing after its halt, it halts when its slots are spent, before any test (a
+    refusal commits nothing), and stays so."""
+    node = make_node(update="measure", expected_queries=1, threshold=-1e6, after_halt=after_halt)
+    live = node.session()
+    live.status()
+    assert live._engine is not None
+    cutoff = live._engine.settings.max_updates
+    stream = [CMQuery(loss="logistic", target="y", features=("a",), l2=0.01 * (j + 1))
+              for j in range(cutoff + 2)]  # fmt: skip
+    for query in stream[:cutoff]:
+        assert live.ask(query, token_id=None).source == "oracle"
+    if after_halt == "synthetic":
+        assert live.ask(stream[cutoff], token_id=None).source == "synthetic"
+    else:
+        with pytest.raises(Halted):
+            live.ask(stream[cutoff], token_id=None)
+    before = engine_state(live)
+    node = make_node()  # restart
+    live = node.session()
+    after = engine_state(live)
+    assert after["sv"] == before["sv"] and after["updates"] == cutoff
+    assert live._engine is not None and live._engine.halted
+    assert (after["sv"]["positives"] == cutoff) == (after_halt == "synthetic")
+    spent = live.status().epsilon_spent
+    if after_halt == "synthetic":
+        assert live.ask(stream[-1], token_id=None).source == "synthetic"
+    else:
+        with pytest.raises(Halted):
+            live.ask(stream[-1], token_id=None)
+    assert engine_state(live)["sv"] == before["sv"] and live.status().epsilon_spent == spent

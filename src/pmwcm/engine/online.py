@@ -13,9 +13,9 @@ For each incoming query ``l^j`` (adaptively chosen after seeing earlier answers)
 5. after ``T`` updates the sparse vector halts: further queries are refused
    (:class:`EngineHalted`), or, with ``after_halt="synthetic"``, answered from the
    final hypothesis (source ``"synthetic"``: post-processing, no privacy cost, and
-   no accuracy check behind it). A measured engine (issue 35), whose paced updates
-   take slots without a positive, tests on past its ``T``-th update and halts at the
-   first flag with no slot left
+   no accuracy check behind it). A measured engine (issue 35) that answers after its
+   halt, whose paced updates take slots without a positive, tests on past its
+   ``T``-th update and halts at the first flag with no slot left
    (:attr:`~pmwcm.engine.running_state.StateView.halted`).
 
 **Privacy** (Ullman 2015, Theorem "dp"): the data is read only by the sparse

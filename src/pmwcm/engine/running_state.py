@@ -157,19 +157,26 @@ class StateView:
         engine is halted from then on, so ``after_halt="synthetic"`` serves the final
         hypothesis as promised instead of refusing every later query.
 
-        **A measured engine tests on past its last update** (issue 35). Its paced
-        updates take slots without a positive, so when the ``T`` slots are spent the
-        sparse vector has positives left (its cutoff is ``T``, its cost charged whole):
-        the engine keeps testing, a query below the threshold is still a checked
-        ``"hypothesis"`` answer, and the first flag with no slot to act on halts the
-        engine there (:meth:`~pmwcm.engine.steps.EngineSteps.halt_on_flag` closes the
-        sparse vector, so the halt is in its exported state). Until then nothing is
-        unchecked: on full-resolution Adult's random streams the pacing spends its
-        last slots at the last announced measurable query, and every answer after it
-        (0.05-1.1% of the stream, the same answers at every ``epsilon``) had been
-        synthetic.
+        **A measured engine that answers after its halt tests on past its last update**
+        (issue 35). Its paced updates take slots without a positive, so when the ``T``
+        slots are spent the sparse vector has positives left (its cutoff is ``T``, its
+        cost charged whole): with ``after_halt="synthetic"`` the engine keeps testing,
+        a query below the threshold is still a checked ``"hypothesis"`` answer, and the
+        first flag with no slot to act on halts the engine there, its answer synthetic
+        (:meth:`~pmwcm.engine.steps.EngineSteps.halt_on_flag` closes the sparse vector,
+        so the halt is in its exported state, committed with that answer). Until then
+        nothing is unchecked: on full-resolution Adult's random streams the pacing
+        spends its last slots at the last announced measurable query, and every answer
+        after it (0.05-1.1% of the stream, the same answers at every ``epsilon``) had
+        been synthetic. With ``after_halt="refuse"`` it halts when the slots are spent,
+        as the paper's engine does: a flag past them would be refused, and a refusal is
+        no answer that a durable store commits, so the test's outcome would be seen
+        before the closed sparse vector could be saved (a restart would reopen it).
         """
-        if self._parts.measured_update is not None:
+        if (
+            self._parts.measured_update is not None
+            and self._parts.settings.after_halt == "synthetic"
+        ):
             return self._parts.sparse_vector.halted
         used = self._running.slots_used(self._parts).total
         return used >= self._parts.settings.max_updates or self._parts.sparse_vector.halted

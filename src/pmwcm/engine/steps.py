@@ -224,11 +224,12 @@ class EngineSteps:
         return self.running.slots_used(self.parts).total < self.parts.settings.max_updates
 
     def halt_on_flag(self, key: str, round_: QueryRound, answer: Any) -> Answer:
-        """A flag past the last update slot (a measured engine tests on after it:
-        :attr:`~pmwcm.engine.running_state.StateView.halted`): nothing is left to
-        answer it with, so the engine halts here. The sparse vector is closed (its
-        positive is released by the halt; closing is post-processing), and the
-        query is answered as every query after the halt is (:meth:`after_halt`)."""
+        """A flag past the last update slot (a measured engine that answers after its
+        halt tests on after it: :attr:`~pmwcm.engine.running_state.StateView.halted`):
+        nothing is left to answer it with, so the engine halts here. The sparse vector
+        is closed (its positive is released by the halt; closing is post-processing),
+        and the query is answered as every query after the halt is (:meth:`after_halt`:
+        synthetic, the hypothesis's ``answer``, released with the closed state)."""
         self.parts.sparse_vector.close()
         return self.after_halt(key, round_, answer)
 
