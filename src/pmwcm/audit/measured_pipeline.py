@@ -55,7 +55,7 @@ trial costs ~170 ms (the refits on the 9,600-cell hypothesis).
 updates take its ``T`` slots with no positive, so it tests on past them and halts
 at the first flag with no slot left
 (:meth:`~pmwcm.engine.steps.EngineSteps.halt_on_flag`). :class:`PastTheSlots`
-builds the measured engine (``T = 20``, after the halt ``"synthetic"``) and
+builds the measured engine (``T = 56`` here, after the halt ``"synthetic"``) and
 resumes it from a state whose ``T`` slots a run on public records spent
 (:func:`spent_state`: measurements of one pair, never of the parity), so a trial
 is the part past the slots alone: the sparse vector's tests on the data, a
