@@ -732,11 +732,12 @@ max, its third, which had left nothing unchecked, not re-run):
     ... --tables loans --eps 4 --seeds 2 --k 2000 --updates workload
 
 And AIM at OpenDP's replace-one unit on full Adult's 8,000-row random streams (the
-releases were cached; answering a stream on the model's marginals took 52 min): at eps =
-0.5 2.6e-3 / 1.1e-2, so pmwcm's 1.5e-3 / 5.1e-3 is 0.58x / 0.47x of it (0.74x / 0.47x of
-AIM at its own add/remove unit):
+releases were cached; answering a stream on the model's marginals took 50-52 min): at
+eps = 0.5 2.6e-3 / 1.1e-2, so pmwcm's 1.5e-3 / 5.1e-3 is 0.58x / 0.47x of it (0.74x /
+0.47x of AIM at its own add/remove unit); at eps = 1 2.0e-3 / 1.1e-2, pmwcm's 6.6e-4 /
+5.0e-3 0.33x / 0.46x of it:
 
-    ... --tables adult-full-8000 --eps 0.5 --seeds 1 --k 2000 --updates aim-replace
+    ... --tables adult-full-8000 --eps 0.5 1 --seeds 1 --k 2000 --updates aim-replace
 """
 
 
