@@ -262,7 +262,8 @@ def spending_stream(count: int) -> tuple[CMQuery, ...]:
 def past_the_slots_config(config: PMWConfig) -> PMWConfig:
     """``config`` measured from the uniform start, expecting one query (so the pacing's
     end-of-stream rule spends every slot on the first fresh queries), synthetic after
-    the halt; ``max_updates=2``, which the measured rule raises to its least ``T``, 20."""
+    the halt; ``max_updates=2``, which the measured rule raises to its own ``T`` (56 at
+    the audit's ``n = 4,000`` and ``epsilon = 1``)."""
     return dataclasses.replace(
         config, expected_queries=1, prior="uniform", update="measure", max_updates=2,
         after_halt="synthetic",

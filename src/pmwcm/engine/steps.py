@@ -23,13 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from pmwcm.engine.data_side import DataSide
-from pmwcm.engine.measured_update import MeasuredUpdate, part_to_measure
+from pmwcm.engine.measured_update import part_to_measure
 from pmwcm.engine.parts import EngineParts
 from pmwcm.engine.rounds import CMRound, QueryRound, as_table
 from pmwcm.engine.running_state import RunningState
 from pmwcm.engine.state import Answer, Source, UpdateRecord
 from pmwcm.engine.step_size import PublicContext
-from pmwcm.engine.update_slots import FallbackRule, SlotsUsed
+from pmwcm.engine.update_slots import FallbackRule
 from pmwcm.engine.update_step import updated_hypothesis
 from pmwcm.errors import Halted, Refused
 from pmwcm.kernels.clique_table import is_dense
@@ -168,21 +168,21 @@ class EngineSteps:
         # vector's test (it reads only the count of distinct queries answered and of
         # updates; repeats, answered without a round, do not advance the schedule).
         update = parts.measured_update
-        sensitivity = round_.sensitivity(parts.data.n)
-        threshold = self.threshold_units(sensitivity)
         if update is not None:
-            measured = update.measures(parts.data.domain, round_.clique)
             used = self.running.slots_used(parts)
             if update.due(
                 answered=len(self.running.log.released),
                 updates=used.total,
                 pooled=used.pooled,
                 cutoff=parts.settings.max_updates,
-                measured=measured,
+                measured=update.measures(parts.data.domain, round_.clique),
             ):
                 return True
-            threshold *= self._update_factor(update, measured=measured, used=used)
-        return parts.sparse_vector.above(error / sensitivity, threshold=threshold)
+        # The threshold a hypothesis answer is certified to: one method for both.
+        threshold = self.round_threshold_units(round_)
+        return parts.sparse_vector.above(
+            error / round_.sensitivity(parts.data.n), threshold=threshold
+        )
 
     def threshold_units(self, sensitivity: float) -> float:
         """The rule's sparse-vector threshold in units of a query's sensitivity."""
@@ -202,22 +202,18 @@ class EngineSteps:
         parts = self.parts
         update = parts.measured_update
         threshold = self.threshold_units(round_.sensitivity(parts.data.n))
-        if update is not None:
+        if update is not None:  # 1.0 each where neither applies: the same float
             measured = update.measures(parts.data.domain, round_.clique)
             used = self.running.slots_used(parts)
-            threshold *= self._update_factor(update, measured=measured, used=used)
+            threshold *= update.fallback.threshold_factor(measured=measured) * (
+                update.threshold_factor(
+                    answered=len(self.running.log.released),
+                    updates=used.total,
+                    pooled=used.pooled,
+                    cutoff=parts.settings.max_updates,
+                )
+            )
         return threshold
-
-    def _update_factor(self, update: MeasuredUpdate, *, measured: bool, used: SlotsUsed) -> float:
-        """The measured update's factor on the rule's threshold: higher where a flag would
-        buy an oracle call, and once the flags outrun the pacing's reserve (both public);
-        1.0 otherwise, so the threshold is the same float."""
-        return update.fallback.threshold_factor(measured=measured) * update.threshold_factor(
-            answered=len(self.running.log.released),
-            updates=used.total,
-            pooled=used.pooled,
-            cutoff=self.parts.settings.max_updates,
-        )
 
     def updates_left(self) -> bool:
         """Whether an update slot is left for a flagged query (public: the counts)."""
