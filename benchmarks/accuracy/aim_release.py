@@ -84,6 +84,9 @@ SLICE_CELLS = 2**22
 #: The most cells of a factor product one elimination step may build (float64: 512 MiB;
 #: the log-space fallback of a step holds about three such arrays).
 UNION_CELLS = 2**26
+#: :class:`HeaviestCells` cuts its candidates back to ``top`` once it holds this many
+#: times as many.
+BUFFER_FACTOR = 4
 RELEASES = HERE / "results" / "aim_releases"
 
 
@@ -367,34 +370,67 @@ def log_mass_slices(read: Sequence[np.ndarray], shape: tuple[int, ...]) -> Itera
 class HeaviestCells:
     """The ``top`` heaviest of a stream of cells given by log-mass, and the log of every
     cell's mass summed (kept relative to the largest log-mass seen, so no ``exp``
-    overflows)."""
+    overflows).
+
+    Cells must come in increasing code order (:func:`heaviest_cells` enumerates them
+    so). A tie at the cut keeps the smaller codes, so the kept set is a function of the
+    marginal alone, not of how the stream was sliced. Candidates are buffered and cut
+    back to ``top`` only when the buffer holds :data:`BUFFER_FACTOR` times as many: a
+    cut per slice re-sorted the ``top`` kept cells at every slice, which on a clique
+    enumerated in thousands of small slices (attributes held at each of their codes)
+    was most of the time AIM's answers took.
+    """
 
     top: int
-    codes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    logs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Cells at or below this log-mass cannot be among the ``top`` (the last cut's).
+    floor: float = -math.inf
     log_total: float = -math.inf
+    _codes: list[np.ndarray] = field(default_factory=list)
+    _logs: list[np.ndarray] = field(default_factory=list)
+    _buffered: int = 0
+    _next_code: int = 0
 
     def add(self, first_code: int, logs: np.ndarray) -> None:
-        peak = float(logs.max())
+        if first_code < self._next_code:
+            raise ValueError("cells must come in increasing code order.")
+        self._next_code = first_code + logs.size
+        peak = float(logs.max()) if logs.size else -math.inf
         if peak == -math.inf:
             return
         log_sum = peak + float(np.log(np.exp(logs - peak).sum()))
         self.log_total = float(np.logaddexp(self.log_total, log_sum))
-        floor = self.logs.min() if self.logs.size >= self.top else -np.inf
-        heavy = np.flatnonzero(logs > floor)
-        self.codes = np.concatenate([self.codes, first_code + heavy])
-        self.logs = np.concatenate([self.logs, logs[heavy]])
-        if self.logs.size > self.top:
-            keep = np.argpartition(self.logs, -self.top)[-self.top :]
-            self.codes, self.logs = self.codes[keep], self.logs[keep]
+        # A cell equal to the floor ties a kept cell of smaller code, which stays.
+        heavy = np.flatnonzero(logs > self.floor)
+        if heavy.size == 0:
+            return
+        self._codes.append(first_code + heavy)
+        self._logs.append(logs[heavy])
+        self._buffered += heavy.size
+        if self._buffered > BUFFER_FACTOR * self.top:
+            self._cut()
+
+    def _cut(self) -> None:
+        """Keeps the ``top`` heaviest buffered cells (ties: the smaller codes)."""
+        codes = np.concatenate(self._codes) if self._codes else np.zeros(0, dtype=np.int64)
+        logs = np.concatenate(self._logs) if self._logs else np.zeros(0)
+        if logs.size > self.top:
+            cut = float(np.partition(logs, logs.size - self.top)[logs.size - self.top])
+            above = np.flatnonzero(logs > cut)
+            tied = np.flatnonzero(logs == cut)  # in increasing code order, as added
+            keep = np.concatenate([above, tied[: self.top - above.size]])
+            codes, logs = codes[keep], logs[keep]
+            self.floor = cut
+        self._codes, self._logs, self._buffered = [codes], [logs], logs.size
 
     def masses(self) -> tuple[np.ndarray, np.ndarray, float]:
         """The kept cells' codes (sorted), their masses renormalised, the mass left out."""
         if not math.isfinite(self.log_total):
             raise FloatingPointError("the model's marginal underflowed.")
-        order = np.argsort(self.codes)
-        kept = np.exp(self.logs[order] - self.log_total)
-        return self.codes[order], kept / kept.sum(), max(0.0, 1.0 - float(kept.sum()))
+        self._cut()
+        codes, logs = self._codes[0], self._logs[0]
+        order = np.argsort(codes)
+        kept = np.exp(logs[order] - self.log_total)
+        return codes[order], kept / kept.sum(), max(0.0, 1.0 - float(kept.sum()))
 
 
 def heaviest_cells(
