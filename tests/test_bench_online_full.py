@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import sys
 from pathlib import Path
@@ -101,6 +103,55 @@ def test_heaviest_cells_match_the_exact_marginal(
     assert set(top.codes.tolist()) == set(heaviest.tolist())
     assert dropped == pytest.approx(1.0 - dense[heaviest].sum(), rel=1e-9)
     np.testing.assert_allclose(top.mass, dense[np.sort(heaviest)] / dense[heaviest].sum())
+
+
+def test_heaviest_cells_keep_the_same_cells_however_the_stream_is_sliced() -> None:
+    """The kept set is the marginal's ``top`` heaviest, ties at the cut to the smaller
+    codes, whether the cells come in one slice or many (candidates are cut back in
+    batches, :data:`aim_release.BUFFER_FACTOR` times ``top``)."""
+    rng = np.random.default_rng(3)
+    logs = np.round(rng.normal(size=5_000), 1)  # many ties, at the cut too
+    top = 300
+    order = np.lexsort((np.arange(logs.size), -logs))  # heaviest first, then smaller code
+    expected = np.sort(order[:top])
+    for width in (5_000, 977, 64, 7):
+        best = aim_release.HeaviestCells(top)
+        for first in range(0, logs.size, width):
+            best.add(first, logs[first : first + width])
+        codes, mass, dropped = best.masses()
+        np.testing.assert_array_equal(codes, expected)
+        total = np.exp(logs).sum()
+        np.testing.assert_allclose(mass, np.exp(logs[expected]) / np.exp(logs[expected]).sum())
+        assert dropped == pytest.approx(1.0 - np.exp(logs[expected]).sum() / total, rel=1e-9)
+
+
+def test_heaviest_cells_refuse_cells_out_of_code_order() -> None:
+    best = aim_release.HeaviestCells(2)
+    best.add(10, np.zeros(3))
+    with pytest.raises(ValueError, match="increasing code order"):
+        best.add(12, np.zeros(3))
+
+
+def test_log_rounds_prints_a_line_as_each_aim_round_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real OpenDP AIM release with the round log on: one JSON line a round, numbered
+    from 1, with the model-size cap it selects under; OpenDP's step is restored after."""
+    import io
+
+    import opendp.extras.mbi._aim as aim
+    from synthetic import _release
+
+    monkeypatch.setattr(aim, "_make_aim_marginal", aim._make_aim_marginal)
+    stream = io.StringIO()
+    aim_release.log_rounds(stream)
+    domain = Domain.from_sizes({"a": 3, "b": 2, "y": 2})
+    records = np.random.default_rng(5).integers(0, 2, size=(300, 3)).astype(np.int64)
+    _release("aim", domain, records, rho=1.0, rounds=None)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["round"] for line in lines] == list(range(1, len(lines) + 1))
+    assert lines and all(line["max_size_mb"] > 0 for line in lines)
+    assert all(a["seconds"] <= b["seconds"] for a, b in itertools.pairwise(lines))
 
 
 def hub_model() -> aim_release.AimModel:

@@ -479,6 +479,33 @@ def heaviest_cells(
     return CliqueTable(shape=shape, codes=codes, mass=mass), dropped
 
 
+def log_rounds(stream: Any = sys.stderr) -> None:
+    """Prints a line as each of OpenDP's AIM rounds starts (its number, the model-size cap
+    it selects under, wall and CPU seconds since this call, peak RSS): AIM prints
+    nothing of its own, and a release on a wide table runs for hours. Wraps OpenDP
+    0.16's private ``_make_aim_marginal`` (one call a round); where that is not there,
+    warns and leaves AIM as it is. Reads nothing of the data: timings only."""
+    import opendp.extras.mbi._aim as aim
+
+    step = getattr(aim, "_make_aim_marginal", None)
+    if step is None:
+        print("aim_release: this OpenDP has no _make_aim_marginal; no round log", file=stream)
+        return
+    start, rounds = time.perf_counter(), itertools.count(1)
+
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        line = {
+            "round": next(rounds), "max_size_mb": kwargs.get("max_size"),
+            "seconds": round(time.perf_counter() - start, 1),
+            "cpu_seconds": round(time.process_time(), 1),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        }  # fmt: skip
+        print(json.dumps(line), file=stream, flush=True)
+        return step(*args, **kwargs)
+
+    aim._make_aim_marginal = logged
+
+
 def make_release(table: str, *, epsilon: float, unit: str, seed: int) -> Path:
     """Runs AIM (default rounds, rho*(eps, delta) under ``unit``) on ``table`` in this
     process and saves its model; the path."""
@@ -524,7 +551,12 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, required=True)
     parser.add_argument("--unit", choices=("addremove", "replace"), default="addremove")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--log-rounds", action="store_true", help="a JSON line on stderr as each round starts"
+    )
     args = parser.parse_args()
+    if args.log_rounds:
+        log_rounds()
     path = make_release(args.table, epsilon=args.epsilon, unit=args.unit, seed=args.seed)
     print(json.dumps({"release": str(path)}), flush=True)
 
