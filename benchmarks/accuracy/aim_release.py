@@ -529,7 +529,7 @@ def make_release(table: str, *, epsilon: float, unit: str, seed: int) -> Path:
 
 def saved_model(table: str, data: PrivateData, *, unit: str, epsilon: float, seed: int) -> AimModel:
     """AIM's saved model on a full-resolution table, its release made first (in its own
-    process, :func:`main`) where no run has made it."""
+    process, :func:`main`, its rounds logged on stderr) where no run has made it."""
     from full_tables import DELTA
     from methods import data_digest, zcdp_for
 
@@ -540,7 +540,8 @@ def saved_model(table: str, data: PrivateData, *, unit: str, epsilon: float, see
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
         command = [sys.executable, str(HERE / "aim_release.py"), "--table", table,
-                   "--epsilon", repr(epsilon), "--unit", unit, "--seed", str(seed)]  # fmt: skip
+                   "--epsilon", repr(epsilon), "--unit", unit, "--seed", str(seed),
+                   "--log-rounds"]  # fmt: skip
         subprocess.run(command, check=True, env=env)
     return load_model(path)
 
