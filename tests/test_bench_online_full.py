@@ -1,6 +1,6 @@
 """The full-resolution pieces of ``benchmarks/accuracy/online_updates.py`` (issue 35).
 
-* AIM's model read per clique (``aim_release.py``): a release's keys mapped to
+* AIM's and MST's model read per clique (``aim_release.py``): a release's keys mapped to
   the codes (null slot dropped), clipped and normalised; a saved model that
   projects as the release itself does; the heaviest-cells table of a large
   clique against the exact marginal. On a real, tiny OpenDP AIM release.
@@ -49,9 +49,12 @@ def test_read_at_codes_drops_the_null_slot_clips_and_normalises() -> None:
     np.testing.assert_allclose(table, expected / expected.sum())
 
 
-@pytest.fixture(scope="module")
-def tiny_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Domain, Path]:
-    """A real OpenDP AIM release (default rounds) on 4 small attributes, saved."""
+@pytest.fixture(scope="module", params=["aim", "mst"])
+def tiny_release(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[object, Domain, Path]:
+    """A real OpenDP AIM release (default rounds), or MST's (its defaults), on 4 small
+    attributes, saved."""
     from synthetic import _release
 
     domain = Domain.from_sizes({"a": 3, "b": 2, "c": 4, "y": 2})
@@ -60,10 +63,24 @@ def tiny_release(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Doma
     c = (a + rng.integers(0, 2, 400)) % 4
     y = (a + c + rng.integers(0, 2, 400)) % 2
     records = np.stack([a, rng.integers(0, 2, 400), c, y], axis=1).astype(np.int64)
-    release = _release("aim", domain, records, rho=1.0, rounds=None)
-    path = tmp_path_factory.mktemp("aim") / "release.npz"
+    release = _release(request.param, domain, records, rho=1.0, rounds=None)
+    path = tmp_path_factory.mktemp(request.param) / "release.npz"
     aim_release.save_release(release, domain, path, seconds=1.0, peak_rss_mb=2.0)
     return release, domain, path
+
+
+def test_release_paths_name_the_mechanism_and_unit() -> None:
+    paths = {
+        aim_release.release_path("t", "d", rho=0.5, unit=unit, seed=1, method=method).name
+        for method in ("aim", "mst")
+        for unit in ("addremove", "replace")
+    }
+    assert paths == {
+        "aim-t-d-rho0.5-roundsdefault-seed1.npz",
+        "aim-changes1-t-d-rho0.5-roundsdefault-seed1.npz",
+        "mst-t-d-rho0.5-roundsdefault-seed1.npz",
+        "mst-changes1-t-d-rho0.5-roundsdefault-seed1.npz",
+    }
 
 
 def test_saved_model_projects_as_the_release(tiny_release: tuple[object, Domain, Path]) -> None:
@@ -154,7 +171,7 @@ def test_log_rounds_prints_a_line_as_each_aim_round_starts(
     assert all(a["seconds"] <= b["seconds"] for a, b in itertools.pairwise(lines))
 
 
-def hub_model() -> aim_release.AimModel:
+def hub_model() -> aim_release.SavedModel:
     """A Markov random field whose cliques all share a hub ``h`` outside the query clique
     ``(a, b, c)``: eliminating ``h`` multiplies every factor, a product over the whole
     clique and ``h``. Each attribute's model axis holds a null slot (position 0), which
@@ -175,10 +192,10 @@ def hub_model() -> aim_release.AimModel:
     marginals = brute_force_marginals(potentials, 1.0)
     model = MarkovRandomField(potentials=potentials, marginals=marginals, total=1.0)
     picks = {name: list(range(1, size + 1)) for name, size in sizes.items()}
-    return aim_release.AimModel(model, picks, seconds=0.0, peak_rss_mb=0.0, digest="hub")
+    return aim_release.SavedModel(model, picks, seconds=0.0, peak_rss_mb=0.0, digest="hub")
 
 
-def exact_clique_marginal(aim: aim_release.AimModel, clique: tuple[str, ...]) -> np.ndarray:
+def exact_clique_marginal(aim: aim_release.SavedModel, clique: tuple[str, ...]) -> np.ndarray:
     """The clique marginal by brute force: the whole joint, summed, read at the codes."""
     potentials = aim.model.potentials
     names = list(potentials.domain.attributes)

@@ -1,6 +1,6 @@
-"""AIM's fitted model at full resolution: made once, kept on disk, projected per clique.
+"""AIM's (and MST's) fitted model at full resolution: made once, kept on disk, projected per clique.
 
-OpenDP 0.16's AIM (``opendp.extras.mbi``) releases a contingency table whose
+OpenDP 0.16's AIM and MST (``opendp.extras.mbi``) release a contingency table whose
 model is a Markov random field ``p(x) ~ exp(sum_C psi_C(x_C))`` over the
 release's keys. A query's clique marginal is the model projected onto the
 clique (``release.project``, variable elimination in NumPy under
@@ -28,12 +28,14 @@ peak RSS is its own) and saved as an ``.npz`` of the model itself: the
 potentials and marginals of every model clique, the total, and each
 attribute's code positions among the keys. :func:`load_model` rebuilds mbi's
 ``MarkovRandomField`` from it, so any later clique (the stepwise analyst's too)
-is projected without running AIM again.
+is projected without running AIM again. MST's release (``--method mst``: OpenDP's
+``dp.mbi.MST()`` at its defaults, a tree of pairs and every one-way marginal) is the
+same kind of model and goes through the same code; it has no rounds.
 
 A clique of six native attributes can have 10^9 cells, too many to hold or
 fit on. Above :data:`TOP_CELLS` cells the clique marginal is the exact
 model marginal restricted to its :data:`TOP_CELLS` heaviest cells,
-renormalised; :meth:`AimModel.clique_table` returns the mass dropped, and
+renormalised; :meth:`SavedModel.clique_table` returns the mass dropped, and
 the benchmark's rows record its mean and max over the stream. The heaviest
 cells are found by eliminating every attribute outside the clique (the
 factors that are left live on subsets of the clique) and enumerating the
@@ -46,6 +48,7 @@ cells) and 7.4e-5, 5.7e-5, 5.1e-5, 5.0e-5 (2.6e7 cells): within a few percent
 at 2^20, in either direction; fitting 2^21 cells took 3x longer.
 
     python benchmarks/accuracy/aim_release.py --table adult-full --epsilon 1 --unit addremove
+    python benchmarks/accuracy/aim_release.py --table loans --epsilon 1 --method mst
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -88,6 +91,8 @@ UNION_CELLS = 2**26
 #: times as many.
 BUFFER_FACTOR = 4
 RELEASES = HERE / "results" / "aim_releases"
+#: The mechanisms whose releases this module makes and reads (OpenDP's ``dp.mbi``).
+Method = Literal["aim", "mst"]
 
 
 def code_picks(keys: dict[str, Sequence[Any]], domain: Domain) -> list[list[int]]:
@@ -110,9 +115,11 @@ def read_at_codes(model_marginal: np.ndarray, picks: Sequence[Sequence[int]]) ->
     return table / table.sum()
 
 
-def release_path(table: str, digest: str, *, rho: float, unit: str, seed: int) -> Path:
+def release_path(
+    table: str, digest: str, *, rho: float, unit: str, seed: int, method: Method = "aim"
+) -> Path:
     tag = "" if unit == "addremove" else "-changes1"
-    return RELEASES / f"aim{tag}-{table}-{digest}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
+    return RELEASES / f"{method}{tag}-{table}-{digest}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
 
 
 def save_release(
@@ -144,8 +151,9 @@ def save_release(
 
 
 @dataclass
-class AimModel:
-    """A saved AIM model: mbi's ``MarkovRandomField`` and each attribute's code positions."""
+class SavedModel:
+    """A saved AIM or MST model: mbi's ``MarkovRandomField`` and each attribute's code
+    positions."""
 
     model: Any
     picks: dict[str, list[int]]
@@ -179,9 +187,9 @@ class AimModel:
 class ModelAnswerer:
     """Fits every query non-privately on the model's clique marginal (post-processing),
     as ``methods.SyntheticAnswerer`` fits it on a population's; keeps each answer's
-    left-out mass (:meth:`AimModel.clique_table`)."""
+    left-out mass (:meth:`SavedModel.clique_table`)."""
 
-    aim: AimModel
+    model: SavedModel
     domain: Domain
     dropped: list[float] = field(default_factory=list)
     #: The last few cliques' tables (a stepwise round asks one clique per candidate).
@@ -192,7 +200,7 @@ class ModelAnswerer:
     def answer(self, query: CMQuery) -> np.ndarray:
         key = tuple(query.clique)
         if key not in self.tables:
-            self.tables[key] = self.aim.clique_table(key)
+            self.tables[key] = self.model.clique_table(key)
             if len(self.tables) > 8:
                 self.tables.popitem(last=False)
         table, dropped = self.tables[key]
@@ -202,7 +210,7 @@ class ModelAnswerer:
         return minimize(problem, table.mass, tol=budget.tol, max_iter=budget.max_iter).theta
 
 
-def load_model(path: Path) -> AimModel:
+def load_model(path: Path) -> SavedModel:
     """Rebuilds the saved model (NumPy arrays in mbi's factors)."""
     from mbi import CliqueVector, Factor, MarkovRandomField
     from mbi import Domain as MbiDomain
@@ -222,7 +230,7 @@ def load_model(path: Path) -> AimModel:
     )
     picks = dict(zip(meta["attributes"], meta["picks"], strict=True))
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
-    return AimModel(model, picks, meta["seconds"], meta["peak_rss_mb"], digest)
+    return SavedModel(model, picks, meta["seconds"], meta["peak_rss_mb"], digest)
 
 
 def _scopes_and_sizes(potentials: Any) -> tuple[list[tuple[str, ...]], dict[str, int]]:
@@ -506,42 +514,52 @@ def log_rounds(stream: Any = sys.stderr) -> None:
     aim._make_aim_marginal = logged
 
 
-def make_release(table: str, *, epsilon: float, unit: str, seed: int) -> Path:
-    """Runs AIM (default rounds, rho*(eps, delta) under ``unit``) on ``table`` in this
-    process and saves its model; the path."""
+def make_release(
+    table: str, *, epsilon: float, unit: str, seed: int, method: Method = "aim"
+) -> Path:
+    """Runs AIM (default rounds) or MST (its defaults) at rho*(eps, delta) under ``unit`` on
+    ``table`` in this process and saves its model; the path."""
     from full_tables import DELTA, load_private
     from methods import data_digest, zcdp_for
     from synthetic import _release
 
     data = load_private(table)
     rho = zcdp_for(epsilon, DELTA)
-    path = release_path(table, data_digest(data), rho=rho, unit=unit, seed=seed)
+    path = release_path(table, data_digest(data), rho=rho, unit=unit, seed=seed, method=method)
     if path.exists():
         return path
     records = np.asarray(data.held_records(), dtype=np.int64)
     start = time.perf_counter()
-    release = _release("aim", data.domain, records, rho=rho, rounds=None, unit=unit)
+    release = _release(method, data.domain, records, rho=rho, rounds=None, unit=unit)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     save_release(release, data.domain, path, seconds=seconds, peak_rss_mb=rss)
     return path
 
 
-def saved_model(table: str, data: PrivateData, *, unit: str, epsilon: float, seed: int) -> AimModel:
-    """AIM's saved model on a full-resolution table, its release made first (in its own
-    process, :func:`main`, its rounds logged on stderr) where no run has made it."""
+def saved_model(
+    table: str,
+    data: PrivateData,
+    *,
+    unit: str,
+    epsilon: float,
+    seed: int,
+    method: Method = "aim",
+) -> SavedModel:
+    """AIM's (or MST's) saved model on a full-resolution table, its release made first (in
+    its own process, :func:`main`, AIM's rounds logged on stderr) where no run has made it."""
     from full_tables import DELTA
     from methods import data_digest, zcdp_for
 
     rho = zcdp_for(epsilon, DELTA)
-    path = release_path(table, data_digest(data), rho=rho, unit=unit, seed=seed)
+    path = release_path(table, data_digest(data), rho=rho, unit=unit, seed=seed, method=method)
     if not path.exists():
         env = dict(os.environ)
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
         command = [sys.executable, str(HERE / "aim_release.py"), "--table", table,
                    "--epsilon", repr(epsilon), "--unit", unit, "--seed", str(seed),
-                   "--log-rounds"]  # fmt: skip
+                   "--method", method, *(["--log-rounds"] if method == "aim" else [])]  # fmt: skip
         subprocess.run(command, check=True, env=env)
     return load_model(path)
 
@@ -552,13 +570,16 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, required=True)
     parser.add_argument("--unit", choices=("addremove", "replace"), default="addremove")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", choices=("aim", "mst"), default="aim")
     parser.add_argument(
-        "--log-rounds", action="store_true", help="a JSON line on stderr as each round starts"
+        "--log-rounds", action="store_true", help="AIM: a JSON line on stderr as each round starts"
     )
     args = parser.parse_args()
-    if args.log_rounds:
+    if args.log_rounds and args.method == "aim":
         log_rounds()
-    path = make_release(args.table, epsilon=args.epsilon, unit=args.unit, seed=args.seed)
+    path = make_release(
+        args.table, epsilon=args.epsilon, unit=args.unit, seed=args.seed, method=args.method
+    )
     print(json.dumps({"release": str(path)}), flush=True)
 
 

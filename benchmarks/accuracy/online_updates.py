@@ -27,8 +27,9 @@ features for every binary target (``StepwiseAnalyst``), each analyst driven by
 the method's own answers; pmwcm is told the workload's length and no cliques.
 
 ``aim-ar`` / ``aim-replace``: OpenDP's AIM at its default rounds, every query
-fitted on the model's own clique marginal. On the binary tables that is the
-dense model table (:func:`aim_model`); at full resolution the release's model is
+fitted on the model's own clique marginal; ``mst-ar`` / ``mst-replace`` the same for
+OpenDP's MST at its defaults. On the binary tables that is the
+dense model table (:func:`model_population`); at full resolution the release's model is
 saved once (``aim_release.py``, in its own process: its seconds and peak RSS
 are in the row) and projected per clique, a clique above ``aim_release.TOP_CELLS``
 cells on its heaviest cells (the left-out mass: ``dropped_mean``/``dropped_max``)::
@@ -75,9 +76,15 @@ from run import DELTA, Evaluator
 
 RESULTS = Path(__file__).parent / "results" / "online_updates.jsonl"
 VARIANTS = ("oracle", "measure", "both", "workload")
-#: AIM at OpenDP's default rounds, answered on its fitted model's own marginals, at its
-#: own add/remove unit and at OpenDP's replace-one unit (``unit_of(changes=1)``).
-AIM_UNITS = {"aim-ar": "addremove", "aim-replace": "replace"}
+#: The baselines, each answered on its fitted model's own marginals: OpenDP's AIM at its
+#: default rounds and MST at its defaults, each at its own add/remove unit and at
+#: OpenDP's replace-one unit (``unit_of(changes=1)``): update -> (mechanism, unit).
+BASELINES = {
+    "aim-ar": ("aim", "addremove"),
+    "aim-replace": ("aim", "replace"),
+    "mst-ar": ("mst", "addremove"),
+    "mst-replace": ("mst", "replace"),
+}
 SUBSAMPLE = 8_000
 
 
@@ -181,14 +188,17 @@ def run_stream(
     }  # fmt: skip
 
 
-def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[PrivateData, float]:
-    """AIM's fitted model table (OpenDP's default rounds, rho*(eps, delta) under ``unit``)
-    as a population, cached per table, unit, rho and run; and its fit's seconds."""
+def model_population(
+    ev: Evaluator, *, method: str, unit: str, epsilon: float, seed: int
+) -> tuple[PrivateData, float]:
+    """AIM's (OpenDP's default rounds) or MST's fitted model table, at rho*(eps, delta) under
+    ``unit``, as a population, cached per table, mechanism, unit, rho and run; and its fit's
+    seconds."""
     rho = zcdp_for(epsilon, DELTA)
     data = ev.train
     tag = "" if unit == "addremove" else "-changes1"
     path = SYNTHETIC_CACHE / (
-        f"aim-model{tag}-{data_digest(data)}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
+        f"{method}-model{tag}-{data_digest(data)}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
     )
     if path.exists():
         with np.load(path) as saved:
@@ -198,7 +208,7 @@ def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[P
 
         records = np.asarray(data.held_records(), dtype=np.int64)
         start = time.perf_counter()
-        table = model_table("aim", data.domain, records, rho=rho, rounds=None, unit=unit)
+        table = model_table(method, data.domain, records, rho=rho, rounds=None, unit=unit)
         seconds = time.perf_counter() - start
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.stem + ".partial.npz")
@@ -208,7 +218,7 @@ def aim_model(ev: Evaluator, *, unit: str, epsilon: float, seed: int) -> tuple[P
     return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
 
 
-def run_aim(
+def run_baseline(
     ev: Evaluator | SparseEvaluator,
     name: str,
     *,
@@ -218,18 +228,19 @@ def run_aim(
     k: int,
     workload: str = "random",
 ) -> dict[str, object]:
-    """The same workload answered on AIM's model marginals (no sampling); the row's numbers."""
+    """The same workload answered on AIM's or MST's model marginals (no sampling); the row's
+    numbers."""
     queries, _ = planned(ev, workload=workload, seed=seed, k=k)
-    unit = AIM_UNITS[update]
+    method, unit = BASELINES[update]
     extra: dict[str, object] = {}
     answerer: SyntheticAnswerer | ModelAnswerer
     if isinstance(ev, SparseEvaluator):
-        aim = saved_model(name, ev.train, unit=unit, epsilon=epsilon, seed=seed)
-        answerer = ModelAnswerer(aim, ev.domain)
-        seconds = aim.seconds
-        extra = {"release_rss_mb": aim.peak_rss_mb, "release": aim.digest}
+        saved = saved_model(name, ev.train, unit=unit, epsilon=epsilon, seed=seed, method=method)
+        answerer = ModelAnswerer(saved, ev.domain)
+        seconds = saved.seconds
+        extra = {"release_rss_mb": saved.peak_rss_mb, "release": saved.digest}
     else:
-        model, seconds = aim_model(ev, unit=unit, epsilon=epsilon, seed=seed)
+        model, seconds = model_population(ev, method=method, unit=unit, epsilon=epsilon, seed=seed)
         answerer = SyntheticAnswerer(model)
     errors: list[float] = []
 
@@ -296,7 +307,7 @@ def report(path: Path = RESULTS) -> str:
                 f"| {100 * np.mean([r['spent'] for r in rs]):.1f}% "
                 f"| {np.mean([r['updates'] for r in rs]):.1f} ({rs[0]['T']}) |"
             )
-        for method in AIM_UNITS:
+        for method in BASELINES:
             rs = by_update.get(method, [])
             if rs:
                 lines.append(
@@ -304,14 +315,17 @@ def report(path: Path = RESULTS) -> str:
                     f"| {np.mean([r['mean'] for r in rs]):.3g} | {max(r['max'] for r in rs):.3g} "
                     "| - | - | - (no check) | 100% | - |"
                 )
-    releases = aim_releases(rows)
-    return "\n".join(lines) + "\n\n" + against_aim(groups) + (f"\n\n{releases}" if releases else "")
+    releases = baseline_releases(rows)
+    tables = ["\n".join(lines), against(groups, "aim")]
+    if any("mst-ar" in by or "mst-replace" in by for by in groups.values()):
+        tables.append(against(groups, "mst"))
+    return "\n\n".join(tables) + (f"\n\n{releases}" if releases else "")
 
 
-def aim_releases(rows: list[dict[str, Any]]) -> str:
-    """The full-resolution AIM rows' costs: the release's seconds and peak RSS (its own
-    process), answering, and the model mass left out of the largest cliques."""
-    full = [r for r in rows if r["update"] in AIM_UNITS and "release_rss_mb" in r]
+def baseline_releases(rows: list[dict[str, Any]]) -> str:
+    """The full-resolution AIM and MST rows' costs: the release's seconds and peak RSS (its
+    own process), answering, and the model mass left out of the largest cliques."""
+    full = [r for r in rows if r["update"] in BASELINES and "release_rss_mb" in r]
     if not full:
         return ""
     header = ("table", "workload", "k", "eps", "update", "seed", "release s",
@@ -326,18 +340,21 @@ def aim_releases(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def against_aim(groups: Groups) -> str:
-    """pmwcm's variants over AIM's (ratios of the mean over seeds, and of the max): below 1
-    pmwcm is ahead. The max is the largest over a cell's streams, and a cell may hold
-    more pmwcm streams than AIM releases, which favours AIM; so the last column also
-    compares the streams' maxima on average (the mean over pmwcm's streams of each
-    one's max, over the same for AIM's releases at its add/remove unit)."""
-    header = ("table", "workload", "k", "eps", "update", "mean / aim-ar", "max / aim-ar",
-              "mean / aim-replace", "max / aim-replace",
-              "mean of maxima / aim-ar's")  # fmt: skip
+def against(groups: Groups, mechanism: str) -> str:
+    """pmwcm's variants over ``mechanism``'s (``"aim"`` or ``"mst"``: ratios of the mean over
+    seeds, and of the max): below 1 pmwcm is ahead. The max is the largest over a cell's
+    streams, and a cell may hold more pmwcm streams than the baseline's releases, which
+    favours the baseline; so the last column also compares the streams' maxima on average
+    (the mean over pmwcm's streams of each one's max, over the same for the baseline's
+    releases at its add/remove unit)."""
+    units = [u for u, (m, _) in BASELINES.items() if m == mechanism]
+    own = f"{mechanism}-ar"
+    header = ("table", "workload", "k", "eps", "update",
+              *(f"{part} / {u}" for u in units for part in ("mean", "max")),
+              f"mean of maxima / {own}'s")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for (name, workload, k, eps), by_update in sorted(groups.items()):
-        aims = {m: by_update[m] for m in AIM_UNITS if m in by_update}
+        aims = {m: by_update[m] for m in units if m in by_update}
         if not aims:
             continue
         for update in ("oracle", "measure", "workload"):
@@ -345,7 +362,7 @@ def against_aim(groups: Groups) -> str:
             if not rs:
                 continue
             cells = []
-            for method in AIM_UNITS:
+            for method in units:
                 if method not in aims:
                     cells += ["not run", "not run"]
                     continue
@@ -354,8 +371,8 @@ def against_aim(groups: Groups) -> str:
                     f"{np.mean([r['mean'] for r in rs]) / np.mean([r['mean'] for r in a]):.2f}x"
                 )
                 cells.append(f"{max(r['max'] for r in rs) / max(r['max'] for r in a):.2f}x")
-            if "aim-ar" in aims:
-                average = np.mean([r["max"] for r in aims["aim-ar"]])
+            if own in aims:
+                average = np.mean([r["max"] for r in aims[own]])
                 cells.append(f"{np.mean([r['max'] for r in rs]) / average:.2f}x")
             else:
                 cells.append("not run")
@@ -1250,7 +1267,7 @@ def main() -> None:
     parser.add_argument("--workload", choices=WORKLOADS, default="random",
                         help="stepwise: each binary target's forward selection")  # fmt: skip
     parser.add_argument("--updates", nargs="+", default=["oracle", "measure", "workload"],
-                        help=f"from {VARIANTS} and {tuple(AIM_UNITS)}")  # fmt: skip
+                        help=f"from {VARIANTS} and {tuple(BASELINES)}")  # fmt: skip
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--write-section",
@@ -1271,7 +1288,7 @@ def main() -> None:
         for eps in args.eps:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for update in args.updates:
-                    run = run_aim if update in AIM_UNITS else run_stream
+                    run = run_baseline if update in BASELINES else run_stream
                     row = run(ev, name, update=update, epsilon=eps, seed=seed, k=args.k,
                               workload=args.workload)  # fmt: skip
                     row["table"] = name
