@@ -340,6 +340,12 @@ def baseline_releases(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def ratio(value: float) -> str:
+    """A ratio as the tables print it: two decimals, or two significant digits below 0.1
+    (MST's errors on binary Adult are up to 1,000 times pmwcm's)."""
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"
+
+
 def against(groups: Groups, mechanism: str) -> str:
     """pmwcm's variants over ``mechanism``'s (``"aim"`` or ``"mst"``: ratios of the mean over
     seeds, and of the max): below 1 pmwcm is ahead. The max is the largest over a cell's
@@ -368,12 +374,12 @@ def against(groups: Groups, mechanism: str) -> str:
                     continue
                 a = aims[method]
                 cells.append(
-                    f"{np.mean([r['mean'] for r in rs]) / np.mean([r['mean'] for r in a]):.2f}x"
+                    ratio(np.mean([r["mean"] for r in rs]) / np.mean([r["mean"] for r in a]))
                 )
-                cells.append(f"{max(r['max'] for r in rs) / max(r['max'] for r in a):.2f}x")
+                cells.append(ratio(max(r["max"] for r in rs) / max(r["max"] for r in a)))
             if own in aims:
                 average = np.mean([r["max"] for r in aims[own]])
-                cells.append(f"{np.mean([r['max'] for r in rs]) / average:.2f}x")
+                cells.append(ratio(np.mean([r["max"] for r in rs]) / average))
             else:
                 cells.append("not run")
             lines.append(
