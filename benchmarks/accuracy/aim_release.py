@@ -1,4 +1,4 @@
-"""AIM's (and MST's) fitted model at full resolution: made once, kept on disk, projected per clique.
+"""AIM's and MST's models at full resolution: made once, kept on disk, projected per clique.
 
 OpenDP 0.16's AIM and MST (``opendp.extras.mbi``) release a contingency table whose
 model is a Markov random field ``p(x) ~ exp(sum_C psi_C(x_C))`` over the
