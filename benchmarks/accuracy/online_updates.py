@@ -761,6 +761,74 @@ eps = 0.5 2.6e-3 / 1.1e-2, so pmwcm's 1.5e-3 / 5.1e-3 is 0.58x / 0.47x of it (0.
 5.0e-3 0.33x / 0.46x of it:
 
     ... --tables adult-full-8000 --eps 0.5 1 --seeds 1 --k 2000 --updates aim-replace
+**Session 21: AIM answered about 3.5x faster, more of its releases, and MST.** Answering
+a stream on AIM's full-resolution model spent about three quarters of its time
+re-sorting the 2^20 heaviest cells of a large clique at every slice of it
+(`aim_release.HeaviestCells`: a clique enumerated with attributes held at each of
+their codes comes in thousands of slices). The candidates are now cut back once they
+reach four times the cells kept: on six 5- and 6-attribute cliques of the eps = 4
+full-Adult release the same cells and masses bit for bit, 3.1 -> 0.8 s, 36.6 -> 5.6
+s and 18.9 -> 1.0 s on the three largest; a tie at the cut now keeps the smaller
+codes, so the kept set no longer depends on the slicing. A 2,000-query random stream
+now takes 913-1,165 s to answer where it took 2,168-4,195. With it:
+
+* AIM at OpenDP's replace-one unit on full Adult's 8,000 rows at eps = 4 (release
+  216 s, 1.8 GB): 7.5e-4 / 6.9e-3 on the random streams, 6.8e-4 / 9.1e-3 on the
+  stepwise analyst; pmwcm at 0.18x / 0.20x and 0.18x / 0.12x of it.
+* Two more add/remove releases on 8,000 rows of full Adult at eps = 0.5 (random
+  streams 1 and 2): 1.67e-3 and 1.75e-3 on the mean against the first release's
+  2.01e-3, so pmwcm's 1.49e-3 is **0.83x** of AIM over three releases (0.74x of the
+  first alone), its largest error 0.47x of AIM's.
+* **MST** (`--updates mst-ar mst-replace`: OpenDP's `dp.mbi.MST()` at its defaults, at
+  its own add/remove unit and at OpenDP's replace-one unit, every query answered on
+  its fitted model's own clique marginal, as AIM's; `aim_release.py --method mst` at
+  full resolution). Its tree of pairs is far behind on binary Adult: its mean is
+  1.6-3.5e-3 on the random streams and 8.3e-4-1.6e-3 on the stepwise analyst at every
+  eps (AIM's 2.7e-6 to 1.2e-3), and pmwcm is at 0.0003-0.51x of
+  it on the mean. At full resolution (eps = 1, one release each; 102 s and 52 s), pmwcm
+  is at 0.13x / 0.31x of MST's mean / max on 8,000 rows of full Adult's random streams
+  and 0.22x / 0.20x on its stepwise analyst, 0.18x / 0.34x and 0.15x / 0.30x on TV16's.
+* **Loans, the first baseline there.** AIM cannot be run on loans here (below), MST
+  can: releases of 4-6 min at 2.6 GB, a stream answered in 1-2 min (a tree model
+  has no hub to eliminate). On the random streams pmwcm is at 0.66x / 0.83x and 0.21x
+  / 0.19x of MST's mean / max at eps = 0.5 and 4; on the stepwise analyst at 0.53x /
+  0.89x and 0.48x / 0.28x. At eps = 1 MST ran three times (its releases 4.5-6 min):
+  on the random streams pmwcm is at 0.73x / 0.40x of it; on the stepwise analyst at
+  0.54x / 0.28x over the three, but **two of the three releases have a lower mean than
+  pmwcm's 1.36e-3** (1.09e-3 and 1.04e-3; the third 5.5e-3), while pmwcm's largest
+  error is a third of theirs. At OpenDP's replace-one unit (eps = 1) MST is weaker:
+  0.40x / 0.43x and 0.45x / 0.32x. At 54 attributes and n = 10,000 the all-pairs prior spreads its
+  budget over 1,430 pairs, where MST measures 53 edges and the 54 one-way marginals:
+  a prior that selects its pairs on so wide a table (as MST's tree does) is the next
+  thing to try there.
+* **AIM on loans is out of reach on this machine.** `aim_release.py --table loans
+  --epsilon 0.5 --log-rounds` (the round log this session added; OpenDP's AIM prints
+  nothing of its own): OpenDP first expands its default workload (every triple of the
+  54 attributes, 24,804, with their subsets: 26,289 candidate cliques) and weights
+  them in pure Python, 5.5 CPU minutes; round 1 started at 480 s and 9.5 GB, round 2
+  at 1,171 s, round 3 at 1,929 s (11.5 and 12.6 min a round, each scoring every
+  candidate under the round's size cap on the model by variable elimination). Its
+  default `T` is 16 d = 864 rounds, each 1/864 of the budget until a round's update
+  is not significant, when the step grows 4x: at 12 min a round even 50 rounds is 10
+  hours. Stopped in round 3; no release.
+
+    ... --tables adult-full-8000 --eps 4 --seeds 1 --k 2000 --updates aim-replace
+    ... --tables adult-full-8000 --eps 4 --seeds 1 --workload stepwise --updates aim-replace
+    ... --tables adult-full-8000 --eps 0.5 --first-seed 1 --seeds 2 --k 2000 --updates aim-ar
+    ... --tables adult-8000 adult --eps 0.5 1 4 --seeds 1 --k 2000 --updates mst-ar mst-replace
+    ... --tables adult-8000 adult --eps 0.5 1 4 --seeds 1 --workload stepwise \\
+        --updates mst-ar mst-replace
+    ... --tables adult-full-8000 tv16-8000 --eps 1 --seeds 1 --updates mst-ar   (and stepwise)
+    ... --tables loans --eps 0.5 1 4 --seeds 1 --k 2000 --updates mst-ar   (and --workload stepwise)
+    ... --tables loans --eps 1 --first-seed 1 --seeds 2 --updates mst-ar   (and --workload stepwise)
+    ... --tables loans --eps 1 --seeds 1 --updates mst-replace            (and --workload stepwise)
+
+Also re-run, loans' random `workload` cell at eps = 4, seed 2 (it had not been re-run on
+session 19's threshold doubling, having left nothing unchecked): 4.19e-4 / 6.84e-3
+against 4.24e-4 / 6.90e-3 (row before in
+`results/online_updates_before_threshold_doubling.jsonl`):
+
+    ... --tables loans --eps 4 --seeds 1 --first-seed 2 --k 2000 --updates workload
 """
 
 
@@ -1227,19 +1295,16 @@ SECTION_READING = """
 * **The paper's update** (`oracle`, its own plan) gains 1.00-1.02x, leaves 15-18% of
   epsilon unspent where T = 10, and halts after one update at 8,000 rows, eps = 1
   (81% unchecked). It stays the default only where no stream is announced.
-* **Unrun**: the replace-one unit on the random streams at full resolution except full
-  Adult and TV16's 8,000 rows at eps = 1 (and 0.5 on TV16), at eps = 4 except on binary
-  Adult's 8,000 rows, and at k = 10,000; a second AIM run at full resolution on the
-  random streams of all rows (answering 2,000 queries on a full-resolution model took
-  40-70 min a release) and on the binary random streams at eps = 1 (8,000 rows) and 4;
-  AIM at k = 10,000 except on all of binary Adult at eps = 1 (session 9), both binary
-  tables at eps = 0.5 and TV16's 8,000 rows at eps = 1 (session 10); at full
-  resolution, AIM on TV16 at eps = 4 (stopped unfinished after 45 minutes in session 8)
-  and on loans (54 attributes: a release was stopped after 3 minutes in session 12 to
-  free the core for binary Adult's eps = 4 release), whose releases would take hours on
-  this machine (TV16's 17 attributes took 31-61 min at eps = 0.5-1). The same-query gain
-  at eps = 0.5 (k = 2,000) is 1.77x on all of binary Adult and 1.01x at 8,000 rows,
-  where the prior holds 95%.
+* **Unrun** (session 21): AIM at OpenDP's replace-one unit on all of binary Adult at
+  eps = 4, on full Adult at eps = 4 and 0.5, on TV16 (all rows) and at k =
+  10,000 at full resolution; AIM at k = 10,000 on full Adult (its eps = 1 release
+  answered for 93 minutes beside three other jobs and was stopped unfinished) and on its
+  8,000 rows; a second
+  AIM release on most full-resolution random cells (a 2,000-query stream now takes
+  15-20 min to answer, the release 2-120 min); MST at full resolution beyond eps = 1 on
+  the 8,000-row tables and beyond loans; AIM on loans (above: hours a release here).
+  The same-query gain at eps = 0.5 (k = 2,000) is 1.77x on all of binary Adult and
+  1.01x at 8,000 rows, where the prior holds 95%.
 """
 
 
