@@ -559,7 +559,7 @@ def saved_model(
         env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
         command = [sys.executable, str(HERE / "aim_release.py"), "--table", table,
                    "--epsilon", repr(epsilon), "--unit", unit, "--seed", str(seed),
-                   "--method", method, *(["--log-rounds"] if method == "aim" else [])]  # fmt: skip
+                   "--method", method, "--log-rounds"]  # fmt: skip
         subprocess.run(command, check=True, env=env)
     return load_model(path)
 

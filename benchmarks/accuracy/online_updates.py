@@ -360,8 +360,8 @@ def against(groups: Groups, mechanism: str) -> str:
               f"mean of maxima / {own}'s")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for (name, workload, k, eps), by_update in sorted(groups.items()):
-        aims = {m: by_update[m] for m in units if m in by_update}
-        if not aims:
+        runs = {m: by_update[m] for m in units if m in by_update}
+        if not runs:
             continue
         for update in ("oracle", "measure", "workload"):
             rs = [r for r in by_update.get(update, []) if "gain" in r]
@@ -369,16 +369,16 @@ def against(groups: Groups, mechanism: str) -> str:
                 continue
             cells = []
             for method in units:
-                if method not in aims:
+                if method not in runs:
                     cells += ["not run", "not run"]
                     continue
-                a = aims[method]
+                a = runs[method]
                 cells.append(
                     ratio(np.mean([r["mean"] for r in rs]) / np.mean([r["mean"] for r in a]))
                 )
                 cells.append(ratio(max(r["max"] for r in rs) / max(r["max"] for r in a)))
-            if own in aims:
-                average = np.mean([r["max"] for r in aims[own]])
+            if own in runs:
+                average = np.mean([r["max"] for r in runs[own]])
                 cells.append(ratio(np.mean([r["max"] for r in rs]) / average))
             else:
                 cells.append("not run")
