@@ -244,20 +244,46 @@ def cached_synthesis(
     return fake, seconds
 
 
-def model_population(data: PrivateData, *, rho: float, seed: int) -> PrivateData:
-    """AIM's fitted model table as a population (cached per data, rho and seed)."""
-    from synthetic import model_table  # heavy optional dependency (opendp[mbi])
+def model_population(
+    data: PrivateData,
+    *,
+    rho: float,
+    seed: int,
+    method: str = "aim",
+    unit: str = "addremove",
+    rounds: int | None = 16,
+) -> tuple[PrivateData, float]:
+    """``method``'s (OpenDP's AIM or MST) fitted model table as a population, and its fit's
+    seconds: every query is then answered on the model's own marginals (no sampling).
 
-    path = SYNTHETIC_CACHE / f"aim-model-{data_digest(data)}-rho{rho:.6g}-seed{seed}.npz"
+    At ``rho`` under ``unit`` (``"addremove"``, OpenDP's own; ``"replace"``, its
+    ``unit_of(changes=1)``) for ``rounds`` (``None``: OpenDP's default). Cached per
+    data (as a multiset), mechanism, unit, rounds, rho and run ``seed``; the seconds
+    are the original fit's, also when the table comes from the cache (``nan`` for a
+    table cached before the seconds were kept).
+    """
+    tag = "" if unit == "addremove" else "-changes1"
+    name = "" if rounds == 16 else f"-rounds{rounds or 'default'}"
+    path = SYNTHETIC_CACHE / (
+        f"{method}-model{tag}-{data_digest(data)}-rho{rho:.6g}{name}-seed{seed}.npz"
+    )
     if path.exists():
         with np.load(path) as saved:
             table = saved["table"]
+            seconds = float(saved["seconds"]) if "seconds" in saved else math.nan
     else:
-        table = model_table("aim", data.domain, records_or_rebuilt(data), rho=rho)
+        from synthetic import model_table  # heavy optional dependency (opendp[mbi])
+
+        records = records_or_rebuilt(data)
+        start = time.perf_counter()
+        table = model_table(method, data.domain, records, rho=rho, rounds=rounds, unit=unit)
+        seconds = time.perf_counter() - start
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, table=table)
+        partial = path.with_name(path.stem + ".partial.npz")
+        np.savez(partial, table=table, seconds=seconds)
+        partial.replace(path)  # a fit stopped half-way leaves no cached table
     histogram = DenseHistogram(data.domain, table)
-    return PrivateData(domain=data.domain, n=data.n, histogram=histogram)
+    return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
 
 
 def build(
@@ -313,9 +339,8 @@ def build(
     elif method == "aim-model-ar":
         # AIM at its own add/remove unit (rho*), every query answered on the fitted
         # model's marginals (no sampling): the comparison issue 15 asks for.
-        answerer = SyntheticAnswerer(
-            model_population(data, rho=zcdp_for(epsilon, delta), seed=seed)
-        )
+        model, _ = model_population(data, rho=zcdp_for(epsilon, delta), seed=seed)
+        answerer = SyntheticAnswerer(model)
     elif method == "nonprivate":
         answerer = SyntheticAnswerer(data)
     else:

@@ -29,7 +29,7 @@ the method's own answers; pmwcm is told the workload's length and no cliques.
 ``aim-ar`` / ``aim-replace``: OpenDP's AIM at its default rounds, every query
 fitted on the model's own clique marginal; ``mst-ar`` / ``mst-replace`` the same for
 OpenDP's MST at its defaults. On the binary tables that is the
-dense model table (:func:`model_population`); at full resolution the release's model is
+dense model table (:func:`methods.model_population`); at full resolution the release's model is
 saved once (``aim_release.py``, in its own process: its seconds and peak RSS
 are in the row) and projected per clique, a clique above ``aim_release.TOP_CELLS``
 cells on its heaviest cells (the left-out mass: ``dropped_mean``/``dropped_max``)::
@@ -55,7 +55,6 @@ import numpy as np
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
-from pmwcm.kernels.histogram import DenseHistogram
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -71,7 +70,7 @@ from full_tables import (
     random_stream,
     stepwise_k,
 )
-from methods import SYNTHETIC_CACHE, SyntheticAnswerer, data_digest, zcdp_for
+from methods import SyntheticAnswerer, model_population, zcdp_for
 from run import DELTA, Evaluator
 
 RESULTS = Path(__file__).parent / "results" / "online_updates.jsonl"
@@ -188,36 +187,6 @@ def run_stream(
     }  # fmt: skip
 
 
-def model_population(
-    ev: Evaluator, *, method: str, unit: str, epsilon: float, seed: int
-) -> tuple[PrivateData, float]:
-    """AIM's (OpenDP's default rounds) or MST's fitted model table, at rho*(eps, delta) under
-    ``unit``, as a population, cached per table, mechanism, unit, rho and run; and its fit's
-    seconds."""
-    rho = zcdp_for(epsilon, DELTA)
-    data = ev.train
-    tag = "" if unit == "addremove" else "-changes1"
-    path = SYNTHETIC_CACHE / (
-        f"{method}-model{tag}-{data_digest(data)}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
-    )
-    if path.exists():
-        with np.load(path) as saved:
-            table, seconds = saved["table"], float(saved["seconds"])
-    else:
-        from synthetic import model_table  # heavy optional dependency (opendp[mbi])
-
-        records = np.asarray(data.held_records(), dtype=np.int64)
-        start = time.perf_counter()
-        table = model_table(method, data.domain, records, rho=rho, rounds=None, unit=unit)
-        seconds = time.perf_counter() - start
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.stem + ".partial.npz")
-        np.savez(partial, table=table, seconds=seconds)
-        partial.replace(path)
-    histogram = DenseHistogram(data.domain, table)
-    return PrivateData(domain=data.domain, n=data.n, histogram=histogram), seconds
-
-
 def run_baseline(
     ev: Evaluator | SparseEvaluator,
     name: str,
@@ -240,7 +209,10 @@ def run_baseline(
         seconds = saved.seconds
         extra = {"release_rss_mb": saved.peak_rss_mb, "release": saved.digest}
     else:
-        model, seconds = model_population(ev, method=method, unit=unit, epsilon=epsilon, seed=seed)
+        model, seconds = model_population(
+            ev.train, rho=zcdp_for(epsilon, DELTA), seed=seed, method=method, unit=unit,
+            rounds=None,
+        )  # fmt: skip
         answerer = SyntheticAnswerer(model)
     errors: list[float] = []
 

@@ -49,19 +49,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from methods import (  # noqa: E402
-    SYNTHETIC_CACHE,
-    SyntheticAnswerer,
-    data_digest,
-    records_or_rebuilt,
-    zcdp_for,
-)
+from methods import SyntheticAnswerer, model_population, records_or_rebuilt, zcdp_for  # noqa: E402
 from run import DELTA, Evaluator, population, summary  # noqa: E402
 from workloads import parity_queries, parity_records  # noqa: E402
 
 from pmwcm.data.bundled import load_adult  # noqa: E402
 from pmwcm.engine.practical import PMWConfig, build_engine  # noqa: E402
-from pmwcm.kernels.histogram import DenseHistogram  # noqa: E402
 from pmwcm.kernels.workload import random_queries  # noqa: E402
 from pmwcm.mechanisms.noise import NumpyNoise  # noqa: E402
 from pmwcm.mechanisms.private_data import PrivateData  # noqa: E402
@@ -116,26 +109,11 @@ def private_table(rows: int = ROWS, offset: int = 0) -> tuple[PrivateData, Priva
 
 def aim_model(data: PrivateData, *, unit: str, seed: int) -> PrivateData:
     """AIM's fitted model table at its default rounds as a population (cached)."""
-    rho = zcdp_for(EPSILON, DELTA)
-    tag = "" if unit == "addremove" else "-changes1"
-    name = f"aim-model{tag}-{data_digest(data)}-rho{rho:.6g}-roundsdefault-seed{seed}.npz"
-    path = SYNTHETIC_CACHE / name
-    if path.exists():
-        with np.load(path) as saved:
-            table, seconds = saved["table"], float(saved["seconds"])
-    else:
-        from synthetic import model_table  # heavy optional dependency (opendp[mbi])
-
-        start = time.perf_counter()
-        records = records_or_rebuilt(data)
-        table = model_table("aim", data.domain, records, rho=rho, rounds=None, unit=unit)
-        seconds = time.perf_counter() - start
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.stem + ".partial.npz")
-        np.savez(partial, table=table, seconds=seconds)
-        partial.replace(path)
+    model, seconds = model_population(
+        data, rho=zcdp_for(EPSILON, DELTA), seed=seed, unit=unit, rounds=None
+    )
     print(f"aim {unit} seed {seed}: {seconds:.0f} s", flush=True)
-    return PrivateData(domain=data.domain, n=data.n, histogram=DenseHistogram(data.domain, table))
+    return model
 
 
 def answerer(method: str, data: PrivateData, seed: int, epsilon: float = EPSILON):
