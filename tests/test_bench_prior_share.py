@@ -1,0 +1,71 @@
+"""The prior-share sweep of ``benchmarks/accuracy/online_updates.py`` (issue 35's gain target).
+
+``--prior-shares`` runs the measured engine with the prior's share of epsilon fixed:
+the share must reach the engine's budget plan (and ``rule`` leave the budget rule in
+charge), a swept stream must be the benchmark's own stream under that plan, and the
+report must compare each share's mean with the rule's on the same cell.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ACCURACY = Path(__file__).resolve().parent.parent / "benchmarks" / "accuracy"
+sys.path.insert(0, str(ACCURACY))
+
+import online_updates  # noqa: E402
+
+from pmwcm.engine.plan import plan_budget  # noqa: E402
+from pmwcm.engine.practical import PMWConfig  # noqa: E402
+from pmwcm.kernels.domain import Domain  # noqa: E402
+
+
+def _plan(share: str) -> tuple[float, float]:
+    config = PMWConfig(
+        epsilon=1.0, delta=1e-6, update="measure", **online_updates.share_overrides(share)
+    )
+    domain = Domain.from_sizes({f"a{i}": 2 for i in range(14)})
+    plan = plan_budget(config, n=8_000, domain=domain)
+    return plan.config.prior_fraction, plan.config.sv_fraction
+
+
+def test_a_swept_share_reaches_the_budget_plan() -> None:
+    prior, sparse_vector = _plan("0.8")
+    assert prior == 0.8
+    assert sparse_vector == pytest.approx(online_updates.SWEPT_SV_PART * 0.2, abs=1e-6)
+    # "rule": the budget rule's own split (95% to the prior at this signal), untouched
+    assert _plan("rule")[0] == 0.95
+
+
+def test_a_swept_stream_is_the_benchmarks_stream_under_its_plan() -> None:
+    ev = online_updates.table("adult-8000")
+    rule = online_updates.run_stream(ev, update="measure", epsilon=1.0, seed=3, k=40)
+    same = online_updates.run_stream(ev, update="measure", epsilon=1.0, seed=3, k=40, overrides={})
+    assert same["mean"] == rule["mean"] and same["max"] == rule["max"]
+    swept = online_updates.run_stream(
+        ev, update="measure", epsilon=1.0, seed=3, k=40,
+        overrides=online_updates.share_overrides("0.5"),
+    )  # fmt: skip
+    assert swept["k"] == rule["k"]
+    assert swept["prior_mean"] != rule["prior_mean"]  # a start paid with less
+
+
+def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
+    rows = [
+        {"table": "t", "k": 10, "epsilon": 1.0, "prior_share": share, "mean": mean,
+         "max": 2 * mean, "gain": gain, "T": 20, "spent": 1.0, "unchecked": 0.0}
+        for share, mean, gain in (("rule", 1.0, 1.0), ("rule", 3.0, 1.2), ("0.8", 4.0, 1.5),
+                                  ("0.5", 6.0, 3.0))
+    ]  # fmt: skip
+    path = tmp_path / "shares.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = online_updates.prior_share_report(path).splitlines()
+    assert [line.split(" | ")[3] for line in lines[2:]] == ["rule", "0.8", "0.5"]
+    assert "| 2 | 2 | 1.00x |" in lines[2]  # two seeds, mean 2, its own ratio
+    assert "| 4 | 2.00x |" in lines[3] and "| 6 | 3.00x |" in lines[4]
+    assert "1.10x (1.00-1.20)" in lines[2]
+    assert online_updates.prior_share_report(tmp_path / "none.jsonl") == ""
