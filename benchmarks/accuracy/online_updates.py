@@ -808,6 +808,19 @@ against 4.24e-4 / 6.90e-3 (row before in
 `results/online_updates_before_threshold_doubling.jsonl`):
 
     ... --tables loans --eps 4 --seeds 1 --first-seed 2 --k 2000 --updates workload
+
+**Session 22: MST at full resolution at every eps on the 8,000-row tables** (one
+release each, add/remove unit, 56-73 s and 1.3 GB a release; a random stream answered
+in 23-24 min on full Adult's model, 33 s on TV16's). pmwcm is below MST on the mean and
+the max in every new cell: full Adult's 8,000 rows at 0.50x / 0.25x (random) and 0.65x
+/ 0.34x (stepwise) at eps = 0.5, 0.11x / 0.18x and 0.17x / 0.16x at eps = 4; TV16's at
+0.33x / 0.45x and 0.31x / 0.40x at eps = 0.5, 0.063x / 0.14x and 0.063x / 0.19x at eps
+= 4. MST's tree is behind AIM on TV16's 8,000 rows (its mean 6.6e-3 to 1.5e-2, AIM's
+releases 9.1e-4 to 1.2e-2, over the same eps and workloads).
+
+    ... --tables adult-full-8000 tv16-8000 --eps 0.5 4 --seeds 1 --updates mst-ar
+    ... --tables adult-full-8000 tv16-8000 --eps 0.5 4 --seeds 1 --workload stepwise \\
+        --updates mst-ar
 """
 
 
@@ -1274,14 +1287,15 @@ SECTION_READING = """
 * **The paper's update** (`oracle`, its own plan) gains 1.00-1.02x, leaves 15-18% of
   epsilon unspent where T = 10, and halts after one update at 8,000 rows, eps = 1
   (81% unchecked). It stays the default only where no stream is announced.
-* **Unrun** (session 21): AIM at OpenDP's replace-one unit on all of binary Adult at
+* **Unrun** (session 22): AIM at OpenDP's replace-one unit on all of binary Adult at
   eps = 4, on full Adult at eps = 4 and 0.5, on TV16 (all rows) and at k =
   10,000 at full resolution; AIM at k = 10,000 on full Adult (its eps = 1 release
   answered for 93 minutes beside three other jobs and was stopped unfinished) and on its
   8,000 rows; a second
   AIM release on most full-resolution random cells (a 2,000-query stream now takes
-  15-20 min to answer, the release 2-120 min); MST at full resolution beyond eps = 1 on
-  the 8,000-row tables and beyond loans; AIM on loans (above: hours a release here).
+  15-20 min to answer, the release 2-120 min); MST on all of full Adult and of TV16
+  (session 22 ran it at every eps on their 8,000 rows); AIM on loans (above: hours a
+  release here).
   The same-query gain at eps = 0.5 (k = 2,000) is 1.77x on all of binary Adult and
   1.01x at 8,000 rows, where the prior holds 95%.
 """
