@@ -21,6 +21,13 @@ query file), which lets the next query's real-data solve start early. Timings
 are wall-clock on whatever the machine is doing; the machine's load average
 is printed with them, and so are the main thread's and the whole process's
 CPU time per answer (what the answers cost, whatever the load).
+
+``--phases`` also times, on the main thread and while the stream is answered, the
+steps of a round that the main thread waits on: the hypothesis's clique table
+(:meth:`~pmwcm.kernels.support.SupportHistogram.clique_table`: the occupied cells and
+their masses, in passes over the ``M`` records), the problem built on its cells, the
+Newton solve on them, and the wait for the data side's worker; wall ms per answer
+each (the steps nest: the table and the solve are parts of the hypothesis side).
 """
 
 from __future__ import annotations
@@ -31,8 +38,13 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +86,68 @@ def queries(domain: Domain, k: int, seed: int) -> list[CMQuery]:
     return out
 
 
+@contextmanager
+def timed(owner: Any, name: str, seconds: dict[str, float], label: str) -> Iterator[None]:
+    """``owner.name`` timed into ``seconds[label]`` on the main thread while it is entered
+    (restored on exit)."""
+    original = getattr(owner, name)
+
+    def timing(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return original(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds[label] += time.perf_counter() - start
+
+    setattr(owner, name, timing)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def phase_timers(seconds: dict[str, float]) -> ExitStack:
+    """The ``--phases`` timers (module docstring), entered together."""
+    from pmwcm.engine import rounds, steps
+    from pmwcm.kernels import solvers
+    from pmwcm.kernels.support import SupportHistogram
+
+    stack = ExitStack()
+    stack.enter_context(timed(steps.EngineSteps, "hypothesis_side", seconds, "hypothesis side"))
+    stack.enter_context(
+        timed(SupportHistogram, "clique_table", seconds, "hypothesis: clique table")
+    )
+    stack.enter_context(timed(rounds.CMRound, "problem_on", seconds, "hypothesis: problem"))
+    stack.enter_context(timed(solvers, "_compiled_newton", seconds, "hypothesis: Newton"))
+    begin = steps.EngineSteps.begin_data_side
+
+    def waited(self: Any, key: str, round_: Any) -> Callable[[Any], Any]:
+        finish = begin(self, key, round_)
+
+        def finish_timed(answer: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return finish(answer)
+            finally:
+                seconds["data side: wait"] += time.perf_counter() - start
+
+        return finish_timed
+
+    steps.EngineSteps.begin_data_side = waited  # type: ignore[method-assign]
+    stack.callback(setattr, steps.EngineSteps, "begin_data_side", begin)
+    return stack
+
+
 def cell(
-    table: str, size: int, k: int, announced: bool, device: str = "cpu", memory_gib: float = 0.5
+    table: str,
+    size: int,
+    k: int,
+    announced: bool,
+    device: str = "cpu",
+    memory_gib: float = 0.5,
+    phases: bool = False,
 ) -> dict:
     from pmwcm.engine.practical import PMWConfig, build_engine
     from pmwcm.mechanisms.noise import NumpyNoise
@@ -95,12 +167,14 @@ def cell(
     cpu_start = time.process_time()
     rss_after_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stream = queries(dataset.domain, k, seed=1)
-    start, main_cpu = time.perf_counter(), time.thread_time()
-    if announced:  # the batch door: each query's data side may start ahead
-        sources = [getattr(a, "source", "refused") for a in engine.ask_each(stream)]
-    else:
-        sources = [engine.answer(q).source for q in stream]
-    answering = time.perf_counter() - start
+    seconds: dict[str, float] = defaultdict(float)
+    with phase_timers(seconds) if phases else ExitStack():
+        start, main_cpu = time.perf_counter(), time.thread_time()
+        if announced:  # the batch door: each query's data side may start ahead
+            sources = [getattr(a, "source", "refused") for a in engine.ask_each(stream)]
+        else:
+            sources = [engine.answer(q).source for q in stream]
+        answering = time.perf_counter() - start
     main_cpu = time.thread_time() - main_cpu
     below = sources.count("hypothesis")
     return {
@@ -121,7 +195,9 @@ def cell(
         "hypothesis_answers": below,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": round(os.getloadavg()[0], 2),
-    }
+        **({"phase_ms_per_answer": {p: round(1e3 * t / k, 1) for p, t in seconds.items()}}
+           if phases else {}),
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -141,11 +217,16 @@ def main() -> None:
         "--memory-gib", type=float, default=0.5, help="the hypothesis's memory budget (GiB)"
     )
     parser.add_argument("--timeout", type=float, default=None, help="seconds per cell")
+    parser.add_argument("--phases", action="store_true",
+                        help="also time the steps of a round (module docstring)")  # fmt: skip
     parser.add_argument("--cell", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cell:
         announced = args.modes == ["announced"]
-        row = cell(args.table, args.sizes[0], args.k, announced, args.device, args.memory_gib)
+        row = cell(
+            args.table, args.sizes[0], args.k, announced, args.device, args.memory_gib,
+            phases=args.phases,
+        )  # fmt: skip
         print(json.dumps(row))
         return
     rows = []
@@ -154,6 +235,7 @@ def main() -> None:
             command = [sys.executable, __file__, "--cell", "--table", args.table]
             command += ["--sizes", str(size), "--k", str(args.k), "--modes", mode]
             command += ["--device", args.device, "--memory-gib", str(args.memory_gib)]
+            command += ["--phases"] if args.phases else []
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
             out = subprocess.run(
                 command, check=True, stdout=subprocess.PIPE, text=True, env=env,
