@@ -1301,8 +1301,13 @@ SECTION_READING = """
 """
 
 
-#: The prior-share sweep's rows (``--prior-shares``), apart from the ablation's.
-PRIOR_SHARE_RESULTS = RESULTS.with_name("online_updates_prior_share.jsonl")
+#: The sweeps of one engine setting (``--prior-shares``, ``--support-sizes``): the flag's
+#: row field, its rows' file (apart from the ablation's) and the label of the engine's
+#: own setting, which each other setting's mean is compared with.
+SWEEPS = {
+    "prior_share": (RESULTS.with_name("online_updates_prior_share.jsonl"), "rule"),
+    "support_size": (RESULTS.with_name("online_updates_support_size.jsonl"), "default"),
+}
 #: The sparse vector's part of what a swept prior share leaves (the rest: the
 #: measurements), as the budget rule's largest-signal split gives it (10% of 30%).
 SWEPT_SV_PART = 1 / 3
@@ -1335,6 +1340,21 @@ here it could be met only by answering worse, which the rule does not do.
 """
 
 
+SUPPORT_SIZE_HEAD = """### Accuracy against the support size on loans (`--support-sizes`)
+
+Issue 35 item 5 asks whether the support size `M` limits accuracy on the widest
+tables. Loans (54 attributes, about 1,430 pairs) gets `M = 2^14` by default (the
+smallest power of two at least n = 10,000, within [2^14, 2^18]). The measured engine
+on the benchmark's own stepwise streams (seeds 0-2; `default`: the engine's own
+`M`), eps = 1:
+
+    PYTHONPATH=src OPENBLAS_NUM_THREADS=1 python benchmarks/accuracy/online_updates.py \\
+        --tables loans --eps 1 --workload stepwise --seeds 3 --support-sizes default 65536
+"""
+
+SUPPORT_SIZE_READING = ""
+
+
 def share_overrides(share: str) -> dict[str, Any]:
     """The :class:`PMWConfig` fields that fix the prior's share of epsilon at ``share`` (the
     sparse vector :data:`SWEPT_SV_PART` of the rest); none for ``"rule"``."""
@@ -1345,49 +1365,68 @@ def share_overrides(share: str) -> dict[str, Any]:
             "sv_fraction": round(SWEPT_SV_PART * (1.0 - prior), 6)}  # fmt: skip
 
 
-def sweep_prior_shares(
-    tables: list[str], epsilons: list[float], shares: list[str], *, seeds: range, k: int
+def size_overrides(size: str) -> dict[str, Any]:
+    """The :class:`PMWConfig` field that sets the support's ``M``; none for ``"default"``."""
+    return {} if size == "default" else {"support_size": int(size)}
+
+
+def sweep(
+    field: str,
+    tables: list[str],
+    epsilons: list[float],
+    settings: list[str],
+    *,
+    seeds: range,
+    k: int,
+    workload: str = "random",
 ) -> None:
-    """The measured engine's random streams at each prior share (rows appended to
-    :data:`PRIOR_SHARE_RESULTS`, one printed as each is made)."""
+    """The measured engine's streams at each setting of ``field`` (rows appended to its
+    :data:`SWEEPS` file, one printed as each is made)."""
+    path, _ = SWEEPS[field]
+    overrides = share_overrides if field == "prior_share" else size_overrides
     for name in tables:
         ev = table(name)
         for eps in epsilons:
-            for share in shares:
+            for setting in settings:
                 for seed in seeds:
                     row = run_stream(ev, name, update="measure", epsilon=eps, seed=seed, k=k,
-                                     overrides=share_overrides(share))  # fmt: skip
-                    row.update(table=name, prior_share=share)
-                    with PRIOR_SHARE_RESULTS.open("a") as out:
+                                     workload=workload, overrides=overrides(setting))  # fmt: skip
+                    row.update({"table": name, field: setting})
+                    with path.open("a") as out:
                         out.write(json.dumps(row) + "\n")
                     shown = {key: v for key, v in row.items() if key in SHOWN}
                     print(json.dumps(shown), flush=True)
 
 
-def prior_share_report(path: Path = PRIOR_SHARE_RESULTS) -> str:
-    """The sweep's table: per (table, k, eps, share), means over seeds."""
+def sweep_report(field: str, path: Path | None = None) -> str:
+    """A sweep's table: per (table, workload, k, eps, setting), means over seeds, each mean
+    also over the engine's own setting's on the same cell."""
+    path, own = (SWEEPS[field][0] if path is None else path), SWEEPS[field][1]
     if not path.exists():
         return ""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    cells: dict[tuple[str, int, float], dict[str, list[dict[str, Any]]]] = {}
+    cells: dict[tuple[str, str, int, float], dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
-        key = (row["table"], row["k"], row["epsilon"])
-        cells.setdefault(key, {}).setdefault(row["prior_share"], []).append(row)
-    header = ("table", "k", "eps", "prior share", "seeds", "mean excess risk", "mean vs rule",
-              "mean of the maxima", "same-query gain (min-max)", "T", "eps spent",
-              "unchecked")  # fmt: skip
+        key = (row["table"], row.get("workload", "random"), row["k"], row["epsilon"])
+        cells.setdefault(key, {}).setdefault(str(row[field]), []).append(row)
+    label = field.replace("_", " ")
+    header = ("table", "workload", "k", "eps", label, "seeds", "mean excess risk",
+              f"mean vs {own}", "mean of the maxima", "same-query gain (min-max)", "T",
+              "eps spent", "unchecked")  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for (name, k, eps), by_share in sorted(cells.items()):
-        rule = by_share.get("rule")
-        order = sorted(by_share, key=lambda s: (s != "rule", -float(s) if s != "rule" else 0))
-        for share in order:
-            rs = by_share[share]
+    for (name, workload, k, eps), by_setting in sorted(cells.items()):
+        baseline = by_setting.get(own)
+        order = sorted(by_setting, key=lambda s: (s != own, 0.0 if s == own else float(s)))
+        if field == "prior_share":  # the largest share (nearest the rule's) first
+            order = sorted(by_setting, key=lambda s: (s != own, 0.0 if s == own else -float(s)))
+        for setting in order:
+            rs = by_setting[setting]
             mean = float(np.mean([r["mean"] for r in rs]))
-            versus = f"{mean / np.mean([r['mean'] for r in rule]):.2f}x" if rule else "-"
+            versus = f"{mean / np.mean([r['mean'] for r in baseline]):.2f}x" if baseline else "-"
             gains = [r["gain"] for r in rs]
             lines.append(
-                f"| {name} | {k:,} | {eps:g} | {share} | {len(rs)} | {mean:.3g} | {versus} "
-                f"| {np.mean([r['max'] for r in rs]):.3g} "
+                f"| {name} | {workload} | {k:,} | {eps:g} | {setting} | {len(rs)} | {mean:.3g} "
+                f"| {versus} | {np.mean([r['max'] for r in rs]):.3g} "
                 f"| {np.mean(gains):.2f}x ({min(gains):.2f}-{max(gains):.2f}) "
                 f"| {np.mean([r['T'] for r in rs]):.0f} "
                 f"| {100 * np.mean([r['spent'] for r in rs]):.1f}% "
@@ -1398,8 +1437,13 @@ def prior_share_report(path: Path = PRIOR_SHARE_RESULTS) -> str:
 
 def section(path: Path = RESULTS) -> str:
     """The docs/results.md section of this benchmark (head, table, reading)."""
-    shares = prior_share_report()
-    tail = f"\n{PRIOR_SHARE_HEAD}\n{shares}\n{PRIOR_SHARE_READING}" if shares else ""
+    tail = ""
+    for field, head, reading in (
+        ("prior_share", PRIOR_SHARE_HEAD, PRIOR_SHARE_READING),
+        ("support_size", SUPPORT_SIZE_HEAD, SUPPORT_SIZE_READING),
+    ):
+        table_ = sweep_report(field)
+        tail += f"\n{head}\n{table_}\n{reading}" if table_ else ""
     return SECTION_HEAD + "\n" + report(path) + "\n" + SECTION_READING + tail
 
 
@@ -1413,9 +1457,9 @@ def replace_section(results_md: Path, path: Path = RESULTS) -> None:
 
 
 #: The fields of a row printed as it is stored.
-SHOWN = ("table", "update", "prior_share", "workload", "epsilon", "seed", "k", "mean", "max",
-         "gain", "unchecked", "spent", "updates", "seconds", "release_rss_mb",
-         "dropped_max")  # fmt: skip
+SHOWN = ("table", "update", "prior_share", "support_size", "workload", "epsilon", "seed",
+         "k", "mean", "max", "gain", "unchecked", "spent", "updates", "seconds",
+         "release_rss_mb", "dropped_max")  # fmt: skip
 
 
 def main() -> None:
@@ -1433,6 +1477,9 @@ def main() -> None:
     parser.add_argument("--prior-shares", nargs="+", metavar="SHARE",
                         help="the measured engine with the prior's share fixed at each "
                         "(or 'rule'), rows to online_updates_prior_share.jsonl")  # fmt: skip
+    parser.add_argument("--support-sizes", nargs="+", metavar="M",
+                        help="the measured engine on a support of each M (or 'default'), "
+                        "rows to online_updates_support_size.jsonl")  # fmt: skip
     parser.add_argument("--report", action="store_true")
     parser.add_argument(
         "--write-section",
@@ -1449,10 +1496,13 @@ def main() -> None:
         return
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     RESULTS.parent.mkdir(exist_ok=True)
-    if args.prior_shares:
-        sweep_prior_shares(args.tables, args.eps, args.prior_shares, seeds=seeds, k=args.k)
-        print(prior_share_report())
-        return
+    for field, settings in (("prior_share", args.prior_shares),
+                            ("support_size", args.support_sizes)):  # fmt: skip
+        if settings:
+            sweep(field, args.tables, args.eps, settings, seeds=seeds, k=args.k,
+                  workload=args.workload)  # fmt: skip
+            print(sweep_report(field))
+            return
     for name in args.tables:
         ev = table(name)
         for eps in args.eps:

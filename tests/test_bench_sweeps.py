@@ -54,6 +54,16 @@ def test_a_swept_stream_is_the_benchmarks_stream_under_its_plan() -> None:
     assert swept["prior_mean"] != rule["prior_mean"]  # a start paid with less
 
 
+def test_a_swept_support_size_reaches_the_plan() -> None:
+    domain = Domain.from_sizes({f"a{i}": 40 for i in range(20)})  # too wide to keep dense
+    for size, expected in (("default", 2**14), ("65536", 65536)):
+        config = PMWConfig(
+            epsilon=1.0, delta=1e-6, update="measure", **online_updates.size_overrides(size)
+        )
+        plan = plan_budget(config, n=10_000, domain=domain)
+        assert plan.backend.kind == "support" and plan.backend.support_size == expected
+
+
 def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
     rows = [
         {"table": "t", "k": 10, "epsilon": 1.0, "prior_share": share, "mean": mean,
@@ -63,9 +73,18 @@ def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
     ]  # fmt: skip
     path = tmp_path / "shares.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    lines = online_updates.prior_share_report(path).splitlines()
-    assert [line.split(" | ")[3] for line in lines[2:]] == ["rule", "0.8", "0.5"]
+    lines = online_updates.sweep_report("prior_share", path).splitlines()
+    assert [line.split(" | ")[4] for line in lines[2:]] == ["rule", "0.8", "0.5"]
     assert "| 2 | 2 | 1.00x |" in lines[2]  # two seeds, mean 2, its own ratio
     assert "| 4 | 2.00x |" in lines[3] and "| 6 | 3.00x |" in lines[4]
     assert "1.10x (1.00-1.20)" in lines[2]
-    assert online_updates.prior_share_report(tmp_path / "none.jsonl") == ""
+    assert online_updates.sweep_report("prior_share", tmp_path / "none.jsonl") == ""
+    sizes = [
+        dict(row, support_size=size)
+        for row, size in zip(rows, ("default", "65536", "65536", "262144"), strict=True)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in sizes))
+    lines = online_updates.sweep_report("support_size", path).splitlines()
+    assert "mean vs default" in lines[0]
+    assert [line.split(" | ")[4] for line in lines[2:]] == ["default", "65536", "262144"]
+    assert "| 3.5 | 3.50x |" in lines[3]  # (3 + 4) / 2 over the default's 1
