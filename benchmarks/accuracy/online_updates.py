@@ -1352,7 +1352,18 @@ on the benchmark's own stepwise streams (seeds 0-2; `default`: the engine's own
         --tables loans --eps 1 --workload stepwise --seeds 3 --support-sizes default 65536
 """
 
-SUPPORT_SIZE_READING = ""
+SUPPORT_SIZE_READING = """
+Reading (session 22). On a support four times larger the mean falls to 0.65x the
+default's (8.9e-4 against 1.36e-3; each of the three streams 0.60-0.70x), below each
+of MST's three releases (1.04e-3, 1.09e-3, 5.5e-3), where the default's was above two;
+the mean of the streams' maxima is level (2.1e-2 against 2.0e-2: one stream's rose from
+2.3e-2 to 3.0e-2, the others' moved by 1.1x and 0.77x). Here `M` limits accuracy: 2^14
+records cannot hold the fit of 1,431 pairs. The default rule (`default_support_size`:
+`M` from n alone) is unchanged this session: a rule that grows `M` with the width
+would change every full-resolution row of loans, which were not re-run, and a stream
+at 2^16 took 470-505 s against 117-149 (two jobs on the cores). `--support-size 65536`
+(`PMWConfig(support_size=...)`) gets it now.
+"""
 
 
 def share_overrides(share: str) -> dict[str, Any]:
