@@ -23,11 +23,12 @@ is printed with them, and so are the main thread's and the whole process's
 CPU time per answer (what the answers cost, whatever the load).
 
 ``--phases`` also times, on the main thread and while the stream is answered, the
-steps of a round that the main thread waits on: the hypothesis's clique table
+steps of the hypothesis side of a round: its clique table
 (:meth:`~pmwcm.kernels.support.SupportHistogram.clique_table`: the occupied cells and
-their masses, in passes over the ``M`` records), the problem built on its cells, the
-Newton solve on them, and the wait for the data side's worker; wall ms per answer
-each (the steps nest: the table and the solve are parts of the hypothesis side).
+their masses, in passes over the ``M`` records), the problem built on its cells
+(:meth:`~pmwcm.kernels.glm_problem.GLMProblem.on_cells`) and the Newton solve on them;
+wall ms per answer each, and the rest of the round (the sparse vector, the wait for
+the data side's worker, the engine's bookkeeping).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,34 +110,17 @@ def timed(owner: Any, name: str, seconds: dict[str, float], label: str) -> Itera
 
 
 def phase_timers(seconds: dict[str, float]) -> ExitStack:
-    """The ``--phases`` timers (module docstring), entered together."""
-    from pmwcm.engine import rounds, steps
+    """The ``--phases`` timers (module docstring), entered together. Only kernels are
+    timed: the engine's own classes are not touched from outside
+    (``tests/test_engine_state.py``)."""
     from pmwcm.kernels import solvers
+    from pmwcm.kernels.glm_problem import GLMProblem
     from pmwcm.kernels.support import SupportHistogram
 
     stack = ExitStack()
-    stack.enter_context(timed(steps.EngineSteps, "hypothesis_side", seconds, "hypothesis side"))
-    stack.enter_context(
-        timed(SupportHistogram, "clique_table", seconds, "hypothesis: clique table")
-    )
-    stack.enter_context(timed(rounds.CMRound, "problem_on", seconds, "hypothesis: problem"))
-    stack.enter_context(timed(solvers, "_compiled_newton", seconds, "hypothesis: Newton"))
-    begin = steps.EngineSteps.begin_data_side
-
-    def waited(self: Any, key: str, round_: Any) -> Callable[[Any], Any]:
-        finish = begin(self, key, round_)
-
-        def finish_timed(answer: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return finish(answer)
-            finally:
-                seconds["data side: wait"] += time.perf_counter() - start
-
-        return finish_timed
-
-    steps.EngineSteps.begin_data_side = waited  # type: ignore[method-assign]
-    stack.callback(setattr, steps.EngineSteps, "begin_data_side", begin)
+    stack.enter_context(timed(SupportHistogram, "clique_table", seconds, "clique table"))
+    stack.enter_context(timed(GLMProblem, "on_cells", seconds, "problem on its cells"))
+    stack.enter_context(timed(solvers, "_compiled_newton", seconds, "Newton solve"))
     return stack
 
 
@@ -195,8 +179,10 @@ def cell(
         "hypothesis_answers": below,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": round(os.getloadavg()[0], 2),
-        **({"phase_ms_per_answer": {p: round(1e3 * t / k, 1) for p, t in seconds.items()}}
-           if phases else {}),
+        **({"phase_ms_per_answer": {
+            **{p: round(1e3 * t / k, 1) for p, t in seconds.items()},
+            "rest of the round": round(1e3 * (answering - sum(seconds.values())) / k, 1),
+        }} if phases else {}),
     }  # fmt: skip
 
 
