@@ -47,6 +47,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -1308,13 +1310,6 @@ SECTION_READING = """
 """
 
 
-#: The sweeps of one engine setting (``--prior-shares``, ``--support-sizes``): the flag's
-#: row field, its rows' file (apart from the ablation's) and the label of the engine's
-#: own setting, which each other setting's mean is compared with.
-SWEEPS = {
-    "prior_share": (RESULTS.with_name("online_updates_prior_share.jsonl"), "rule"),
-    "support_size": (RESULTS.with_name("online_updates_support_size.jsonl"), "default"),
-}
 #: The sparse vector's part of what a swept prior share leaves (the rest: the
 #: measurements), as the budget rule's largest-signal split gives it (10% of 30%).
 SWEPT_SV_PART = 1 / 3
@@ -1388,6 +1383,33 @@ def size_overrides(size: str) -> dict[str, Any]:
     return {} if size == "default" else {"support_size": int(size)}
 
 
+@dataclass(frozen=True)
+class Sweep:
+    """One engine setting swept (``--prior-shares``, ``--support-sizes``).
+
+    Attributes:
+        path: its rows' file (apart from the ablation's).
+        own: the label of the engine's own setting, which each other setting's mean is
+            compared with.
+        overrides: a setting's label -> the :class:`PMWConfig` fields it sets.
+        largest_first: the report's order of the other settings.
+    """
+
+    path: Path
+    own: str
+    overrides: Callable[[str], dict[str, Any]]
+    largest_first: bool
+
+
+#: The sweeps by their rows' field naming the setting.
+SWEEPS = {
+    "prior_share": Sweep(RESULTS.with_name("online_updates_prior_share.jsonl"), "rule",
+                         share_overrides, largest_first=True),  # nearest the rule's first
+    "support_size": Sweep(RESULTS.with_name("online_updates_support_size.jsonl"), "default",
+                          size_overrides, largest_first=False),
+}  # fmt: skip
+
+
 def sweep(
     field: str,
     tables: list[str],
@@ -1400,17 +1422,17 @@ def sweep(
 ) -> None:
     """The measured engine's streams at each setting of ``field`` (rows appended to its
     :data:`SWEEPS` file, one printed as each is made)."""
-    path, _ = SWEEPS[field]
-    overrides = share_overrides if field == "prior_share" else size_overrides
+    swept = SWEEPS[field]
     for name in tables:
         ev = table(name)
         for eps in epsilons:
             for setting in settings:
                 for seed in seeds:
+                    overrides = swept.overrides(setting)
                     row = run_stream(ev, name, update="measure", epsilon=eps, seed=seed, k=k,
-                                     workload=workload, overrides=overrides(setting))  # fmt: skip
+                                     workload=workload, overrides=overrides)  # fmt: skip
                     row.update({"table": name, field: setting})
-                    with path.open("a") as out:
+                    with swept.path.open("a") as out:
                         out.write(json.dumps(row) + "\n")
                     shown = {key: v for key, v in row.items() if key in SHOWN}
                     print(json.dumps(shown), flush=True)
@@ -1419,7 +1441,8 @@ def sweep(
 def sweep_report(field: str, path: Path | None = None) -> str:
     """A sweep's table: per (table, workload, k, eps, setting), means over seeds, each mean
     also over the engine's own setting's on the same cell."""
-    path, own = (SWEEPS[field][0] if path is None else path), SWEEPS[field][1]
+    swept = SWEEPS[field]
+    path, own = swept.path if path is None else path, swept.own
     if not path.exists():
         return ""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -1434,9 +1457,8 @@ def sweep_report(field: str, path: Path | None = None) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for (name, workload, k, eps), by_setting in sorted(cells.items()):
         baseline = by_setting.get(own)
-        order = sorted(by_setting, key=lambda s: (s != own, 0.0 if s == own else float(s)))
-        if field == "prior_share":  # the largest share (nearest the rule's) first
-            order = sorted(by_setting, key=lambda s: (s != own, 0.0 if s == own else -float(s)))
+        sign = -1.0 if swept.largest_first else 1.0
+        order = sorted(by_setting, key=lambda s: (s != own, 0.0 if s == own else sign * float(s)))
         for setting in order:
             rs = by_setting[setting]
             mean = float(np.mean([r["mean"] for r in rs]))
