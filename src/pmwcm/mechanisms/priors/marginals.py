@@ -37,6 +37,13 @@ stopped it. At eps = 4 on the 39,073-row split (2.5-2.9x above the bound) it
 cut the panel 20-34%. On that split at eps <= 1, and on the full-resolution
 support priors, the fit already ends within the bound
 (``benchmarks/accuracy/updates.py``, docs/design.md section 6).
+
+A fit whose targets no distribution comes near (four records at eps = 1: every
+released cell is noise of sd 2.7) drives ``Dhat`` onto one cell and stays there:
+the loss stops changing at all while the bound is still far, so neither rule
+ended it, the step grew 10% a step and overflowed after some 7,400 of the
+30,000 continued iterations. Ten accepted steps that leave the loss exactly
+where it was are a fixed point, and end the fit.
 """
 
 from __future__ import annotations
@@ -290,7 +297,8 @@ def entropic_descent(
     expected energy. A fit still above :data:`DISCREPANCY` times that goes on,
     up to ``continuation`` (default :data:`CONTINUATION`) times ``iterations``,
     until within that bound, and ``rtol`` no longer stops it. ``rtol`` is read
-    over the last :data:`STALL_WINDOW` accepted steps, never one. Only public
+    over the last :data:`STALL_WINDOW` accepted steps, never one; as many accepted
+    steps that leave ``L`` exactly unchanged end the fit anywhere (a fixed point). Only public
     values decide (the released ``y_k``, their ``sigma``); why each rule, with
     the measurements behind it: the module docstring ("Stopping").
 
@@ -415,6 +423,11 @@ def _descend(
                 and accepted[0] - current <= STALL_WINDOW * rtol * current
             )
             if stalled and done <= iterations and current <= bound:
+                break
+            if stalled and accepted[0] == current:
+                # a fixed point: the steps no longer move Dhat at all (it sits on the
+                # cells a far-off target pulls it to), and the growing step would
+                # only overflow; no later step can bring it nearer the bound
                 break
         else:
             step *= 0.5
