@@ -8,8 +8,9 @@ preallocated buffer, measured in the same run, and prints the ratios. The
 targets (issue 18): from 2^18 cells, every marginal and reweight within 1.5x
 of the copy for every clique shape; below 2^18, at most 20 us per kernel.
 
-For each universe (binary axes, ``|X| = 2^10 .. 2^24``, and one mixed-size
-domain) and each clique shape (leading, trailing and spread axes, 3 and 5
+For each universe (binary axes, ``|X| = 2^10 .. 2^24``, one mixed-size domain,
+and a small one whose last attribute has 600 values, longer than a pass's row
+table) and each clique shape (leading, trailing and spread axes, 3 and 5
 attributes), it reports the median over ``--repeats`` timed samples after a
 warm-up; each sample loops the operation enough times to last >= 20 ms.
 
@@ -62,6 +63,10 @@ from pmwcm.mechanisms.priors.marginals import (
 FloatArray = NDArray[np.float64]
 
 MIXED_SIZES = (3, 5, 2, 4, 7, 2, 3, 6, 2, 5, 4, 3)  # |X| = 3,628,800 (~2^21.8)
+#: |X| = 14,400 (one compiled pass), its last attribute longer than a row's code table
+#: (``dense_marginal._ROW_CELLS``): round 3 passed its marginals one cell a row (about
+#: 260 us at 9,600 cells), which no binary or mixed domain here showed.
+LONG_SIZES = (2, 2, 3, 2, 600)
 
 
 def clique_shapes(m: int) -> dict[str, tuple[int, ...]]:
@@ -167,6 +172,7 @@ def main() -> None:
     parser.add_argument("--max-log2", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-mixed", action="store_true", help="skip the mixed-size domain")
+    parser.add_argument("--no-long", action="store_true", help="skip the long-attribute domain")
     parser.add_argument("--blas-threads", choices=("one", "default"), default="one")
     parser.add_argument("--prior-log2", type=int, default=0, help="time the prior fit at 2^M")
     args = parser.parse_args()
@@ -179,6 +185,8 @@ def main() -> None:
     ]
     if not args.no_mixed:
         universes.append((f"mixed {math.prod(MIXED_SIZES):,}", MIXED_SIZES))
+    if not args.no_long:
+        universes.append((f"long {math.prod(LONG_SIZES):,}", LONG_SIZES))
 
     print(
         f"pmwcm histogram benchmark, {datetime.date.today()}, {platform.machine()}, "

@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 import pytest
 
-from pmwcm.kernels.dense_marginal import dense_marginal
+from pmwcm.kernels.dense_marginal import _ROW_CELLS, dense_marginal, row_layout
 from pmwcm.kernels.fused_marginals import fused_marginals
 
 SHAPES = [
@@ -28,6 +28,8 @@ SHAPES = [
     (1, 4, 1, 3, 2, 2),
     (6,),
     (2, 40, 3),
+    (2, 2, 2, 2, 600),  # an innermost attribute longer than a row's code table
+    (3, 300, 2),
 ]
 
 
@@ -122,3 +124,14 @@ def test_bad_cliques_and_sizes_are_refused() -> None:
         plan.marginals(np.ones(5))
     with pytest.raises(ValueError, match="cells"):
         plan.spread(np.ones(3))
+
+
+@pytest.mark.parametrize(("axes", "row"), [((0, 4, 1), 600), ((4,), 600), ((0, 1, 2), 8)])
+def test_a_row_holds_at_least_the_innermost_kept_axis(axes: tuple[int, ...], row: int) -> None:
+    """A 600-value attribute is longer than a row's code table (:data:`_ROW_CELLS`); its
+    marginal's rows still hold its 600 values, not one cell each (a counter step per
+    cell made that marginal 25x slower, and the measured-update audits' refits with it)."""
+    shape = np.array([2, 2, 2, 2, 600])
+    _, _, post, _, got, rows, codes = row_layout(shape, np.array(axes))
+    assert _ROW_CELLS < 600 and (got, rows * got * post) == (row, 9600)
+    assert codes.shape == (row,)

@@ -310,8 +310,9 @@ def row_layout(
 
     ``stride_a`` is the marginal's stride of axis ``a`` (0 where it is dropped); the
     dropped axes after the last kept one, ``last..ndim-1``, make ``post`` contiguous
-    cells; axes ``cut..last-1`` make a row of ``row`` cells (at most :data:`_ROW_CELLS`)
-    coded through ``codes``; the ``rows`` rows are counted over axes ``0..cut-1``.
+    cells; axes ``cut..last-1`` make a row of ``row`` cells (at most :data:`_ROW_CELLS`,
+    or the one axis ``last - 1`` where it alone is longer) coded through ``codes``; the
+    ``rows`` rows are counted over axes ``0..cut-1``.
     """
     ndim = shape.shape[0]
     stride = np.zeros(ndim, dtype=np.int64)
@@ -324,7 +325,10 @@ def row_layout(
         last -= 1
         post *= int(shape[last])
     cut, row = last, 1  # axes cut..last-1 make a row, coded through a table
-    while cut > 0 and row * shape[cut - 1] <= _ROW_CELLS:
+    # The row holds at least the innermost kept axis: rows of one cell would advance
+    # the counter over the outer axes once a cell (a 600-value attribute's marginal on
+    # 9,600 cells took 260 us that way, 8 in rows of its 600 values).
+    while cut > 0 and (cut == last or row * shape[cut - 1] <= _ROW_CELLS):
         cut -= 1
         row *= int(shape[cut])
     codes = _row_codes(shape, stride, cut, last, row)
