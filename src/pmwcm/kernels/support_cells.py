@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 
 from pmwcm.kernels.cell_bitmap import ONE, rank_of, rank_words
 from pmwcm.kernels.clique_table import position_bits, sort_keys_by_code, split_sorted_keys
-from pmwcm.kernels.support_passes import pass_chunks, pass_pool
+from pmwcm.kernels.support_passes import map_chunks, pass_chunks
 
 __all__ = ["clique_mass", "index_mass", "occupied_index"]
 
@@ -132,11 +132,7 @@ def _clique(
 
 def _each(chunks: list[tuple[int, int]], run_chunk) -> None:  # type: ignore[no-untyped-def]
     """``run_chunk(begin, end)`` for every chunk, on the passes' threads."""
-    if len(chunks) == 1:
-        run_chunk(*chunks[0])
-        return
-    for _ in pass_pool().map(lambda chunk: run_chunk(*chunk), chunks):
-        pass
+    map_chunks(lambda chunk: run_chunk(*chunk), chunks)
 
 
 def _per_chunk(
@@ -161,7 +157,7 @@ def _per_chunk(
         run_chunk(out, *chunk)
         return out
 
-    parts = list(pass_pool().map(run, chunks)) if len(chunks) > 1 else [run(chunks[0])]
+    parts = map_chunks(run, chunks)
     total = parts[0]
     for more in parts[1:]:
         combine(total, more)
