@@ -46,6 +46,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def queries(domain: Domain, k: int, seed: int) -> list[CMQuery]:
 @contextmanager
 def timed(owner: Any, name: str, seconds: dict[str, float], label: str) -> Iterator[None]:
     """``owner.name`` timed into ``seconds[label]`` on the main thread while it is entered
-    (restored on exit)."""
+    (restored on exit: :func:`unittest.mock.patch.object`)."""
     original = getattr(owner, name)
 
     def timing(*args: Any, **kwargs: Any) -> Any:
@@ -102,11 +103,8 @@ def timed(owner: Any, name: str, seconds: dict[str, float], label: str) -> Itera
         finally:
             seconds[label] += time.perf_counter() - start
 
-    setattr(owner, name, timing)
-    try:
+    with mock.patch.object(owner, name, timing):
         yield
-    finally:
-        setattr(owner, name, original)
 
 
 def phase_timers(seconds: dict[str, float]) -> ExitStack:

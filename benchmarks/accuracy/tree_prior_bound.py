@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -79,11 +80,8 @@ def prior_cliques(cliques: Sequence[tuple[str, ...]]) -> Iterator[None]:
     def fixed(*args: Any, **kwargs: Any) -> tuple[tuple[str, ...], ...]:
         return tuple(cliques) if planned(*args, **kwargs) else ()
 
-    plan_module._prior_cliques = fixed
-    try:
+    with mock.patch.object(plan_module, "_prior_cliques", fixed):
         yield
-    finally:
-        plan_module._prior_cliques = planned
 
 
 def run(name: str, *, epsilon: float, workload: str, seeds: range, k: int) -> None:
