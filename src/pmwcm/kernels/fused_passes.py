@@ -20,6 +20,10 @@ from numpy.typing import NDArray
 from pmwcm.kernels.clique_table import FloatArray
 from pmwcm.kernels.dense_marginal import next_row_base, row_layout, sum_into_cells
 
+# numba's cache keys a kernel on its own file only: after an edit to these helpers in
+# dense_marginal.py, a working tree's cached forward/adjoint passes keep the old ones
+# until its __pycache__/*.nbi and *.nbc are deleted (fresh installs are unaffected).
+
 __all__ = ["LEADING", "SPREAD", "TRAILING", "adjoint_pass", "forward_pass", "spread_from_cells"]
 
 IntArray = NDArray[np.int64]
