@@ -1433,8 +1433,8 @@ def sweep(
         ev = table(name)
         for eps in epsilons:
             for setting in settings:
+                overrides = swept.overrides(setting)
                 for seed in seeds:
-                    overrides = swept.overrides(setting)
                     row = run_stream(ev, name, update="measure", epsilon=eps, seed=seed, k=k,
                                      workload=workload, overrides=overrides)  # fmt: skip
                     row.update({"table": name, field: setting})
