@@ -131,7 +131,8 @@ def _clique(
 
 
 def _each(chunks: list[tuple[int, int]], run_chunk) -> None:  # type: ignore[no-untyped-def]
-    """``run_chunk(begin, end)`` for every chunk, on the passes' threads."""
+    """``run_chunk(begin, end)`` for every chunk (:func:`map_chunks`: on the passes'
+    threads where there are several)."""
     map_chunks(lambda chunk: run_chunk(*chunk), chunks)
 
 

@@ -298,9 +298,9 @@ def entropic_descent(
     up to ``continuation`` (default :data:`CONTINUATION`) times ``iterations``,
     until within that bound, and ``rtol`` no longer stops it. ``rtol`` is read
     over the last :data:`STALL_WINDOW` accepted steps, never one; as many accepted
-    steps that leave ``L`` exactly unchanged end the fit anywhere (a fixed point). Only public
-    values decide (the released ``y_k``, their ``sigma``); why each rule, with
-    the measurements behind it: the module docstring ("Stopping").
+    steps that leave ``L`` exactly unchanged end the fit anywhere (a fixed point).
+    Only public values decide (the released ``y_k``, their ``sigma``); why each
+    rule, with the measurements behind it: the module docstring ("Stopping").
 
     ``lead``: the index of a measurement the descent first steps toward alone
     (:func:`lead_direction`: a refit after a new measurement, the newest); its
