@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
@@ -54,14 +56,17 @@ def test_a_swept_stream_is_the_benchmarks_stream_under_its_plan() -> None:
     assert swept["prior_mean"] != rule["prior_mean"]  # a start paid with less
 
 
-def test_a_swept_support_size_reaches_the_plan() -> None:
+def test_a_swept_support_size_reaches_the_plan_and_its_rows_name_it() -> None:
     domain = Domain.from_sizes({f"a{i}": 40 for i in range(20)})  # too wide to keep dense
-    for size, expected in (("default", 2**14), ("65536", 65536)):
+    # 304,000 pair cells: the default holds a quarter of them, 2^17 records
+    for size, expected in (("default", 2**17), ("65536", 65536)):
         config = PMWConfig(
             epsilon=1.0, delta=1e-6, update="measure", **online_updates.size_overrides(size)
         )
         plan = plan_budget(config, n=10_000, domain=domain)
         assert plan.backend.kind == "support" and plan.backend.support_size == expected
+        table = cast(Any, SimpleNamespace(train=SimpleNamespace(n=10_000), domain=domain))
+        assert online_updates.size_label(size, table) == str(expected)
 
 
 def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
@@ -81,10 +86,10 @@ def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
     assert online_updates.sweep_report("prior_share", tmp_path / "none.jsonl") == ""
     sizes = [
         dict(row, support_size=size)
-        for row, size in zip(rows, ("default", "65536", "65536", "262144"), strict=True)
+        for row, size in zip(rows, ("16384", "65536", "65536", "262144"), strict=True)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in sizes))
     lines = online_updates.sweep_report("support_size", path).splitlines()
-    assert "mean vs default" in lines[0]
-    assert [line.split(" | ")[4] for line in lines[2:]] == ["default", "65536", "262144"]
-    assert "| 3.5 | 3.50x |" in lines[3]  # (3 + 4) / 2 over the default's 1
+    assert "mean vs 16384" in lines[0]
+    assert [line.split(" | ")[4] for line in lines[2:]] == ["16384", "65536", "262144"]
+    assert "| 3.5 | 3.50x |" in lines[3]  # (3 + 4) / 2 over 2^14's 1

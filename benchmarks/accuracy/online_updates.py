@@ -57,6 +57,7 @@ import numpy as np
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.online import query_key
 from pmwcm.engine.practical import PMWConfig, build_engine
+from pmwcm.kernels.backend import default_support_size
 from pmwcm.kernels.queries import CMQuery
 from pmwcm.kernels.workload import random_queries
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -1389,30 +1390,47 @@ def size_overrides(size: str) -> dict[str, Any]:
     return {} if size == "default" else {"support_size": int(size)}
 
 
+def size_label(size: str, ev: Evaluator | SparseEvaluator) -> str:
+    """A support size as its rows name it: ``"default"`` as the ``M`` the engine takes on
+    this table (:func:`default_support_size`), so that a row still says its ``M`` after
+    the rule changes."""
+    if size != "default":
+        return size
+    return str(default_support_size(ev.train.n, ev.domain))
+
+
+def share_label(share: str, ev: Evaluator | SparseEvaluator) -> str:
+    """A prior share as its rows name it (``"rule"``: the budget rule's own split)."""
+    return share
+
+
 @dataclass(frozen=True)
 class Sweep:
     """One engine setting swept (``--prior-shares``, ``--support-sizes``).
 
     Attributes:
         path: its rows' file (apart from the ablation's).
-        own: the label of the engine's own setting, which each other setting's mean is
-            compared with.
-        overrides: a setting's label -> the :class:`PMWConfig` fields it sets.
+        own: the label of the setting which each other setting's mean is compared with.
+        overrides: a setting -> the :class:`PMWConfig` fields it sets.
+        label: a setting and the table -> the setting's name in the rows.
         largest_first: the report's order of the other settings.
     """
 
     path: Path
     own: str
     overrides: Callable[[str], dict[str, Any]]
+    label: Callable[[str, Evaluator | SparseEvaluator], str]
     largest_first: bool
 
 
 #: The sweeps by their rows' field naming the setting.
 SWEEPS = {
+    # The shares are listed nearest the rule's first.
     "prior_share": Sweep(RESULTS.with_name("online_updates_prior_share.jsonl"), "rule",
-                         share_overrides, largest_first=True),  # nearest the rule's first
-    "support_size": Sweep(RESULTS.with_name("online_updates_support_size.jsonl"), "default",
-                          size_overrides, largest_first=False),
+                         share_overrides, share_label, largest_first=True),
+    # Compared with 2^14: every table swept had that M by default until session 24.
+    "support_size": Sweep(RESULTS.with_name("online_updates_support_size.jsonl"), "16384",
+                          size_overrides, size_label, largest_first=False),
 }  # fmt: skip
 
 
@@ -1437,7 +1455,7 @@ def sweep(
                 for seed in seeds:
                     row = run_stream(ev, name, update="measure", epsilon=eps, seed=seed, k=k,
                                      workload=workload, overrides=overrides)  # fmt: skip
-                    row.update({"table": name, field: setting})
+                    row.update({"table": name, field: swept.label(setting, ev)})
                     with swept.path.open("a") as out:
                         out.write(json.dumps(row) + "\n")
                     shown = {key: v for key, v in row.items() if key in SHOWN}
