@@ -201,11 +201,16 @@ def test_the_backend_is_dense_while_it_fits_and_a_support_beyond() -> None:
     assert json.loads(json.dumps(capped.to_dict()))["kind"] == "support"
 
 
-def test_the_default_support_size_follows_the_number_of_records() -> None:
-    domain = load_adult("full").domain
-    sizes = {n: choose_backend(domain, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
+def test_the_default_support_size_follows_the_records_and_the_pair_cells() -> None:
+    narrow = Domain.from_sizes({f"a{i}": 8 for i in range(14)})  # 5,824 pair cells
+    sizes = {n: choose_backend(narrow, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
     assert sizes == {100: 2**14, 39_073: 2**16, 65_536: 2**16, 10**7: 2**18}
-    assert "for n = 39,073 records" in choose_backend(domain, n=39_073).reason
+    assert "for n = 39,073 records)" in choose_backend(narrow, n=39_073).reason
+    domain = load_adult("full").domain  # 148,137 pair cells: 37,035 at 4 a record
+    sizes = {n: choose_backend(domain, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
+    assert sizes == {100: 2**16, 39_073: 2**16, 65_536: 2**16, 10**7: 2**18}
+    assert "for n = 8,000 records and 148,137 pair cells" in choose_backend(domain, n=8000).reason
+    assert "for n = 39,073 records)" in choose_backend(domain, n=39_073).reason
     assert "chosen from n" in choose_backend(domain).reason  # n not known yet: the most M
     assert choose_backend(domain, n=39_073, support_size=5000).support_size == 5000
     with pytest.raises(ValueError, match="n must be a positive integer"):
@@ -219,8 +224,8 @@ def test_the_engine_reports_the_support_size_it_holds() -> None:
     data = PrivateData.from_records(adult.domain, records)
     engine = build_engine(data, PMWConfig(epsilon=1.0, delta=1e-6), noise=NumpyNoise(seed=0))
     assert isinstance(engine.hypothesis, SupportHistogram)
-    assert engine.backend is not None and engine.backend.support_size == 2**14
-    assert engine.hypothesis.size == 2**14
+    assert engine.backend is not None and engine.backend.support_size == 2**16
+    assert engine.hypothesis.size == 2**16
 
 
 @pytest.mark.parametrize(

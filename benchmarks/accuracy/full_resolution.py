@@ -17,7 +17,7 @@ for every binary target, driven by each method's own answers.
 
 Methods are those of ``methods.py``: ``pmw`` (defaults: backend chosen
 automatically, so at full resolution the weighted support of
-``backend.default_support_size(n)`` records: 2^16 for Adult's 39,073 rows),
+``backend.default_support_size(n, domain)`` records: 2^16 for Adult's 39,073 rows),
 ``composition``, ``aim`` / ``mst`` at the matched replace-one unit and
 ``aim-ar`` / ``mst-ar`` at their own add/remove unit.
 

@@ -34,11 +34,13 @@ __all__ = [
     "DEFAULT_SUPPORT_SIZE",
     "DENSE_COPIES",
     "MIN_SUPPORT_SIZE",
+    "PAIR_CELLS_PER_RECORD",
     "SMALLEST_DEFAULT_SUPPORT",
     "BackendChoice",
     "BackendName",
     "choose_backend",
     "default_support_size",
+    "pair_cells",
 ]
 
 BackendName = Literal["auto", "dense", "support"]
@@ -54,6 +56,9 @@ SMALLEST_DEFAULT_SUPPORT = 2**14
 MIN_SUPPORT_SIZE = 1000
 #: Dense float64 tensors alive at once at the peak (hypothesis, update copy, fit trial, gradient).
 DENSE_COPIES = 4
+#: The most pair cells (all 2-way marginals' cells) a default support has per record
+#: (:func:`default_support_size`).
+PAIR_CELLS_PER_RECORD = 4
 #: Per support record, besides its codes: log-weight, probability, a copy of each, a gather.
 SUPPORT_FLOATS_PER_RECORD = 6
 
@@ -99,9 +104,20 @@ def support_bytes(domain: Domain, size: int) -> int:
     return size * (code_bytes + 8 * SUPPORT_FLOATS_PER_RECORD)
 
 
-def default_support_size(n: int | None) -> int:
-    """``M`` for ``n`` records (public): the smallest power of two ``>= n``, within
-    ``[2^14, 2^18]``; :data:`DEFAULT_SUPPORT_SIZE` when ``n`` is not known yet.
+def pair_cells(domain: Domain) -> int:
+    """The cells of every 2-way marginal of ``domain``, ``sum_{i<j} s_i s_j`` (public).
+
+    >>> pair_cells(Domain.from_sizes({"a": 2, "b": 3, "c": 4}))
+    26
+    """
+    total = sum(domain.sizes)
+    return (total * total - sum(s * s for s in domain.sizes)) // 2
+
+
+def default_support_size(n: int | None, domain: Domain | None = None) -> int:
+    """``M`` for ``n`` records (public) on ``domain``: the smallest power of two at least
+    ``n`` and at least ``domain``'s pair cells over :data:`PAIR_CELLS_PER_RECORD`,
+    within ``[2^14, 2^18]``; :data:`DEFAULT_SUPPORT_SIZE` when ``n`` is not known yet.
 
     The support must resolve what ``n`` records can tell apart. On Adult at
     full resolution (``n = 39,073``) the prior fitted to *exact* 2-way
@@ -112,14 +128,32 @@ def default_support_size(n: int | None) -> int:
     the support occupies, about ``M``: ``2^16`` answers 2.6x faster than
     ``2^18`` there and fits 4.5x faster.
 
+    It must also hold the prior's pairs, whatever ``n``: the prior fits ``M`` weights
+    to the measured cells of every pair, and where those cells far outnumber the
+    weights the fit cannot follow them. On the measured engine's streams (seeds
+    0-2, ``online_updates.py --support-sizes``; docs/results.md) the mean excess
+    risk over ``2^14``'s was, on loans (``n = 10,000``, 71,535 pair cells, stepwise
+    analyst, ``epsilon = 1``) 0.79x at ``2^15`` and 0.65x at ``2^16``; on full
+    Adult's 8,000 rows (148,137) 0.77-0.95x at ``2^16`` over six cells and, at
+    ``epsilon = 1`` on the random stream, 0.77x, 0.75x and 0.81x at ``2^16``,
+    ``2^17`` and ``2^18``; on TV16's 8,000 rows (9,159) 0.92-1.06x at ``2^16``. So
+    the gain levels off between 1 and 2 pair cells a record; the rule stops at
+    :data:`PAIR_CELLS_PER_RECORD` = 4, which takes most of it at half or a quarter
+    of the cost, and leaves full Adult's 48,842 rows at ``2^16`` (2.3 a record),
+    where ``2^18`` had bought 5% (docs/results.md, "support size").
+
     >>> default_support_size(39_073), default_support_size(7_634), default_support_size(10**7)
     (65536, 16384, 262144)
+    >>> wide = Domain.from_sizes({f"a{i}": 100 for i in range(8)})  # 280,000 pair cells
+    >>> default_support_size(8_000, wide)
+    131072
     """
     if n is None:
         return DEFAULT_SUPPORT_SIZE
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n must be a positive integer, got n={n!r}.")
-    return min(DEFAULT_SUPPORT_SIZE, max(SMALLEST_DEFAULT_SUPPORT, 1 << (n - 1).bit_length()))
+    wanted = n if domain is None else max(n, -(-pair_cells(domain) // PAIR_CELLS_PER_RECORD))
+    return min(DEFAULT_SUPPORT_SIZE, max(SMALLEST_DEFAULT_SUPPORT, 1 << (wanted - 1).bit_length()))
 
 
 def choose_backend(
@@ -136,7 +170,7 @@ def choose_backend(
         domain: the universe (public).
         memory_budget: bytes the hypothesis may take.
         support_size: ``M`` for the support backend; 0 for
-            :func:`default_support_size` of ``n`` (capped by the budget).
+            :func:`default_support_size` of ``n`` and ``domain`` (capped by the budget).
         backend: ``"auto"``, or force ``"dense"`` / ``"support"``.
         n: the data's number of records (public), when known.
 
@@ -174,7 +208,7 @@ def choose_backend(
         )
     per_record = support_bytes(domain, 1)
     fitting = memory_budget // per_record
-    size = min(support_size or default_support_size(n), fitting)
+    size = min(support_size or default_support_size(n, domain), fitting)
     if size < MIN_SUPPORT_SIZE:
         raise ValueError(
             f"The hypothesis memory budget of {_mib(memory_budget)} holds only {fitting} support "
@@ -184,8 +218,10 @@ def choose_backend(
     capped = " (capped by the budget)" if support_size and size < support_size else ""
     if not support_size and n is None:
         capped = " (at most; fewer for fewer records, chosen from n when the data is opened)"
-    elif not support_size and size == default_support_size(n):
-        capped = f" (for n = {n:,} records)"
+    elif not support_size and size == default_support_size(n, domain):
+        pairs = pair_cells(domain)
+        held = f" and {pairs:,} pair cells" if size > default_support_size(n) else ""
+        capped = f" (for n = {n:,} records{held})"
     return BackendChoice(
         kind="support",
         support_size=size,
