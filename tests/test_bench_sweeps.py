@@ -58,8 +58,8 @@ def test_a_swept_stream_is_the_benchmarks_stream_under_its_plan() -> None:
 
 def test_a_swept_support_size_reaches_the_plan_and_its_rows_name_it() -> None:
     domain = Domain.from_sizes({f"a{i}": 40 for i in range(20)})  # too wide to keep dense
-    # 304,000 pair cells: the default holds a quarter of them, 2^17 records
-    for size, expected in (("default", 2**17), ("65536", 65536)):
+    # pairs of 1,600 cells: the default holds 32 records a cell, 2^16 of them
+    for size, expected in (("default", 2**16), ("131072", 131072)):
         config = PMWConfig(
             epsilon=1.0, delta=1e-6, update="measure", **online_updates.size_overrides(size)
         )

@@ -202,14 +202,15 @@ def test_the_backend_is_dense_while_it_fits_and_a_support_beyond() -> None:
 
 
 def test_the_default_support_size_follows_the_records_and_the_pair_cells() -> None:
-    narrow = Domain.from_sizes({f"a{i}": 8 for i in range(14)})  # 5,824 pair cells
+    narrow = Domain.from_sizes({f"a{i}": 8 for i in range(14)})  # pairs of 64 cells
     sizes = {n: choose_backend(narrow, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
     assert sizes == {100: 2**14, 39_073: 2**16, 65_536: 2**16, 10**7: 2**18}
     assert "for n = 39,073 records)" in choose_backend(narrow, n=39_073).reason
-    domain = load_adult("full").domain  # 148,137 pair cells: 37,035 at 4 a record
+    domain = load_adult("full").domain  # pairs of 1,628 cells: 52,093 records at 32 a cell
     sizes = {n: choose_backend(domain, n=n).support_size for n in (100, 39_073, 65_536, 10**7)}
     assert sizes == {100: 2**16, 39_073: 2**16, 65_536: 2**16, 10**7: 2**18}
-    assert "for n = 8,000 records and 148,137 pair cells" in choose_backend(domain, n=8000).reason
+    reason = choose_backend(domain, n=8000).reason
+    assert "for n = 8,000 records and pair marginals of 1,628 cells" in reason
     assert "for n = 39,073 records)" in choose_backend(domain, n=39_073).reason
     assert "chosen from n" in choose_backend(domain).reason  # n not known yet: the most M
     assert choose_backend(domain, n=39_073, support_size=5000).support_size == 5000

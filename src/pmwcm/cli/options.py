@@ -96,8 +96,9 @@ MODE_HELP = (
 )
 SUPPORT_SIZE_HELP = (
     "Advanced: M, the number of records of the support backend (default 0: the smallest "
-    "power of two >= n and >= a quarter of the schema's pair cells, between 2^14 and 2^18, "
-    "capped by --hypothesis-memory; at least 1,000). Smaller is faster and coarser."
+    "power of two >= n and >= 32 records a cell of the schema's mean pair marginal, between "
+    "2^14 and 2^18, capped by --hypothesis-memory; at least 1,000). Smaller is faster and "
+    "coarser."
 )
 
 # A string, not a Path: a postgresql:// URL must keep its double slash.

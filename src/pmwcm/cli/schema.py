@@ -14,8 +14,8 @@ run``; a choice that does not fit (a forced dense tensor over the budget, a
 budget over this machine's memory) is refused in one line, exit 1, as ``run``,
 ``synth`` and ``serve`` refuse it before allocating anything. The support's
 size follows ``run``'s rule (:func:`pmwcm.kernels.backend.default_support_size`
-of the data's ``n`` and the schema's pair cells): with ``--data`` from its rows, for a bundled schema by
-name from the bundled file's, else the most it can be.
+of the data's ``n`` and the schema's attribute sizes): with ``--data`` from its rows,
+for a bundled schema by name from the bundled file's, else the most it can be.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ service's status (docs/design.md section 7).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -34,13 +35,13 @@ __all__ = [
     "DEFAULT_SUPPORT_SIZE",
     "DENSE_COPIES",
     "MIN_SUPPORT_SIZE",
-    "PAIR_CELLS_PER_RECORD",
+    "RECORDS_PER_PAIR_CELL",
     "SMALLEST_DEFAULT_SUPPORT",
     "BackendChoice",
     "BackendName",
     "choose_backend",
     "default_support_size",
-    "pair_cells",
+    "mean_pair_cells",
 ]
 
 BackendName = Literal["auto", "dense", "support"]
@@ -56,9 +57,9 @@ SMALLEST_DEFAULT_SUPPORT = 2**14
 MIN_SUPPORT_SIZE = 1000
 #: Dense float64 tensors alive at once at the peak (hypothesis, update copy, fit trial, gradient).
 DENSE_COPIES = 4
-#: The most pair cells (all 2-way marginals' cells) a default support has per record
-#: (:func:`default_support_size`).
-PAIR_CELLS_PER_RECORD = 4
+#: The fewest support records a cell of the schema's mean pair marginal that the
+#: default support size allows (:func:`default_support_size`).
+RECORDS_PER_PAIR_CELL = 32
 #: Per support record, besides its codes: log-weight, probability, a copy of each, a gather.
 SUPPORT_FLOATS_PER_RECORD = 6
 
@@ -104,20 +105,26 @@ def support_bytes(domain: Domain, size: int) -> int:
     return size * (code_bytes + 8 * SUPPORT_FLOATS_PER_RECORD)
 
 
-def pair_cells(domain: Domain) -> int:
-    """The cells of every 2-way marginal of ``domain``, ``sum_{i<j} s_i s_j`` (public).
+def mean_pair_cells(domain: Domain) -> float:
+    """The mean cells of a 2-way marginal of ``domain``, ``sum_{i<j} s_i s_j / C(d, 2)``
+    (public; a one-attribute schema's own size).
 
-    >>> pair_cells(Domain.from_sizes({"a": 2, "b": 3, "c": 4}))
-    26
+    >>> mean_pair_cells(Domain.from_sizes({"a": 2, "b": 3, "c": 4}))  # (6 + 8 + 12) / 3
+    8.666666666666666
     """
-    total = sum(domain.sizes)
-    return (total * total - sum(s * s for s in domain.sizes)) // 2
+    sizes = domain.sizes
+    if len(sizes) < 2:
+        return float(sizes[0]) if sizes else 1.0
+    total = sum(sizes)
+    pairs = (total * total - sum(s * s for s in sizes)) // 2
+    return pairs / (len(sizes) * (len(sizes) - 1) // 2)
 
 
 def default_support_size(n: int | None, domain: Domain | None = None) -> int:
     """``M`` for ``n`` records (public) on ``domain``: the smallest power of two at least
-    ``n`` and at least ``domain``'s pair cells over :data:`PAIR_CELLS_PER_RECORD`,
-    within ``[2^14, 2^18]``; :data:`DEFAULT_SUPPORT_SIZE` when ``n`` is not known yet.
+    ``n`` and at least :data:`RECORDS_PER_PAIR_CELL` records a cell of ``domain``'s mean
+    pair marginal, within ``[2^14, 2^18]``; :data:`DEFAULT_SUPPORT_SIZE` when ``n`` is
+    not known yet.
 
     The support must resolve what ``n`` records can tell apart. On Adult at
     full resolution (``n = 39,073``) the prior fitted to *exact* 2-way
@@ -128,31 +135,34 @@ def default_support_size(n: int | None, domain: Domain | None = None) -> int:
     the support occupies, about ``M``: ``2^16`` answers 2.6x faster than
     ``2^18`` there and fits 4.5x faster.
 
-    It must also hold the prior's pairs, whatever ``n``: the prior fits ``M`` weights
-    to the measured cells of every pair, and where those cells far outnumber the
-    weights the fit cannot follow them. On the measured engine's streams (seeds
-    0-2, ``online_updates.py --support-sizes``; docs/results.md) the mean excess
-    risk over ``2^14``'s was, on loans (``n = 10,000``, 71,535 pair cells, stepwise
-    analyst, ``epsilon = 1``) 0.79x at ``2^15`` and 0.65x at ``2^16``; on full
-    Adult's 8,000 rows (148,137) 0.77-0.95x at ``2^16`` over six cells and, at
-    ``epsilon = 1`` on the random stream, 0.77x, 0.75x and 0.81x at ``2^16``,
-    ``2^17`` and ``2^18``; on TV16's 8,000 rows (9,159) 0.92-1.06x at ``2^16``. So
-    the gain levels off between 1 and 2 pair cells a record; the rule stops at
-    :data:`PAIR_CELLS_PER_RECORD` = 4, which takes most of it at half or a quarter
-    of the cost, and leaves full Adult's 48,842 rows at ``2^16`` (2.3 a record),
-    where ``2^18`` had bought 5% (docs/results.md, "support size").
+    It must also resolve the schema, whatever ``n``: a query is answered from the
+    support's records on its clique, and where its attributes have many values few
+    records hold each cell. On the measured engine's streams (seeds 0-2,
+    ``online_updates.py --support-sizes``; docs/results.md) full Adult's 8,000 rows
+    (a mean pair of 1,628 cells: ``2^14`` is 10 records a cell) gave, at ``2^16`` (40 a
+    cell), 0.77-0.95x the mean excess risk of ``2^14`` in all six cells (random and
+    stepwise, eps 0.5, 1, 4), and at ``epsilon = 1`` on the random stream 0.77x, 0.75x
+    and 0.81x at 40, 80 and 161 a cell; TV16's 8,000 rows (67 cells: 243 a cell at
+    ``2^14``) moved 0.92-1.06x at ``2^16``; full Adult's 48,842 rows hold 40 a cell at
+    ``2^16``, where ``2^18`` bought 5%. So between 10 a cell (too few) and 40 (enough)
+    lies the rule's 32. Loans (a mean pair of 50 cells, 328 a cell at ``2^14``) is left
+    as it was: a larger support moved its stepwise analyst's mean 0.79x (``2^15``) and
+    0.65x (``2^16``) at ``epsilon = 1`` but 1.20x at ``epsilon = 0.5`` (``2^15``), not the
+    schema's resolution at work, and not settled.
 
     >>> default_support_size(39_073), default_support_size(7_634), default_support_size(10**7)
     (65536, 16384, 262144)
-    >>> wide = Domain.from_sizes({f"a{i}": 100 for i in range(8)})  # 280,000 pair cells
+    >>> wide = Domain.from_sizes({f"a{i}": 100 for i in range(8)})  # pairs of 10,000 cells
     >>> default_support_size(8_000, wide)
-    131072
+    262144
     """
     if n is None:
         return DEFAULT_SUPPORT_SIZE
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n must be a positive integer, got n={n!r}.")
-    wanted = n if domain is None else max(n, -(-pair_cells(domain) // PAIR_CELLS_PER_RECORD))
+    wanted = n
+    if domain is not None:
+        wanted = max(n, math.ceil(RECORDS_PER_PAIR_CELL * mean_pair_cells(domain)))
     return min(DEFAULT_SUPPORT_SIZE, max(SMALLEST_DEFAULT_SUPPORT, 1 << (wanted - 1).bit_length()))
 
 
@@ -219,9 +229,9 @@ def choose_backend(
     if not support_size and n is None:
         capped = " (at most; fewer for fewer records, chosen from n when the data is opened)"
     elif not support_size and size == default_support_size(n, domain):
-        pairs = pair_cells(domain)
-        held = f" and {pairs:,} pair cells" if size > default_support_size(n) else ""
-        capped = f" (for n = {n:,} records{held})"
+        wide = size > default_support_size(n)
+        cells = f" and pair marginals of {mean_pair_cells(domain):,.0f} cells" if wide else ""
+        capped = f" (for n = {n:,} records{cells})"
     return BackendChoice(
         kind="support",
         support_size=size,

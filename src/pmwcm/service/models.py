@@ -176,8 +176,8 @@ class SessionParameters(_Request):
         ge=0,
         le=MAX_SUPPORT_SIZE,
         description="M, the records of the support backend: 0 for the default (the smallest "
-        "power of two >= n and >= a quarter of the schema's pair cells, between 2^14 and "
-        "2^18, capped by hypothesis_memory), else at "
+        "power of two >= n and >= 32 records a cell of the schema's mean pair marginal, "
+        "between 2^14 and 2^18, capped by hypothesis_memory), else at "
         f"least {MIN_SUPPORT_SIZE} and at most {MAX_SUPPORT_SIZE}.",
     )
 
