@@ -867,16 +867,16 @@ on those cliques. A stream takes 2-3.5x the time it took at 2^14 (random, eps 1:
 against 16).
 
 **Session 24: MST on the whole tables.** MST (one release a cell, both units) on all of
-TV16 at eps 0.5, 1 and 4 and all of full Adult at eps 0.5, 1 and 4 (both units at eps 1
-only there; releases 35-101 s, 1.4-1.5 GB; a random stream answered in 22-27 s on TV16's
-model, 769-861 s on full Adult's): pmwcm is
-far below it in every cell, on TV16 at 0.045x / 0.074x (eps 0.5), 0.011x / 0.025x (eps
+TV16 and all of full Adult at eps 0.5, 1 and 4 (releases 35-101 s, 1.4-1.5 GB; a random
+stream answered in 22-27 s on TV16's model, 769-861 s on full Adult's): pmwcm is far
+below it in every cell, on TV16 at 0.045x / 0.074x (eps 0.5), 0.011x / 0.025x (eps
 1) and 0.001x / 0.006x (eps 4) of its mean / max on the random streams and 0.040x /
 0.12x, 0.024x / 0.041x and 0.001x / 0.010x on the stepwise analyst (at OpenDP's
 replace-one unit within 0.8-1.1x of these), on full Adult at 0.11x / 0.10x, 0.028x /
 0.040x and 0.0045x / 0.0086x (random, eps 0.5, 1, 4) and 0.18x / 0.14x, 0.056x / 0.077x
-(both units) and 0.013x / 0.018x (stepwise). MST's tree leaves its mean at 6.8-7.7e-3 on
-TV16 (3.4-3.5e-3 on the stepwise analyst at eps 1) and 1.2-1.5e-3 on full Adult's random
+(both units) and 0.013x / 0.018x (stepwise), at OpenDP's replace-one unit within
+0.55-1.0x of these (random eps 0.5: 0.081x / 0.077x). MST's tree leaves its mean at 6.8-7.7e-3 on
+TV16 (3.4-3.5e-3 on the stepwise analyst at eps 1) and 1.2-1.6e-3 on full Adult's random
 streams at every eps: the error of its model's structure, which more budget does not
 buy down.
 
@@ -889,6 +889,7 @@ buy down.
     ... --tables adult-full --eps 1 --seeds 1 --workload stepwise --updates mst-ar mst-replace
     ... --tables adult-full --eps 1 --seeds 1 --updates mst-ar
     ... --tables adult-full --eps 0.5 4 --seeds 1 --updates mst-ar        (and stepwise)
+    ... --tables adult-full --eps 0.5 4 --seeds 1 --updates mst-replace   (and stepwise)
 """
 
 
@@ -1360,9 +1361,8 @@ SECTION_READING = """
   10,000 at full resolution; AIM at k = 10,000 on full Adult at eps 0.5 and 4 and on
   its 8,000 rows (session 22 ran all of it at eps = 1: 90 minutes to answer); a second
   AIM release on most full-resolution random cells (a 2,000-query stream now takes
-  15-20 min to answer, the release 2-120 min); MST at OpenDP's replace-one unit on all
-  of full Adult at eps 0.5 and 4 (session 24 ran MST on all of TV16 and of full Adult);
-  AIM on loans (above: hours a release here).
+  15-20 min to answer, the release 2-120 min); AIM on loans (above: hours a release
+  here). Session 24 ran MST at both units on all of TV16 and of full Adult.
   The same-query gain at eps = 0.5 (k = 2,000) is 1.77x on all of binary Adult and
   1.01x at 8,000 rows, where the prior holds 95%.
 """
