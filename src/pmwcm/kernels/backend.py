@@ -143,12 +143,13 @@ def default_support_size(n: int | None, domain: Domain | None = None) -> int:
     cell), 0.77-0.95x the mean excess risk of ``2^14`` in all six cells (random and
     stepwise, eps 0.5, 1, 4), and at ``epsilon = 1`` on the random stream 0.77x, 0.75x
     and 0.81x at 40, 80 and 161 a cell; TV16's 8,000 rows (67 cells: 243 a cell at
-    ``2^14``) moved 0.92-1.06x at ``2^16``; full Adult's 48,842 rows hold 40 a cell at
-    ``2^16``, where ``2^18`` bought 5%. So between 10 a cell (too few) and 40 (enough)
-    lies the rule's 32. Loans (a mean pair of 50 cells, 328 a cell at ``2^14``) is left
-    as it was: a larger support moved its stepwise analyst's mean 0.79x (``2^15``) and
-    0.65x (``2^16``) at ``epsilon = 1`` and 0.84x at 4, but 1.19x at ``epsilon = 0.5``
-    (``2^15``): not the schema's resolution at work, and not settled.
+    ``2^14``) moved 0.92-1.06x at ``2^16``; on full Adult's 39,073 training rows (40 a
+    cell at ``2^16``) ``2^18`` gave 0.95x the mean (the paragraph above's benchmark). So
+    between 10 a cell (too few) and 40 (enough) lies the rule's 32. Loans (a mean pair
+    of 50 cells, 328 a cell at ``2^14``) is left as it was: a larger support moved its
+    stepwise analyst's mean 0.79x (``2^15``) and 0.65x (``2^16``) at ``epsilon = 1``
+    and 0.84x at 4, but 1.19x at ``epsilon = 0.5`` (``2^15``): not the schema's
+    resolution at work, and not settled.
 
     >>> default_support_size(39_073), default_support_size(7_634), default_support_size(10**7)
     (65536, 16384, 262144)
