@@ -22,6 +22,9 @@ are wall-clock on whatever the machine is doing; the machine's load average
 is printed with them, and so are the main thread's and the whole process's
 CPU time per answer (what the answers cost, whatever the load).
 
+In the one-by-one mode each below-threshold round's wall time is also reported by
+the cells of the hypothesis's table on its clique (:func:`rounds_by_table_cells`).
+
 ``--phases`` also times, on the main thread and while the stream is answered, the
 steps of the hypothesis side of a round: its clique table
 (:meth:`~pmwcm.kernels.support.SupportHistogram.clique_table`: the occupied cells and
@@ -122,6 +125,39 @@ def phase_timers(seconds: dict[str, float]) -> ExitStack:
     return stack
 
 
+#: The upper edges of :func:`rounds_by_table_cells`' groups.
+CELL_GROUPS = (10**3, 10**4, 10**5, 10**6)
+
+
+def rounds_by_table_cells(
+    hypothesis: Any, stream: list[CMQuery], sources: list[str], seconds: list[float]
+) -> dict[str, dict[str, float]]:
+    """The below-threshold rounds' wall ms (median and largest, and how many), grouped by
+    the cells of the hypothesis's table on the query's clique (all of a small clique's,
+    a large one's occupied cells): the cells the problem and its solve run on, which no
+    pass over the records removes (issue 37 item 1: a round at ``M = 2^23`` within 50
+    ms). Read after the stream, outside the timed rounds: a large clique's occupied
+    cells are its records' distinct codes, which reweighting does not change."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for query, source, took in zip(stream, sources, seconds, strict=True):
+        if source != "hypothesis":
+            continue
+        cells = int(np.asarray(hypothesis.clique_table(query.clique).mass).size)
+        edge = next((e for e in CELL_GROUPS if cells <= e), None)
+        label = f"<= {edge:,}" if edge is not None else f"> {CELL_GROUPS[-1]:,}"
+        groups[label].append(1e3 * took)
+    order = [f"<= {e:,}" for e in CELL_GROUPS] + [f"> {CELL_GROUPS[-1]:,}"]
+    return {
+        label: {
+            "rounds": len(groups[label]),
+            "median_ms": round(float(np.median(groups[label])), 1),
+            "max_ms": round(max(groups[label]), 1),
+        }
+        for label in order
+        if groups[label]
+    }
+
+
 def cell(
     table: str,
     size: int,
@@ -150,15 +186,25 @@ def cell(
     rss_after_build = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stream = queries(dataset.domain, k, seed=1)
     seconds: dict[str, float] = defaultdict(float)
+    round_seconds: list[float] = []  # each round's wall time (one by one only)
     with phase_timers(seconds) if phases else ExitStack():
         start, main_cpu = time.perf_counter(), time.thread_time()
         if announced:  # the batch door: each query's data side may start ahead
             sources = [getattr(a, "source", "refused") for a in engine.ask_each(stream)]
         else:
-            sources = [engine.answer(q).source for q in stream]
+            sources = []
+            for query in stream:
+                began = time.perf_counter()
+                sources.append(engine.answer(query).source)
+                round_seconds.append(time.perf_counter() - began)
         answering = time.perf_counter() - start
     main_cpu = time.thread_time() - main_cpu
     below = sources.count("hypothesis")
+    by_cells = (
+        {}
+        if announced
+        else rounds_by_table_cells(engine.hypothesis, stream, sources, round_seconds)
+    )
     return {
         "table": table,
         "attributes": len(dataset.domain),
@@ -177,6 +223,7 @@ def cell(
         "hypothesis_answers": below,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": round(os.getloadavg()[0], 2),
+        **({"below_threshold_round_ms_by_table_cells": by_cells} if by_cells else {}),
         **({"phase_ms_per_answer": {
             **{p: round(1e3 * t / k, 1) for p, t in seconds.items()},
             "rest of the round": round(1e3 * (answering - sum(seconds.values())) / k, 1),

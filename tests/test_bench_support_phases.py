@@ -39,3 +39,13 @@ def test_phases_time_the_steps_of_real_rounds_and_restore_the_engine() -> None:
         solvers._compiled_newton,
     )
     assert "phase_ms_per_answer" not in support_scale.cell("adult-full", 2**14, 2, False)
+
+
+def test_below_threshold_rounds_are_grouped_by_their_table_cells() -> None:
+    row = support_scale.cell("adult-full", 2**14, 8, announced=False)
+    groups = row["below_threshold_round_ms_by_table_cells"]
+    assert sum(g["rounds"] for g in groups.values()) == row["hypothesis_answers"] > 0
+    assert all(0 < g["median_ms"] <= g["max_ms"] for g in groups.values())
+    assert set(groups) <= {"<= 1,000", "<= 10,000", "<= 100,000", "<= 1,000,000", "> 1,000,000"}
+    announced = support_scale.cell("adult-full", 2**14, 2, announced=True)
+    assert "below_threshold_round_ms_by_table_cells" not in announced
