@@ -11,7 +11,9 @@ times, in the same process, the NumPy path the support used before (``cell_codes
 ``int64``, ``occupied_cells``, the ``int32`` index, ``bincount``) and
 :mod:`pmwcm.kernels.support_cells` (``clique_mass``, or ``occupied_index`` and
 ``index_mass``), checks that they agree, and prints one JSON line per clique with the
-ratio::
+ratio; and, where a round's table can skip the index (:func:`~pmwcm.kernels.
+support_cells.occupied_mass`), that one pass's time (its sums checked equal to the index
+path's)::
 
     PYTHONPATH=src python benchmarks/support_tables.py --size 8388608 --order F
 
@@ -37,7 +39,7 @@ from pmwcm.kernels.clique_table import (
     is_dense,
     occupied_cells,
 )
-from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index, occupied_mass
 
 #: Full-resolution Adult's attribute sizes (the bundled ``full`` schema).
 ADULT_FULL_SIZES = (85, 9, 100, 16, 7, 15, 6, 5, 2, 100, 100, 99, 42, 2)
@@ -106,11 +108,20 @@ def main() -> None:
             np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
             occupied = int(np.count_nonzero(expected))
         before, after = _best_ms(before_path, args.repeats), _best_ms(after_path, args.repeats)
+        one_pass = None  # a round's table without the index, where the clique allows it
+        sizes = [ADULT_FULL_SIZES[a] for a in axes]
+        if isinstance(got, tuple) and occupied_mass(records, axes, sizes, weights) is not None:
+            one_pass_path = functools.partial(occupied_mass, records, axes, sizes, weights)
+            cells, mass = one_pass_path()
+            np.testing.assert_array_equal(cells, got[0])
+            np.testing.assert_array_equal(mass, got[2])  # the index path's sums, bit for bit
+            one_pass = round(_best_ms(one_pass_path, args.repeats), 1)
         row = {
             "M": args.size, "order": args.order, "clique": spec,
             "cells": int(np.prod([ADULT_FULL_SIZES[a] for a in axes])), "occupied": occupied,
             "numpy_ms": round(before, 1), "fused_ms": round(after, 1),
-            "speedup": round(before / after, 2), "load_average": round(os.getloadavg()[0], 2),
+            "speedup": round(before / after, 2), "one_pass_ms": one_pass,
+            "load_average": round(os.getloadavg()[0], 2),
         }  # fmt: skip
         print(json.dumps(row), flush=True)
 

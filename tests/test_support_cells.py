@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pmwcm.kernels import support as support_module
 from pmwcm.kernels import support_cells
 from pmwcm.kernels.clique_table import cell_codes, occupied_cells
-from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
+from pmwcm.kernels.domain import Domain
+from pmwcm.kernels.support import SupportHistogram
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index, occupied_mass
 from pmwcm.kernels.support_passes import CHUNK_MIN_RECORDS
 
 SIZES = (7, 3, 100, 2, 50, 9, 200)
@@ -120,3 +123,70 @@ def test_a_table_as_large_as_the_support_is_summed_in_one_pass(
     np.testing.assert_allclose(
         mass, np.bincount(index, weights=weights, minlength=cells.size), rtol=1e-12
     )
+
+
+@pytest.mark.parametrize(("size", "order"), CASES)
+@pytest.mark.parametrize(
+    "axes",
+    [
+        (1, 3, 5),  # 54 cells
+        (2, 3),  # 200 cells
+        (0, 2, 3),  # 1,400 cells: more than one a record at 1,000 records
+        (2, 4, 0, 3),  # 70,000 cells: more than one a record in four chunks
+    ],
+)
+def test_occupied_mass_sums_what_the_index_path_sums_bit_for_bit(
+    size: int, order: str, axes: tuple[int, ...]
+) -> None:
+    records, weights = _support(size, order)
+    sizes = [SIZES[a] for a in axes]
+    found = occupied_mass(records, axes, sizes, weights)
+    chunks = 1 if size < CHUNK_MIN_RECORDS else 4
+    if chunks * int(np.prod(sizes)) > size:
+        assert found is None  # the caller's index path
+        return
+    assert found is not None
+    cells, index = occupied_index(records, axes, sizes)
+    np.testing.assert_array_equal(found[0], cells)
+    # the same records in the same order into the same chunks: equal, not just close
+    np.testing.assert_array_equal(found[1], index_mass(index, weights, cells.size))
+
+
+def test_a_support_table_is_the_same_with_or_without_the_cached_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records, weights = _support(CHUNK_MIN_RECORDS + 17, "F")
+    domain = Domain.from_sizes({f"a{i}": s for i, s in enumerate(SIZES)})
+    support = SupportHistogram(domain, records, np.log(weights))
+    indexed: list[tuple[int, ...]] = []
+
+    def counted(records: np.ndarray, axes: tuple[int, ...], sizes: tuple[int, ...]) -> object:
+        indexed.append(tuple(axes))
+        return occupied_index(records, axes, sizes)
+
+    monkeypatch.setattr(support_module, "occupied_index", counted)
+    clique = ("a0", "a2", "a3", "a1")  # 4,200 cells: not dense, one-pass table
+    fresh = support.clique_table(clique)
+    assert indexed == []  # a round's table needs no index
+    cells, index = occupied_index(records, (0, 2, 3, 1), (7, 100, 2, 3))
+    np.testing.assert_array_equal(fresh.codes, cells)
+    np.testing.assert_array_equal(fresh.mass, index_mass(index, support.probabilities, cells.size))
+    # A reweight on the clique makes (and caches) the index; the next table reads it.
+    support.reweight_table(clique, fresh, np.linspace(-0.5, 0.5, cells.size))
+    assert len(indexed) == 1  # the reweight made it
+    after = support.clique_table(clique)
+    assert len(indexed) == 1  # and the next table read it
+    np.testing.assert_array_equal(after.codes, cells)
+    np.testing.assert_array_equal(after.mass, index_mass(index, support.probabilities, cells.size))
+    by_code = occupied_mass(records, (0, 2, 3, 1), (7, 100, 2, 3), support.probabilities)
+    assert by_code is not None
+    np.testing.assert_array_equal(after.mass, by_code[1])
+
+
+def test_occupied_mass_leaves_a_clique_of_many_cells_to_the_index_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records, weights = _support(CHUNK_MIN_RECORDS + 17, "F")
+    assert occupied_mass(records, (2, 3), (100, 2), weights) is not None  # 200 cells
+    monkeypatch.setattr(support_cells, "BY_CODE_MAX_CELLS", 199)
+    assert occupied_mass(records, (2, 3), (100, 2), weights) is None

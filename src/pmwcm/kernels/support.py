@@ -48,7 +48,7 @@ from pmwcm.kernels.clique_table import (
 from pmwcm.kernels.domain import Domain
 from pmwcm.kernels.logspace import logsumexp
 from pmwcm.kernels.lru import CellBudgetCache, LRUCache
-from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index
+from pmwcm.kernels.support_cells import clique_mass, index_mass, occupied_index, occupied_mass
 from pmwcm.kernels.support_passes import columns_of
 
 IndexArray = NDArray[np.int32]
@@ -281,6 +281,20 @@ class SupportHistogram:
         on_device = self.device.scatter_add(index, self._probabilities, count)
         return self.device.to_numpy(on_device, copy=False)  # this call's own
 
+    def _occupied_mass(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], FloatArray]:
+        """A large clique's occupied cells and their masses: from the cached index where
+        there is one (a reweight on the clique made it), else, on the host and for a
+        clique of few cells a record, in one pass without the index
+        (:func:`~pmwcm.kernels.support_cells.occupied_mass`: the same sums)."""
+        if self.device is None and self._cell_index.get(tuple(attrs)) is None:
+            axes = self.domain.axes(attrs)
+            sizes = tuple(self.domain.shape[a] for a in axes)
+            found = occupied_mass(self._records, axes, sizes, self._probabilities)
+            if found is not None:
+                return found
+        cells, inverse = self._occupied(attrs)
+        return cells, self._summed_by_index(inverse, cells.size)
+
     def clique_table(self, attrs: Sequence[str]) -> CliqueTable:
         """Dense for a small clique; on a large one, the support's occupied cells only."""
         key = tuple(attrs)
@@ -291,8 +305,7 @@ class SupportHistogram:
         if is_dense(sizes):
             table = CliqueTable.dense(self.marginal(attrs))
         else:
-            cells, inverse = self._occupied(attrs)
-            mass = self._summed_by_index(inverse, cells.size)
+            cells, mass = self._occupied_mass(attrs)
             table = CliqueTable(shape=sizes, codes=cells, mass=mass)
         self._tables.put(key, table, table.mass.size)
         return table

@@ -33,7 +33,14 @@ do not depend on the machine):
   ranks off the sorted keys;
 * :func:`index_mass`: the masses on the cells from the index (kept between
   rounds: a later round on the clique, after a reweight, starts here), one
-  pass.
+  pass;
+* :func:`occupied_mass`: a round's table on a clique of few cells
+  (:data:`BY_CODE_CELLS_PER_RECORD`, :data:`BY_CODE_MAX_CELLS`) without the
+  index, in one pass that marks each record's cell and adds its mass into a
+  table of all the clique's cells, by code. The index is made only where a
+  reweight on the clique needs it. The sums are :func:`index_mass`'s, bit for
+  bit: the same records, in the same order, into each chunk's table, the tables
+  added in chunk order.
 
 Everything here is post-processing of the hypothesis (public); no private
 record is read.
@@ -53,7 +60,14 @@ from pmwcm.kernels.cell_bitmap import ONE, rank_of, rank_words
 from pmwcm.kernels.clique_table import position_bits, sort_keys_by_code, split_sorted_keys
 from pmwcm.kernels.support_passes import map_chunks, pass_chunks
 
-__all__ = ["clique_mass", "index_mass", "occupied_index"]
+__all__ = [
+    "BY_CODE_CELLS_PER_RECORD",
+    "BY_CODE_MAX_CELLS",
+    "clique_mass",
+    "index_mass",
+    "occupied_index",
+    "occupied_mass",
+]
 
 FloatArray = NDArray[np.float64]
 #: A large clique's occupied cells are found in a bitmap of all its cells (one bit a
@@ -71,6 +85,17 @@ DIRECT_CELLS_PER_RECORD = 5
 #: this many cells per record (a clique of nearly ``M`` occupied cells is summed
 #: by one pass instead of four ``M``-cell temporaries).
 CHUNK_TABLE_CELLS_PER_RECORD = 1
+#: :func:`occupied_mass` takes a clique while the chunks' tables of all its cells
+#: together hold at most this many cells per record (8 bytes a record, made and
+#: dropped in the call). Then each chunk's table of occupied cells fits the same
+#: bound, so :func:`index_mass` would cut the records into the same chunks.
+BY_CODE_CELLS_PER_RECORD = 1
+#: ... and while the clique has at most this many cells: each record's mass lands at
+#: random in its chunk's table, which must stay in cache. On 2^23 uniform records of
+#: full Adult's sizes (load 3.6-3.8; the index path's three passes against the one):
+#: 17,000 cells 81 -> 33 ms, 133,056 84 -> 55, 269,280 80 -> 70, 420,000 64 -> 61,
+#: 850,000 81 -> 102, 1,683,000 166 -> 310.
+BY_CODE_MAX_CELLS = 2**18
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -86,6 +111,15 @@ def _code(records: NDArray[np.integer], i: int, axes: NDArray[np.int64],
 def _dense_mass(records, axes, sizes, weights, out, begin, end):  # type: ignore[no-untyped-def]
     for i in range(begin, end):
         out[_code(records, i, axes, sizes)] += weights[i]
+
+
+@njit(cache=True, nogil=True)
+def _marked_mass(records, axes, sizes, weights, words, out, begin, end):  # type: ignore[no-untyped-def]
+    # Each record's cell marked in the chunk's bitmap and its mass added at its code.
+    for i in range(begin, end):
+        code = _code(records, i, axes, sizes)
+        words[code >> 6] |= ONE << np.uint64(code & 63)
+        out[code] += weights[i]
 
 
 @njit(cache=True, nogil=True)
@@ -243,6 +277,54 @@ def occupied_index(
         lambda begin, end: _read_ranks(records, axes_, sizes_, words, before, index, begin, end),
     )
     return cells, index
+
+
+def occupied_mass(
+    records: NDArray[np.integer], axes: Sequence[int], sizes: Sequence[int], weights: FloatArray
+) -> tuple[NDArray[np.int64], FloatArray] | None:
+    """A large clique's sorted occupied cells and their masses, as
+    :func:`occupied_index` and :func:`index_mass` give them (bit for bit), without the
+    index: one pass that marks each record's cell in its chunk's bitmap and adds its
+    weight into its chunk's table of all the clique's cells, then the set bits'
+    cells gathered from each chunk's table, added in chunk order. ``None`` where
+    the chunks' tables would hold more than :data:`BY_CODE_CELLS_PER_RECORD` cells a
+    record, or the clique more than :data:`BY_CODE_MAX_CELLS` (the caller takes the
+    index path).
+
+    A below-threshold round needs only the table; the index is for a reweight on the
+    clique. At ``M = 2^23`` (load 3.6) the index path's three passes (mark, ranks,
+    masses) took 25 + 34 + 8 ms on a clique of 17,000 cells, this one 33 in all
+    (:data:`BY_CODE_MAX_CELLS`; benchmarks/README.md, issue 37 item 1, session 25).
+
+    >>> records = np.array([[1, 0], [0, 1], [1, 0], [1, 1]], dtype=np.uint8)
+    >>> cells, mass = occupied_mass(records, [0, 1], [2, 2], np.full(4, 0.25))
+    >>> cells.tolist(), mass.tolist()
+    ([1, 2, 3], [0.25, 0.5, 0.25])
+    >>> occupied_mass(records, [0, 1], [3, 2], np.full(4, 0.25)) is None  # 6 cells > 4 records
+    True
+    """
+    axes_, sizes_, count = _clique(records, axes, sizes)
+    size = records.shape[0]
+    chunks = pass_chunks(size)
+    if len(chunks) * count > BY_CODE_CELLS_PER_RECORD * size or count > BY_CODE_MAX_CELLS:
+        return None
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    word_count = -(-count // 64)
+
+    def run(chunk: tuple[int, int]) -> tuple[NDArray[np.uint64], FloatArray]:
+        words, out = np.zeros(word_count, dtype=np.uint64), np.zeros(count)
+        _marked_mass(records, axes_, sizes_, weights, words, out, *chunk)
+        return words, out
+
+    parts = map_chunks(run, chunks)
+    words = parts[0][0]
+    for more, _ in parts[1:]:
+        np.bitwise_or(words, more, out=words)
+    cells, _ = rank_words(words)
+    mass = parts[0][1][cells]
+    for _, out in parts[1:]:
+        mass += out[cells]  # index_mass's chunk tables, added in the same order
+    return cells, mass
 
 
 def _sorted_index(
