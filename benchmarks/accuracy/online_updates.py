@@ -880,6 +880,16 @@ TV16 (3.4-3.5e-3 on the stepwise analyst at eps 1) and 1.2-1.6e-3 on full Adult'
 streams at every eps: the error of its model's structure, which more budget does not
 buy down.
 
+**Session 25: more of the strongest baseline at OpenDP's replace-one unit.** AIM at
+`unit_of(changes=1)` (one release a cell) on all of TV16 at eps 0.5 and 1 (releases 21
+and 32 min, 2.9 and 3.7 GB): pmwcm at 0.19x / 0.21x and 0.10x / 0.14x of its mean / max
+on the random streams, 0.21x / 0.34x and 0.10x / 0.24x on the stepwise analyst; on all
+of full Adult's random streams at eps 0.5 (release 3 min, answering 16 min): 0.13x /
+0.091x. MST at that unit on full Adult's 8,000 rows at eps 0.5, 1 and 4 (releases 35-52
+s, a random stream answered in 15-37 min): 0.072x / 0.21x, 0.071x / 0.12x and 0.073x /
+0.12x (random), 0.069x / 0.11x, 0.14x / 0.15x and 0.10x / 0.15x (stepwise): at 8,000
+rows MST's replace-one release is 3-7x worse than its add/remove one on the mean.
+
     ... --tables adult-full-8000 --eps 0.5 1 4 --seeds 3 --k 2000 --updates measure
     ... --tables adult-full-8000 --eps 1 4 --seeds 3 --workload stepwise --updates measure
     ... --tables adult-full-8000 --eps 0.5 --seeds 6 --workload stepwise --updates measure
@@ -890,6 +900,9 @@ buy down.
     ... --tables adult-full --eps 1 --seeds 1 --updates mst-ar
     ... --tables adult-full --eps 0.5 4 --seeds 1 --updates mst-ar        (and stepwise)
     ... --tables adult-full --eps 0.5 4 --seeds 1 --updates mst-replace   (and stepwise)
+    ... --tables tv16 --eps 0.5 1 --seeds 1 --updates aim-replace       (and stepwise; session 25)
+    ... --tables adult-full --eps 0.5 --seeds 1 --updates aim-replace   (session 25)
+    ... --tables adult-full-8000 --eps 0.5 1 4 --seeds 1 --updates mst-replace (and stepwise)
 """
 
 
@@ -1356,13 +1369,16 @@ SECTION_READING = """
 * **The paper's update** (`oracle`, its own plan) gains 1.00-1.02x, leaves 15-18% of
   epsilon unspent where T = 10, and halts after one update at 8,000 rows, eps = 1
   (81% unchecked). It stays the default only where no stream is announced.
-* **Unrun** (session 22): AIM at OpenDP's replace-one unit on all of binary Adult at
-  eps = 4, on full Adult at eps = 4 and 0.5, on TV16 (all rows) and at k =
-  10,000 at full resolution; AIM at k = 10,000 on full Adult at eps 0.5 and 4 and on
+* **Unrun** (session 22; updated in session 25): AIM at OpenDP's replace-one unit on
+  all of binary Adult, full Adult and TV16 at eps = 4 (an add/remove release there took
+  26-120 min, and answering on full Adult's eps-4 model 70 min) and at k = 10,000 at
+  full resolution; AIM at k = 10,000 on full Adult at eps 0.5 and 4 and on
   its 8,000 rows (session 22 ran all of it at eps = 1: 90 minutes to answer); a second
   AIM release on most full-resolution random cells (a 2,000-query stream now takes
   15-20 min to answer, the release 2-120 min); AIM on loans (above: hours a release
-  here). Session 24 ran MST at both units on all of TV16 and of full Adult.
+  here). Session 24 ran MST at both units on all of TV16 and of full Adult; session 25
+  AIM's replace-one unit on all of TV16 (eps 0.5, 1) and of full Adult (eps 0.5) and
+  MST's on full Adult's 8,000 rows.
   The same-query gain at eps = 0.5 (k = 2,000) is 1.77x on all of binary Adult and
   1.01x at 8,000 rows, where the prior holds 95%.
 """
