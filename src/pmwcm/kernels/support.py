@@ -284,7 +284,8 @@ class SupportHistogram:
     def _occupied_mass(self, attrs: Sequence[str]) -> tuple[NDArray[np.int64], FloatArray]:
         """A large clique's occupied cells and their masses: from the cached index where
         there is one (a reweight on the clique made it), else, on the host and for a
-        clique of few cells a record, in one pass without the index
+        clique of few cells (:data:`~pmwcm.kernels.support_cells.BY_CODE_MAX_CELLS`, and
+        about one a record at most), in one pass without the index
         (:func:`~pmwcm.kernels.support_cells.occupied_mass`: the same sums)."""
         if self.device is None and self._cell_index.get(tuple(attrs)) is None:
             axes = self.domain.axes(attrs)
