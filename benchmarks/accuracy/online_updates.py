@@ -862,9 +862,10 @@ max): 1.28e-3 / 4.9e-3 at 2^14, 1.49e-3 / 7.3e-3 at 2^15, 1.49e-3 / 1.36e-2 at 2
 1.11e-3 / 5.3e-3 at 2^17: the luck of one support's draw, not its size. Its five
 largest errors at 2^16 are hypothesis answers on `hours-per-week` with
 `capital-gain` or `capital-loss` and `sex`, which the start answers at 1.0-1.1e-2 and
-the final hypothesis at 1.5-1.7e-2: the measured updates moved that hypothesis away
-on those cliques. A stream takes 2-3.5x the time it took at 2^14 (random, eps 1: 44 s
-against 16).
+the final hypothesis at 1.5-1.7e-2: the refits after the updates moved that hypothesis
+away on those cliques (session 25 found how: by descending further onto the prior's
+noisy pairs, not through the updates' measurements; docs/design.md section 11). A
+stream takes 2-3.5x the time it took at 2^14 (random, eps 1: 44 s against 16).
 
 **Session 24: MST on the whole tables.** MST (one release a cell, both units) on all of
 TV16 and all of full Adult at eps 0.5, 1 and 4 (releases 35-101 s, 1.4-1.5 GB; a random
