@@ -37,6 +37,7 @@ the data side's worker, the engine's bookkeeping).
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import resource
@@ -125,8 +126,9 @@ def phase_timers(seconds: dict[str, float]) -> ExitStack:
     return stack
 
 
-#: The upper edges of :func:`rounds_by_table_cells`' groups.
+#: The upper edges of :func:`rounds_by_table_cells`' groups, and the groups' labels.
 CELL_GROUPS = (10**3, 10**4, 10**5, 10**6)
+CELL_GROUP_LABELS = (*(f"<= {e:,}" for e in CELL_GROUPS), f"> {CELL_GROUPS[-1]:,}")
 
 
 def rounds_by_table_cells(
@@ -142,18 +144,15 @@ def rounds_by_table_cells(
     for query, source, took in zip(stream, sources, seconds, strict=True):
         if source != "hypothesis":
             continue
-        cells = int(np.asarray(hypothesis.clique_table(query.clique).mass).size)
-        edge = next((e for e in CELL_GROUPS if cells <= e), None)
-        label = f"<= {edge:,}" if edge is not None else f"> {CELL_GROUPS[-1]:,}"
-        groups[label].append(1e3 * took)
-    order = [f"<= {e:,}" for e in CELL_GROUPS] + [f"> {CELL_GROUPS[-1]:,}"]
+        cells = hypothesis.clique_table(query.clique).mass.size
+        groups[CELL_GROUP_LABELS[bisect.bisect_left(CELL_GROUPS, cells)]].append(1e3 * took)
     return {
         label: {
             "rounds": len(groups[label]),
             "median_ms": round(float(np.median(groups[label])), 1),
             "max_ms": round(max(groups[label]), 1),
         }
-        for label in order
+        for label in CELL_GROUP_LABELS
         if groups[label]
     }
 

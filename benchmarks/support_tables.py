@@ -109,12 +109,13 @@ def main() -> None:
             occupied = int(np.count_nonzero(expected))
         before, after = _best_ms(before_path, args.repeats), _best_ms(after_path, args.repeats)
         one_pass = None  # a round's table without the index, where the clique allows it
-        sizes = [ADULT_FULL_SIZES[a] for a in axes]
-        if isinstance(got, tuple) and occupied_mass(records, axes, sizes, weights) is not None:
-            one_pass_path = functools.partial(occupied_mass, records, axes, sizes, weights)
-            cells, mass = one_pass_path()
-            np.testing.assert_array_equal(cells, got[0])
-            np.testing.assert_array_equal(mass, got[2])  # the index path's sums, bit for bit
+        one_pass_path = functools.partial(
+            occupied_mass, records, axes, [ADULT_FULL_SIZES[a] for a in axes], weights
+        )
+        found = one_pass_path() if isinstance(got, tuple) else None
+        if found is not None:
+            np.testing.assert_array_equal(found[0], got[0])
+            np.testing.assert_array_equal(found[1], got[2])  # the index path's sums, bit for bit
             one_pass = round(_best_ms(one_pass_path, args.repeats), 1)
         row = {
             "M": args.size, "order": args.order, "clique": spec,
