@@ -283,7 +283,9 @@ def _kernels(layout: CliqueLayout) -> tuple[Any, Any, tuple[NDArray[np.int64], .
     return _marginals_wide, _step_wide, (*layout.horner(), layout.offsets)
 
 
-#: Records per chunk below which a pass runs as one chunk.
+#: Records below which a pass runs as one chunk (measured at ``M = 2^16`` on a quiet
+#: machine: four chunks there build 1.4x faster and answer as fast as one;
+#: benchmarks/README.md, issue 37 item 3).
 CHUNK_MIN_RECORDS = 2**16
 #: Chunks a larger pass is cut into (fixed, so that its sums do not depend on the machine).
 PASS_CHUNKS = 4
