@@ -44,10 +44,14 @@ def one_pass(records: CodedRecords, clique: tuple[str, ...]) -> tuple[np.ndarray
     return cells, np.bincount(inverse, weights=records.counts, minlength=cells.size)
 
 
+@pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("counts", [True, False])
 def test_cliques_counted_in_blocks_are_those_of_one_pass(
-    counts: bool, monkeypatch: pytest.MonkeyPatch
+    counts: bool, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Blocks summed on one thread or dealt to three (16 blocks: uneven shares), each
+    into its own table: the same floats as one pass over every row."""
+    monkeypatch.setattr(coded_records, "COUNT_THREADS", threads)
     records = snapshot(5000, counts=counts)
     whole = {clique: records.count_table(clique) for clique in CLIQUES}
     taken: list[str] = []
@@ -140,10 +144,16 @@ def test_merge_counts_is_the_sorted_union_with_masses_summed() -> None:
         np.testing.assert_array_equal(mass, expected)
 
 
-def test_counting_a_clique_of_many_rows_adds_one_block_of_temporaries() -> None:
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_counting_a_clique_of_many_rows_adds_one_block_of_temporaries(
+    threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """2^22 rows (4 Mi: 16 MiB of codes and counts): counting a clique of 6,000 cells
-    allocates its table and one block's codes, never a float or an index a row (32
-    MiB), as counting in one piece did (codes, ranks and the weights as floats)."""
+    allocates a table and one block's codes a thread (the last attribute is folded into
+    the count, so a block's codes are those of the first: uint8 here), never a float or
+    an index a row (32 MiB), as counting in one piece did (codes, ranks and the weights
+    as floats)."""
+    monkeypatch.setattr(coded_records, "COUNT_THREADS", threads)
     rows = 2**22
     domain = Domain.from_sizes({"c": 100, "d": 60})
     rng = np.random.default_rng(1)
@@ -157,8 +167,8 @@ def test_counting_a_clique_of_many_rows_adds_one_block_of_temporaries() -> None:
     finally:
         tracemalloc.stop()
     assert table.mass.sum() == rows
-    block = coded_records.COUNT_BLOCK_ROWS * 2  # one block's uint16 codes
-    assert peak <= 2 * block + 3 * 6000 * 8
+    block = coded_records.COUNT_BLOCK_ROWS  # one block's uint8 codes of "c"
+    assert peak <= threads * (block + 6000 * 8) + 2 * 6000 * 8
     assert peak < rows * 8 / 4
 
 
