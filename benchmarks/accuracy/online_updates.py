@@ -1435,6 +1435,9 @@ those of TV16 17, 9,159 and 67. The measured engine on the benchmark's own strea
     ... --tables loans --eps 1 --workload stepwise --seeds 3 --support-sizes 32768  (session 24)
     ... --tables loans --eps 0.5 4 --workload stepwise --seeds 3 --support-sizes 16384 (session 24)
     ... --tables loans --eps 1 --seeds 3 --support-sizes 32768                     (session 24)
+    ... --tables adult-full-8000 --eps 0.5 --seeds 3 --support-sizes 131072         (session 26)
+    ... --tables adult-full --eps 0.5 --seeds 3 --support-sizes 131072  (session 26; and
+        --workload stepwise at eps 0.5, 1 and 4)
 
 The first two ran in sessions 22-23, when `default` was 2^14 on every table (`16384`
 now). Loans' 32768 rows at eps 0.5 and 4 ran as the engine's default while a first rule (from
@@ -1443,7 +1446,7 @@ the schema's pair cells in all) gave loans 2^15 (the same engine as `--support-s
 """
 
 SUPPORT_SIZE_READING = """
-Reading (sessions 22-24). A support four times larger helps where a table's
+Reading (sessions 22-26). A support four times larger helps where a table's
 attributes have many values, and barely where they do not. On full Adult's 8,000 rows
 (2^14 is 10 records a cell of the mean pair) 2^16 lowers the mean to 0.77-0.95x in all
 six cells, most at eps = 1 on the random stream (0.77x, the maxima 0.45x); there 2^17
@@ -1466,6 +1469,17 @@ replaced by these (the old ones in `results/online_updates_before_pair_resolutio
 One cell's maxima rose on full Adult's 8,000 rows (random, eps = 0.5: one stream's
 1.36e-2); that stream scores 4.9e-3, 7.3e-3, 1.36e-2 and 5.3e-3 at 2^14 to 2^17 (its
 means 1.28e-3, 1.49e-3, 1.49e-3 and 1.11e-3): the luck of one support's draw.
+Session 26 ran all three streams of that cell at 2^17 (80 records a cell of the mean
+pair): mean 1.22e-3 (0.88x of 2^16's 1.39e-3, 0.82x of 2^14's), maxima 4.3e-3, 3.9e-3
+and 5.3e-3, which is 0.68x / 0.49x of AIM's three add/remove releases there (2^16:
+0.77x / 1.25x). So at eps = 0.5 the gain does not level off at 40 records a cell as it
+did at eps = 1. A rule of 64 records a cell would also move all of full Adult from
+2^16 to 2^17; its rows at 2^17 (same session, four cells) give 1.01x the mean of 2^16
+on the random streams at eps = 0.5 (maxima 1.34x), and 0.94x, 0.94x and 0.90x on the
+stepwise analyst at eps = 0.5, 1 and 4 (maxima 1.06x, 1.08x, 0.82x), each stream taking
+2.3-3.5x the engine time (two such runs shared the 2 cores). Within the streams' spread
+there, so the rule stays at 32; `--support-size 131072` is the choice for a table as
+wide as full Adult at n near 8,000 and eps = 0.5.
 """
 
 
