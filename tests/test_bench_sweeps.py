@@ -93,3 +93,26 @@ def test_the_report_compares_each_share_with_the_rule(tmp_path: Path) -> None:
     assert "mean vs 16384" in lines[0]
     assert [line.split(" | ")[4] for line in lines[2:]] == ["16384", "65536", "262144"]
     assert "| 3.5 | 3.50x |" in lines[3]  # (3 + 4) / 2 over 2^14's 1
+
+
+def test_the_workload_start_is_compared_seed_by_seed_where_the_rounds_run() -> None:
+    def row(update: str, seed: int, eps: float, mean: float, start: float) -> dict[str, Any]:
+        return {"table": "t", "workload": "random", "k": 10, "epsilon": eps, "n": 40_000,
+                "update": update, "seed": seed, "mean": mean, "max": 10 * mean,
+                "prior_mean": start, "gain": 1.0}  # fmt: skip
+
+    rows = [
+        row("measure", 0, 1.0, 2.0, 4.0), row("measure", 1, 1.0, 4.0, 4.0),
+        row("workload", 0, 1.0, 3.0, 2.0), row("workload", 1, 1.0, 6.0, 2.0),
+        row("workload", 2, 1.0, 100.0, 1.0),  # no measured stream of seed 2: left out
+        row("measure", 0, 0.5, 1.0, 1.0), row("workload", 0, 0.5, 1.0, 1.0),  # eps n < 40,000
+    ]  # fmt: skip
+    groups: online_updates.Groups = {}
+    for r in rows:
+        cell = groups.setdefault(("t", "random", 10, r["epsilon"]), {})
+        cell.setdefault(r["update"], []).append(r)
+    lines = online_updates.workload_against_measure(groups).splitlines()
+    assert len(lines) == 3  # the header, its rule, one cell
+    assert lines[2] == "| t | random | 10 | 1 | 40,000 | 2 | 1.50x | 1.50x | 0.50x |"
+    del groups[("t", "random", 10, 1.0)]
+    assert online_updates.workload_against_measure(groups) == ""
