@@ -1,6 +1,6 @@
 """End-to-end privacy audit of the pipeline with the workload-aware start (issue 35 item 4).
 
-``build_engine(PMWConfig(1, 1e-6), workload=cliques)`` on the parity pair of
+``build_engine(PMWConfig(1, 1e-6, prior_cliques="pairs"), workload=cliques)`` on the parity pair of
 :mod:`pmwcm.audit.pipeline` at ``n = 40,000`` (the least ``n`` at which the public
 rule ``epsilon n >= 40,000`` runs the rounds; ``D1`` complements one record),
 asked six queries announcing five candidate cliques, so four rounds of selection

@@ -11,13 +11,14 @@ set is the same Gaussian event, so the ledger does not move.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
 from pmwcm.data.bundled import load_adult
 from pmwcm.engine.online import OnlinePMW
-from pmwcm.engine.plan import plan_budget
+from pmwcm.engine.plan import BudgetPlan, plan_budget
 from pmwcm.engine.practical import PMWConfig, build_engine
 from pmwcm.kernels.domain import Domain
 from pmwcm.mechanisms.noise import NumpyNoise
@@ -67,9 +68,34 @@ def test_the_plan_measures_triples_at_high_signal_only(epsilon: float, n: int, o
     assert plan.prior_order == order and plan.to_dict()["prior_order"] == order
 
 
+def test_the_triples_replace_the_workload_rounds_where_they_qualify() -> None:
+    """Where ``auto`` measures every triple, announced cliques get no rounds (the triples
+    prior measured better on binary Adult at eps >= 1.5: ``plan._triples_instead``); where
+    the triples are too noisy (eps = 1), or the pairs are asked for, the rounds run on the
+    pairs. Each plan is the one ``build_engine`` accepts for those inputs."""
+    cliques = [("income>50K", "male", "white", "age>=37"), ("income>50K", "married", "husband")]
+
+    def planned(epsilon: float, **fields: Any) -> BudgetPlan:
+        announced = config(epsilon, announced_queries=1000, **fields)
+        plan = plan_budget(announced, n=48_842, domain=ADULT.domain, workload=cliques)
+        assert plan.matches(announced, n=48_842, domain=ADULT.domain, kind="cm", spent=(),
+                            prior_supplied=False, workload=cliques)  # fmt: skip
+        return plan
+
+    triples = planned(4.0)
+    assert triples.workload is None and triples.prior_order == 3
+    assert triples.announced_cliques == ()
+    alone = plan_budget(config(4.0, announced_queries=1000), n=48_842, domain=ADULT.domain)
+    assert triples.prior_multiplier == alone.prior_multiplier
+    assert triples.prior_events == alone.prior_events
+    for rounds in (planned(1.0), planned(4.0, prior_cliques="pairs")):
+        assert rounds.workload is not None and rounds.prior_order == 2
+        assert len(rounds.announced_cliques) == 2
+
+
 def test_the_workload_start_and_the_support_keep_the_pairs() -> None:
     cliques = [("income>50K", "male", "white", "age>=37"), ("income>50K", "married", "husband")]
-    announced = config(4.0, announced_queries=1000)
+    announced = config(4.0, announced_queries=1000, prior_cliques="pairs")
     with_rounds = plan_budget(announced, n=48_842, domain=ADULT.domain, workload=cliques)
     assert with_rounds.workload is not None and with_rounds.prior_order == 2
     support = plan_budget(config(4.0, backend="support"), n=48_842, domain=ADULT.domain)

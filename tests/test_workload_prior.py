@@ -104,7 +104,10 @@ def test_candidates_are_the_announced_cliques_of_three_or_more_attributes() -> N
 
 def test_the_plan_charges_the_workload_rounds_and_spends_exactly_the_budget(seed: int) -> None:
     data = PrivateData.from_records(DOMAIN, _parity_records(seed, n=5000))
-    config = PMWConfig(epsilon=8.0, delta=1e-6, announced_queries=50, mode="hybrid")
+    # pairs: at eps n = 40,000 the default would measure these six bits' every triple
+    config = PMWConfig(
+        epsilon=8.0, delta=1e-6, announced_queries=50, mode="hybrid", prior_cliques="pairs"
+    )
     workload = [PARITY, ("x3", "x4", "x5"), ("x0", "x4")]
     small = dataclasses.replace(config, epsilon=1.0)  # eps n = 5,000: the pairs get it all
     assert plan_budget(small, n=data.n, domain=DOMAIN, workload=workload).workload is None
@@ -127,13 +130,16 @@ def test_the_plan_charges_the_workload_rounds_and_spends_exactly_the_budget(seed
 def test_pmwcm_run_announces_its_files_cliques_to_the_plan(tmp_path: Path) -> None:
     """``pmwcm run`` reads its file first: a 3-way clique it asks is a candidate of the
     workload-aware start (eps n = 20 x 2,000 >= 40,000), shown by ``--dry-run``; a pair
-    and an unknown attribute are not."""
+    and an unknown attribute are not. Ten-valued features keep the triples' cells too
+    many for the all-triples prior, which would replace the rounds."""
     rng = np.random.default_rng(0)
-    rows = rng.integers(0, 2, size=(2000, 4))
+    rows = np.column_stack([rng.integers(0, 10, size=(2000, 3)), rng.integers(0, 2, 2000)])
     data = tmp_path / "data.csv"
     data.write_text("a,b,c,y\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
     schema = tmp_path / "schema.json"
-    attributes = [{"name": name, "values": ["0", "1"]} for name in "abcy"]
+    ten = [str(v) for v in range(10)]
+    attributes = [{"name": name, "values": ten} for name in "abc"]
+    attributes.append({"name": "y", "values": ["0", "1"]})
     schema.write_text(json.dumps({"attributes": attributes}))
     queries = tmp_path / "q.jsonl"
     lines = [

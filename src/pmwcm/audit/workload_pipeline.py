@@ -1,7 +1,7 @@
 """Auditing the pipeline with the workload-aware start end to end (issue 35 item 4).
 
 **What is audited.** The real :func:`~pmwcm.engine.practical.build_engine` at
-``PMWConfig(epsilon, delta)`` defaults, given the announced stream's cliques
+``PMWConfig(epsilon, delta, prior_cliques="pairs")``, given the announced stream's cliques
 (``workload=``, public: ``pmwcm run`` reads its file first), built afresh for
 every trial with ``NumpyNoise`` on the audit's generator and asked that stream.
 Its paid prior measures the six 2-way marginals, then runs ``R`` rounds
@@ -20,10 +20,14 @@ accountant (adaptive composition; Kairouz, Oh, Viswanath 2015 for the pure
 events), all charged before the first selection reads the data.
 
 **When the start runs** is a public rule, ``epsilon n >= 40,000``
-(:func:`~pmwcm.mechanisms.priors.workload.uses_workload`), with no setting that
-forces it: the case takes the least ``n`` at which it fires (40,000 at
+(:func:`~pmwcm.mechanisms.priors.workload.uses_workload`) on a pairs prior, with no
+setting that forces it: the case takes the least ``n`` at which it fires (40,000 at
 ``epsilon = 1``) and refuses to build if the plan has no rounds, so it cannot
-silently audit a pipeline without them.
+silently audit a pipeline without them. On these four binary attributes the default
+(``prior_cliques="auto"``) would measure every triple instead of running the rounds
+(their noise is small there: ``pmwcm.engine.plan``'s ``_triples_instead``), a prior
+that :mod:`pmwcm.audit.pipeline_controls` audits; ``"pairs"`` keeps the rounds, as
+the default does on any schema whose triples are too noisy to measure whole.
 
 **Neighbours** (:func:`~pmwcm.audit.pipeline.parity_pair` at that ``n``): four
 binary attributes, ``x2 = x0 XOR x1``; ``D1`` replaces record ``0000`` by
@@ -345,7 +349,7 @@ def workload_pipeline_case(
     queries = workload_stream()
     cliques = tuple(q.clique for q in queries)
     build = WorkloadBuild(cliques) if broken is None else BROKEN_WORKLOAD[broken](cliques)
-    config = PMWConfig(epsilon=epsilon, delta=delta)
+    config = PMWConfig(epsilon=epsilon, delta=delta, prior_cliques="pairs")
     if backend == "support":
         config = dataclasses.replace(config, backend="support", support_size=MIN_SUPPORT_SIZE)
     plan = plan_budget(config, n=d0.n, domain=d0.domain, workload=cliques)
@@ -372,7 +376,8 @@ def workload_pipeline_case(
         label += f" on the support (M={MIN_SUPPORT_SIZE})"
     resolved = plan.config
     return AuditCase(
-        name=f"{label}: build_engine(PMWConfig({epsilon:g}, {delta:g}), workload), "
+        name=f"{label}: build_engine(PMWConfig({epsilon:g}, {delta:g}, prior_cliques='pairs'), "
+        "workload), "
         f"{len(queries)} queries, n={d0.n}",
         guarantee=f"({epsilon:g}, {delta:g})-DP: 2-way marginals, {rounds.rounds} workload "
         f"rounds (exp. mech. eps_0={rounds.selection_epsilon:.3g}, Gaussian "

@@ -224,9 +224,18 @@ class BudgetPlan:
             and self.attributes == len(domain)
             and self.kind == kind
             and self.spent == tuple(spent)
-            and self.announced_cliques
-            == (workload_candidates(domain, workload) if uses_workload(self.epsilon, n) else ())
+            and self.announced_cliques == self._candidates(domain, workload)
         )
+
+    def _candidates(
+        self, domain: Domain, workload: Iterable[Sequence[str]]
+    ) -> tuple[tuple[str, ...], ...]:
+        """The announced cliques :func:`plan_budget` gives the rounds for ``workload``: none
+        below their signal, nor where it chose the all-triples prior instead (a plan whose
+        prior measures triples never runs the rounds)."""
+        if self.prior_order == 3 or not uses_workload(self.epsilon, self.n):
+            return ()
+        return workload_candidates(domain, workload)
 
 
 def plan_budget(
@@ -283,6 +292,8 @@ def plan_budget(
         resolved = replace(resolved, max_updates=updates + pool)
     workload = [tuple(clique) for clique in workload]  # read twice below
     candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
+    if candidates and _triples_instead(config, domain, n, prior, backend.kind):
+        candidates = ()
     try:
         if candidates and prior.multiplier is not None:
             prior = workload_levels(resolved, accountant, candidates, attributes=len(domain))
@@ -329,6 +340,26 @@ def _prior_cliques(
     return tuple(noise_limited_pairs(domain, n=n, noise_multiplier=prior.multiplier))
 
 
+def _triples_instead(
+    config: PMWConfig, domain: Domain, n: int, prior: PriorLevels, backend: str
+) -> bool:
+    """Whether the paid prior measures every triple instead of running the workload rounds
+    (public): where ``config.prior_cliques`` is ``"auto"`` and the triples' noise at the
+    whole prior budget is small (:func:`_prior_order` of the pairs' levels is 3).
+
+    Measured (``benchmarks/accuracy/online_updates.py``, binary Adult, seeds 0-2,
+    docs/results.md "Issue 35", session 27): where the triples qualify, the measured
+    engine from the all-triples prior beat the same engine from the pairs and the rounds
+    on every cell, the mean 1.29-1.42x lower at eps = 1.5, 2 and 4 (k = 2,000) and
+    1.63x at eps = 4 (k = 10,000), the max 1.4-2.1x; at eps = 1 (pairs, the triples'
+    noise too large) the rounds lowered it (0.89x, 0.92x). The rounds measure at most
+    ``4 d`` of the announced cliques (56 of binary Adult's 1,348 on a 2,000-query file),
+    each at about the noise a cell at which the triples measure all 364 (0.86x at
+    eps = 4).
+    """
+    return config.prior_cliques == "auto" and _prior_order(config, domain, n, prior, backend) == 3
+
+
 def _prior_order(
     config: PMWConfig, domain: Domain, n: int, prior: PriorLevels, backend: str
 ) -> int:
@@ -339,6 +370,8 @@ def _prior_order(
     The workload rounds already measure the announced wider cliques on top of the
     pairs (with the triples there the max rose 47% on binary Adult at eps = 4), and
     the support's prior fits pairs over ``M`` records (not measured with triples).
+    Where the triples qualify, ``"auto"`` measures them instead of running the rounds
+    (:func:`_triples_instead`), so the rounds run only on a pairs prior.
 
     Raises:
         ValueError: ``"triples"`` where the prior measures pairs only (names the field).

@@ -41,7 +41,9 @@ itself charges the selection ``eps_0^2/8`` (bounded range); the pure-DP charge
 is larger, so the stated guarantee holds a fortiori.
 
 **How much** (public: ``epsilon``, ``n``, the schema, the announced cliques, the
-prior's budget): where ``epsilon n >= 40,000`` (:func:`uses_workload`),
+prior's budget): where ``epsilon n >= 40,000`` (:func:`uses_workload`) and the
+prior measures pairs (where a dense prior's triples qualify, the plan measures them
+instead of running the rounds: ``pmwcm.engine.plan._triples_instead``),
 :data:`WORKLOAD_SHARE` of the prior's zCDP budget ``rho_p`` goes to the rounds,
 ``R = min(candidates, 4 d)`` of them (:data:`ROUNDS_PER_ATTRIBUTE`), each
 ``rho_p WORKLOAD_SHARE / R`` split as AIM does (:data:`SELECTION_SHARE` to the
