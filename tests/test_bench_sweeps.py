@@ -116,3 +116,18 @@ def test_the_workload_start_is_compared_seed_by_seed_where_the_rounds_run() -> N
     assert lines[2] == "| t | random | 10 | 1 | 40,000 | 2 | 1.50x | 1.50x | 0.50x |"
     del groups[("t", "random", 10, 1.0)]
     assert online_updates.workload_against_measure(groups) == ""
+
+
+def test_the_replaced_rounds_are_compared_with_the_measured_streams(tmp_path: Path) -> None:
+    def row(update: str, seed: int, mean: float) -> dict[str, Any]:
+        return {"table": "t", "workload": "random", "k": 10, "epsilon": 4.0, "n": 40_000,
+                "update": update, "seed": seed, "mean": mean, "max": mean,
+                "prior_mean": mean, "gain": 1.0}  # fmt: skip
+
+    results, before = tmp_path / "rows.jsonl", tmp_path / "before.jsonl"
+    assert online_updates.rounds_before_the_triples(results, before) == ""
+    current = [row("measure", 0, 2.0), row("workload", 0, 2.0)]  # the same engine now
+    results.write_text("".join(json.dumps(r) + "\n" for r in current))
+    before.write_text(json.dumps(row("workload", 0, 3.0)) + "\n")
+    lines = online_updates.rounds_before_the_triples(results, before).splitlines()
+    assert lines[2:] == ["| t | random | 10 | 4 | 160,000 | 1 | 1.50x | 1.50x | 1.50x |"]
