@@ -8,9 +8,15 @@ holds the recorded transcripts; ``tests/test_fast_paths.py`` asserts that today'
 engine gives the same ones, as :func:`differences` compares them.
 
 **What "the same" means.** Every decision is compared exactly: the index, the
-source (hypothesis, oracle, synthetic, refused), the update count, the repeat flag
-and the epsilon spent, which are computed from public constants in scalar
-arithmetic. The released numbers are compared to :data:`VALUE_ATOL`: BLAS kernels
+source (hypothesis, oracle, synthetic, refused), the update count and the repeat
+flag. The epsilon spent is computed from public constants, but by the PLD
+accountant, whose composition runs NumPy's vectorised ``exp``, ``log`` and FFT:
+NumPy picks their SIMD paths by CPU (``X86_V3``, ``X86_V4``), so the last bits move
+from machine to machine (a Zen 3 without AVX-512 read 4.455397894156781 where the
+recording has 4.45539789416338, 1.5e-12 relative; with ``X86_V3`` disabled,
+4.455397894159747). It is compared to :data:`SPENT_RTOL`, a thousand times above
+that and far below any change of spending (one more update's event moves it by
+10% and more here). The released numbers are compared to :data:`VALUE_ATOL`: BLAS kernels
 and compiled loops pick other instructions on other CPUs (OpenBLAS chooses its
 kernels by core type: AVX-512 on SkylakeX, AVX2 on Haswell and Zen), so the last
 bits of a sum differ, and the certified hypothesis solve amplifies that where the
@@ -75,6 +81,8 @@ VALUE_ATOL = 1e-4
 #: The final hypothesis's fingerprint (its negative entropy) is a sum over the cells
 #: of the hypothesis, which rounding moves by about 1e-14 relative.
 FINGERPRINT_RTOL = 1e-9
+#: How far the epsilon spent may move between machines (relative; module docstring).
+SPENT_RTOL = 1e-9
 
 
 def _mixed_data() -> PrivateData:
@@ -185,8 +193,9 @@ def _numbers(value: Any) -> np.ndarray:
 def differences(got: dict[str, list[Any]], recorded: dict[str, list[Any]]) -> list[str]:
     """Where ``got`` departs from ``recorded``: one line per difference, empty when they agree.
 
-    Decisions (index, source, updates, epsilon spent, repeat) must be equal; numbers
-    agree to :data:`VALUE_ATOL`; the hypothesis's fingerprint to :data:`FINGERPRINT_RTOL`.
+    Decisions (index, source, updates, repeat) must be equal, the epsilon spent agree to
+    :data:`SPENT_RTOL`; numbers agree to :data:`VALUE_ATOL`; the hypothesis's fingerprint
+    to :data:`FINGERPRINT_RTOL`.
     """
     found = []
     if got.keys() != recorded.keys():
@@ -206,7 +215,10 @@ def differences(got: dict[str, list[Any]], recorded: dict[str, list[Any]]) -> li
                 ):
                     found.append(f"{name!r}: final hypothesis {row[1:]}, recorded {old[1:]}")
                 continue
-            if row[:5] != old[:5]:
+            spent, old_spent = float(row[3]), float(old[3])
+            if [*row[:3], row[4]] != [*old[:3], old[4]] or not math.isclose(
+                spent, old_spent, rel_tol=SPENT_RTOL
+            ):
                 found.append(f"{name!r} answer {row[0]}: decision {row[:5]}, recorded {old[:5]}")
                 continue
             value, old_value = _numbers(row[5]), _numbers(old[5])
