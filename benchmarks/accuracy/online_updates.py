@@ -958,6 +958,23 @@ rows MST's replace-one release is 3-7x worse than its add/remove one on the mean
     ... --tables tv16 --eps 0.5 1 --seeds 1 --updates aim-replace       (and stepwise; session 25)
     ... --tables adult-full --eps 0.5 --seeds 1 --updates aim-replace   (session 25)
     ... --tables adult-full-8000 --eps 0.5 1 4 --seeds 1 --updates mst-replace (and stepwise)
+
+**Session 27: more of the one cell above AIM on the max, and the rounds measured.** Full
+Adult's 8,000 rows, random streams at eps = 0.5, got two more streams and a fourth AIM
+release (its seed 3; the release took 2.4 min, answering 42 min beside other jobs):
+pmwcm's new streams score 1.25e-3 / 6.3e-3 and 1.46e-3 / 8.7e-3, AIM's release 1.54e-3 /
+1.08e-2, so the cell stands at 0.79x / 1.25x over five streams and four releases, 0.75x
+on the mean of the maxima (the one stream at 1.36e-2 is still the largest; AIM's four
+maxima are 7.9e-3 to 1.09e-2). The workload rounds against the measured engine (the
+table after the AIM and MST ones, and the subsection below): new `measure` rows on all
+of full Adult (eps 1, 4), all of TV16 (eps 1, 4) and binary Adult (eps 1.5, 2).
+
+    ... --tables adult-full-8000 --eps 0.5 --first-seed 3 --seeds 2 --updates measure aim-ar
+        (seed 4's AIM release stopped for time)
+    ... --tables adult --eps 1.5 2 --seeds 3 --updates measure workload
+    ... --tables adult --eps 1.5 2 4 --seeds 3 --updates workload   (after the triples rule)
+    ... --tables adult --eps 4 --seeds 3 --k 10000 --updates workload   (the same)
+    ... --tables adult-full tv16 --eps 1 4 --seeds 3 --updates measure
 """
 
 
