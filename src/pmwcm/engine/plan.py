@@ -224,18 +224,12 @@ class BudgetPlan:
             and self.attributes == len(domain)
             and self.kind == kind
             and self.spent == tuple(spent)
-            and self.announced_cliques == self._candidates(domain, workload)
+            # a plan whose prior measures triples chose them over the rounds
+            and self.announced_cliques
+            == _round_candidates(
+                domain, workload, epsilon=self.epsilon, n=n, triples=self.prior_order == 3
+            )
         )
-
-    def _candidates(
-        self, domain: Domain, workload: Iterable[Sequence[str]]
-    ) -> tuple[tuple[str, ...], ...]:
-        """The announced cliques :func:`plan_budget` gives the rounds for ``workload``: none
-        below their signal, nor where it chose the all-triples prior instead (a plan whose
-        prior measures triples never runs the rounds)."""
-        if self.prior_order == 3 or not uses_workload(self.epsilon, self.n):
-            return ()
-        return workload_candidates(domain, workload)
 
 
 def plan_budget(
@@ -291,9 +285,10 @@ def plan_budget(
         pool = _fallback(config.update_kind, backend.kind, resolved).pool
         resolved = replace(resolved, max_updates=updates + pool)
     workload = [tuple(clique) for clique in workload]  # read twice below
-    candidates = workload_candidates(domain, workload) if uses_workload(epsilon, n) else ()
-    if candidates and _triples_instead(config, domain, n, prior, backend.kind):
-        candidates = ()
+    candidates = _round_candidates(
+        domain, workload, epsilon=epsilon, n=n,
+        triples=_triples_instead(config, domain, n, prior, backend.kind),
+    )  # fmt: skip
     try:
         if candidates and prior.multiplier is not None:
             prior = workload_levels(resolved, accountant, candidates, attributes=len(domain))
@@ -338,6 +333,22 @@ def _prior_cliques(
     if config.prior_cliques == "pairs":
         return tuple(pairwise_cliques(domain))
     return tuple(noise_limited_pairs(domain, n=n, noise_multiplier=prior.multiplier))
+
+
+def _round_candidates(
+    domain: Domain,
+    workload: Iterable[Sequence[str]],
+    *,
+    epsilon: float,
+    n: int,
+    triples: bool,
+) -> tuple[tuple[str, ...], ...]:
+    """The announced cliques the workload rounds choose from (public): none below their
+    signal (:func:`~pmwcm.mechanisms.priors.workload.uses_workload`), nor where the prior
+    measures every triple instead (``triples``: :func:`_triples_instead`)."""
+    if triples or not uses_workload(epsilon, n):
+        return ()
+    return workload_candidates(domain, workload)
 
 
 def _triples_instead(
